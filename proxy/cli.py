@@ -1,0 +1,222 @@
+"""`stretto-proxy [options] -- <server command...>`: a recording MCP proxy on stdio.
+
+Kept light on purpose: the host waits for this process before its first message, so
+nothing here imports dagster, duckdb, polars, pyarrow or mcp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+# Exit statuses of the proxy itself (otherwise it exits with the server's status).
+EXIT_PROXY_FAILED = 125
+EXIT_USAGE = 2
+
+SHUTDOWN_GRACE_S = 2.0  # after the host leaves: how long the server gets to exit by itself
+DRAIN_S = 2.0  # after the server exits: how long its last output gets to reach the host
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stretto-proxy",
+        usage="stretto-proxy [options] -- <server command...>\n"
+        "       stretto-proxy [options] --upstream URL",
+        description="Wrap an MCP server: forward every message between the host (stdin/stdout) "
+        "and the server unchanged, and record each session as JSONL.",
+        epilog="Own messages go to stderr prefixed 'stretto-proxy:'. Exit status: the server's "
+        "(128+n if killed by signal n); 125 if the proxy itself fails; 2 on usage errors.",
+    )
+    rec = p.add_argument_group("recording")
+    rec.add_argument(
+        "--record", metavar="DIR", help="write one log per session, DIR/<session>.jsonl"
+    )
+    rec.add_argument("--domain", metavar="NAME", help="the domain written in the log header")
+    rec.add_argument(
+        "--agent-model", metavar="NAME", help="the agent's model, written in the header"
+    )
+    rec.add_argument(
+        "--context",
+        metavar="FILE",
+        help="a JSONL file of conversation messages ({role, content}) the host appends to; "
+        "new lines are logged as 'context' before the next tool call",
+    )
+    srv = p.add_argument_group("server")
+    srv.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="wrap a server that speaks Streamable HTTP at URL instead of starting a command",
+    )
+    srv.add_argument(
+        "--upstream-header",
+        metavar="NAME=VAR",
+        action="append",
+        default=[],
+        help="send header NAME with the value of environment variable VAR (never logged)",
+    )
+    return p
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = _parser()
+    if "--" in argv:
+        cut = argv.index("--")
+        own, command = argv[:cut], argv[cut + 1 :]
+    else:
+        own, command = argv, []
+    args = parser.parse_args(own)
+    if args.upstream and command:
+        parser.error("give either --upstream URL or a server command after --, not both")
+    if not args.upstream and not command:
+        parser.error("no server to wrap: give its command after -- (or --upstream URL)")
+    if args.upstream_header and not args.upstream:
+        parser.error("--upstream-header needs --upstream")
+    return args, command
+
+
+def _upstream_headers(specs: list[str]) -> dict[str, str]:
+    headers = {}
+    for spec in specs:
+        name, sep, var = spec.partition("=")
+        if not sep or not name or not var:
+            raise SystemExit(f"stretto-proxy: --upstream-header wants NAME=VAR, got {spec!r}")
+        if var not in os.environ:
+            raise SystemExit(f"stretto-proxy: --upstream-header {name}: ${var} is not set")
+        headers[name] = os.environ[var]
+    return headers
+
+
+def _say(text: str) -> None:
+    print(f"stretto-proxy: {text}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    started, started_ns = time.time(), time.monotonic_ns()
+    args, command = parse_args(sys.argv[1:] if argv is None else argv)
+
+    from proxy.redact import redact_command, redact_url
+    from proxy.relay import Relay
+
+    try:
+        if args.upstream:
+            from proxy.upstream_http import HttpUpstream
+
+            server = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
+            logged_command = [redact_url(args.upstream)]
+        else:
+            from proxy.upstream_stdio import StdioServer
+
+            server = StdioServer(command)
+            logged_command = redact_command(command)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - any failure to start is the proxy's failure
+        _say(str(exc))
+        return EXIT_PROXY_FAILED
+
+    log = None
+    if args.record:
+        from proxy.recorder import SessionLog
+
+        try:
+            log = SessionLog(
+                Path(os.path.expanduser(args.record)),
+                server_command=logged_command,
+                domain=args.domain,
+                agent_model=args.agent_model,
+                started=started,
+                started_monotonic_ns=started_ns,
+            )
+        except OSError as exc:
+            _say(f"cannot create the session log in {args.record}: {exc}")
+            server.kill()
+            server.wait(5)
+            return EXIT_PROXY_FAILED
+        _say(f"recording to {log.path}")
+
+    context = None
+    if args.context:
+        from proxy.context import ContextFeed
+
+        context = ContextFeed(os.path.expanduser(args.context))
+
+    relay = Relay(server, log, context)
+    if hasattr(server, "set_error_handler"):
+        server.set_error_handler(relay.answer_errors)
+    return _run(relay, server, log)
+
+
+def _run(relay, server, log) -> int:
+    wake = threading.Event()
+    host_eof = threading.Event()
+    stop_signal: list[int] = []
+    server_status: list[int] = []
+
+    def read_host() -> None:
+        stdin = open(0, "rb", buffering=1 << 16, closefd=False)  # noqa: SIM115
+        try:
+            while True:
+                line = stdin.readline()
+                if not line:
+                    break
+                relay.from_host(line)
+        except OSError:
+            pass
+        finally:
+            host_eof.set()
+            wake.set()
+
+    def watch_server() -> None:
+        server_status.append(server.wait())
+        wake.set()
+
+    def on_signal(signum, _frame) -> None:
+        stop_signal.append(signum)
+        wake.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    server.start(relay.from_server)
+    threading.Thread(target=read_host, name="host-stdin", daemon=True).start()
+    threading.Thread(target=watch_server, name="server-wait", daemon=True).start()
+
+    while not (server_status or host_eof.is_set() or stop_signal or relay.host_gone.is_set()):
+        wake.wait(0.5)
+        wake.clear()
+
+    if server_status:
+        status = server_status[0]
+        server.finish_reading(DRAIN_S)
+        answered = relay.fail_pending(f"the MCP server exited (status {status}) before answering")
+        note = f"; answered {answered} waiting request(s) with an error" if answered else ""
+        _say(f"the server exited with status {status}{note}")
+    else:
+        if stop_signal:
+            _say(f"stopping on signal {stop_signal[0]}")
+            server.close_input()
+            server.terminate()
+        else:
+            server.close_input()  # the host has gone: let the server finish by itself
+        status = server.wait(SHUTDOWN_GRACE_S)
+        if status is None:
+            server.terminate()
+            status = server.wait(SHUTDOWN_GRACE_S)
+        if status is None:
+            server.kill()
+            status = server.wait()
+        server.finish_reading(DRAIN_S)
+        relay.fail_pending("the session ended before the server answered")
+    if log is not None:
+        log.close()
+    return status if status is not None else EXIT_PROXY_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""`--upstream URL`: the wrapped server speaks MCP's Streamable HTTP transport.
+
+Each line from the host is POSTed as it comes, in order; the answer is JSON or an SSE stream
+whose events become lines to the host. The `Mcp-Session-Id` the server hands out on
+`initialize` is sent with every later request, and when the server offers it, a GET stream
+carries the messages the server starts on its own.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from proxy.recorder import parse_json_line
+from proxy.upstream_stdio import StartError
+from proxy.wire import id_key, is_request, messages
+
+REQUEST_TIMEOUT_S = 600.0  # a tool may run long; a dead server is noticed by the socket
+GET_RETRIES = 3
+# Servers drop idle keep-alive connections (uvicorn after 5 s); reuse only fresher ones.
+REUSE_IDLE_S = 2.0
+
+
+class HttpUpstream:
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise StartError(f"--upstream wants an http:// or https:// URL, got {url!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._headers = dict(headers)
+        if parts.username:
+            import base64
+
+            token = f"{parts.username}:{parts.password or ''}".encode()
+            self._headers.setdefault("Authorization", "Basic " + base64.b64encode(token).decode())
+        self._session_id: str | None = None
+        self._protocol_version: str | None = None
+        self._on_line: Callable[[bytes], None] = lambda line: None
+        self._on_error: Callable[[list[object], str], None] = lambda ids, why: None
+        self._idle: list[tuple[float, http.client.HTTPConnection]] = []
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._settled = threading.Condition(self._lock)
+        self._closing = False
+        self._done = threading.Event()
+        self._get_started = False
+
+    # the upstream interface ----------------------------------------------------------------
+
+    def start(self, on_line: Callable[[bytes], None]) -> None:
+        self._on_line = on_line
+
+    def set_error_handler(self, on_error: Callable[[list[object], str], None]) -> None:
+        """Called with request ids the server could not answer, and why."""
+        self._on_error = on_error
+
+    def send(self, line: bytes) -> bool:
+        if self._closing:
+            return False
+        body = line.rstrip(b"\r\n")
+        if not body.strip():
+            return True
+        parsed = parse_json_line(line)
+        value = parsed[0] if parsed else None
+        ids = [m["id"] for m in messages(value) if is_request(m)]
+        initialized = any(m.get("method") == "notifications/initialized" for m in messages(value))
+        with self._lock:
+            self._inflight += 1
+        try:
+            conn = self._connection()
+            conn.request("POST", self._path, body=body, headers=self._post_headers())
+        except OSError as exc:
+            self._finished_one()
+            self._on_error(ids, f"cannot reach the upstream server: {exc}")
+            return True
+        # The request is on the wire in order; its answer is read on its own thread so a
+        # slow tool does not hold up the calls after it.
+        threading.Thread(
+            target=self._read_answer, args=(conn, ids, value), name="upstream-post", daemon=True
+        ).start()
+        if initialized:
+            self._open_get_stream()
+        return True
+
+    def close_input(self) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        threading.Thread(target=self._close, name="upstream-close", daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return 0 if self._done.wait(timeout) else None
+
+    def finish_reading(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._settled:
+            while self._inflight and time.monotonic() < deadline:
+                self._settled.wait(deadline - time.monotonic())
+
+    def terminate(self) -> None:
+        self._closing = True
+        self._done.set()
+
+    kill = terminate
+
+    # internals -----------------------------------------------------------------------------
+
+    def _connection(self) -> http.client.HTTPConnection:
+        now = time.monotonic()
+        with self._lock:
+            while self._idle:
+                since, conn = self._idle.pop()
+                if now - since < REUSE_IDLE_S:
+                    return conn
+                conn.close()
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=REQUEST_TIMEOUT_S)
+        return http.client.HTTPConnection(self._host, self._port, timeout=REQUEST_TIMEOUT_S)
+
+    def _post_headers(self) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **self._headers,
+        }
+        if self._session_id:
+            headers["Mcp-Session-Id"] = self._session_id
+        if self._protocol_version:
+            headers["MCP-Protocol-Version"] = self._protocol_version
+        return headers
+
+    def _finished_one(self) -> None:
+        with self._settled:
+            self._inflight -= 1
+            self._settled.notify_all()
+
+    def _read_answer(self, conn: http.client.HTTPConnection, ids: list[object], sent) -> None:
+        try:
+            try:
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._on_error(ids, f"the upstream server did not answer: {exc}")
+                return
+            session = response.getheader("Mcp-Session-Id")
+            if session:
+                self._session_id = session
+            kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+            answered: set[str] = set()
+            if response.status in (200, 201) and kind == "text/event-stream":
+                self._read_events(response, answered, sent)
+            elif response.status in (200, 201) and kind == "application/json":
+                self._deliver(response.read(), answered, sent)
+            elif response.status == 202:
+                response.read()
+            else:
+                body = response.read()
+                self._deliver_error(body, response.status, ids, answered)
+            waiting = [i for i in ids if id_key(i) not in answered]
+            if waiting and response.status in (200, 201, 202):
+                self._on_error(waiting, "the upstream server closed the answer without a response")
+            if response.will_close:
+                conn.close()
+            else:
+                with self._lock:
+                    self._idle.append((time.monotonic(), conn))
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            self._on_error(ids, f"the upstream connection failed: {exc}")
+        finally:
+            self._finished_one()
+
+    def _deliver(self, payload: bytes, answered: set[str] | None, sent=None) -> None:
+        """Hand one JSON-RPC message (or batch) from the server to the host as one line."""
+        payload = payload.strip()
+        if not payload:
+            return
+        if b"\n" in payload or b"\r" in payload:
+            # A line protocol cannot carry a pretty-printed body; compact it.
+            try:
+                payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
+            except ValueError:
+                payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
+        parsed = parse_json_line(payload)
+        if parsed is not None:
+            for message in messages(parsed[0]):
+                if answered is not None and "id" in message and "method" not in message:
+                    answered.add(id_key(message["id"]))
+                self._note_initialize(message, sent)
+        self._on_line(payload + b"\n")
+
+    def _note_initialize(self, message: dict, sent) -> None:
+        result = message.get("result")
+        if not isinstance(result, dict) or "protocolVersion" not in result:
+            return
+        for request in messages(sent):
+            if request.get("method") == "initialize" and request.get("id") == message.get("id"):
+                self._protocol_version = str(result["protocolVersion"])
+
+    def _deliver_error(
+        self, body: bytes, status: int, ids: list[object], answered: set[str]
+    ) -> None:
+        parsed = parse_json_line(body.replace(b"\n", b" "))
+        if parsed is not None and any("error" in m for m in messages(parsed[0])):
+            known = {id_key(i) for i in ids}
+            if any(id_key(m.get("id")) in known for m in messages(parsed[0])):
+                self._deliver(body, answered)
+                return
+        if status == 404 and self._session_id:
+            why = "the upstream server no longer knows this session (HTTP 404)"
+        else:
+            text = body.decode("utf-8", "replace").strip().replace("\n", " ")[:200]
+            why = f"the upstream server answered HTTP {status}" + (f": {text}" if text else "")
+        if ids:
+            self._on_error(ids, why)
+            answered.update(id_key(i) for i in ids)
+        else:
+            print(f"stretto-proxy: {why}", file=sys.stderr, flush=True)
+
+    def _read_events(self, response, answered: set[str] | None, sent=None) -> None:
+        """Read an SSE stream, delivering each `message` event's data as one line."""
+        data: list[bytes] = []
+        event = b"message"
+        while True:
+            raw = response.readline()
+            if not raw:
+                break
+            line = raw.rstrip(b"\r\n")
+            if not line:
+                if data and event == b"message":
+                    self._deliver(b"\n".join(data), answered, sent)
+                data, event = [], b"message"
+                continue
+            if line.startswith(b":"):
+                continue
+            field, _, value = line.partition(b":")
+            if value.startswith(b" "):
+                value = value[1:]
+            if field == b"data":
+                data.append(value)
+            elif field == b"event":
+                event = value or b"message"
+        if data and event == b"message":
+            self._deliver(b"\n".join(data), answered, sent)
+
+    def _open_get_stream(self) -> None:
+        with self._lock:
+            if self._get_started:
+                return
+            self._get_started = True
+        threading.Thread(target=self._listen, name="upstream-get", daemon=True).start()
+
+    def _listen(self) -> None:
+        """The server's own messages, on a GET stream, while the server offers one."""
+        failures = 0
+        while not self._closing and failures < GET_RETRIES:
+            conn = self._connection()
+            headers = {"Accept": "text/event-stream", **self._headers}
+            if self._session_id:
+                headers["Mcp-Session-Id"] = self._session_id
+            if self._protocol_version:
+                headers["MCP-Protocol-Version"] = self._protocol_version
+            try:
+                conn.request("GET", self._path, headers=headers)
+                response = conn.getresponse()
+                if response.status != 200:
+                    response.read()
+                    return  # 405: the server offers no such stream
+                failures = 0
+                self._read_events(response, None)
+            except (OSError, http.client.HTTPException):
+                failures += 1
+                time.sleep(0.2 * failures)
+            finally:
+                conn.close()
+
+    def _close(self) -> None:
+        self.finish_reading(REQUEST_TIMEOUT_S)
+        if self._session_id:
+            headers = {"Mcp-Session-Id": self._session_id, **self._headers}
+            try:
+                conn = self._connection()
+                conn.timeout = 5
+                conn.request("DELETE", self._path, headers=headers)
+                conn.getresponse().read()
+                conn.close()
+            except (OSError, http.client.HTTPException):
+                pass
+        self._done.set()

@@ -1,0 +1,47 @@
+"""Small helpers for the JSON-RPC wire: whole writes, message walking, error responses."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+# JSON-RPC "server error" range; used for answers the proxy gives on the server's behalf.
+PROXY_ERROR_CODE = -32000
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte to `fd` (a pipe may take a large line in several writes)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def messages(value: object) -> Iterator[dict]:
+    """The JSON-RPC messages in a parsed line: itself, or each object of a batch."""
+    if isinstance(value, dict):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                yield item
+
+
+def id_key(request_id: object) -> str:
+    """A hashable key that tells 1 and "1" apart, as JSON-RPC does."""
+    return json.dumps(request_id, separators=(",", ":"))
+
+
+def is_request(message: dict) -> bool:
+    return isinstance(message.get("method"), str) and message.get("id") is not None
+
+
+def is_response(message: dict) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def error_line(request_id: object, message: str, code: int = PROXY_ERROR_CODE) -> bytes:
+    """A JSON-RPC error response as one line."""
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
