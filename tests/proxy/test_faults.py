@@ -1,0 +1,131 @@
+"""Faults: the server crashing or exiting, the host leaving, the proxy failing to start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from stretto.episode import read_episode
+from stretto.sessionlog import read_session_log
+from stretto.stdio_client import StdioClient
+from tests.conftest import PYTHON, SERVERS, demo_server, echo_server, proxy
+
+CRASH = [PYTHON, str(SERVERS / "crash_server.py")]
+
+
+def request(request_id: int, text: str) -> bytes:
+    return (
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "lookup", "arguments": {"key": text}},
+            }
+        ).encode()
+        + b"\n"
+    )
+
+
+def answers(client: StdioClient, count: int) -> list[dict]:
+    return [json.loads(client.read_line(10)) for _ in range(count)]
+
+
+def test_server_crash_answers_every_waiting_request(logs: Path) -> None:
+    with StdioClient(proxy("--record", str(logs), server=CRASH)) as client:
+        client.send_line(request(1, "hold"))
+        client.send_line(request(2, "hold"))
+        client.send_line(request(3, "fine"))
+        assert json.loads(client.read_line(10))["id"] == 3  # echoed: not a response, still waiting
+        client.send_line(request(4, "crash"))
+        got = answers(client, 4)
+        assert client.read_line(10) is None
+        status = client.proc.wait(10)
+    assert status == 3
+    assert sorted(a["id"] for a in got) == [1, 2, 3, 4]
+    for answer in got:
+        assert answer["error"]["message"].startswith(
+            "stretto-proxy: the MCP server exited (status 3)"
+        )
+    assert "the server exited with status 3; answered 4 waiting request(s)" in client.stderr_text
+    (log_path,) = logs.glob("*.jsonl")
+    log = read_session_log(log_path)  # complete and parseable
+    proxy_lines = [line for line in log.lines if line.sender == "proxy"]
+    assert len(proxy_lines) == 4
+    assert all("error" in line.message for line in proxy_lines)
+
+
+def test_server_killed_by_a_signal(logs: Path) -> None:
+    with StdioClient(proxy("--record", str(logs), server=CRASH)) as client:
+        client.send_line(request(7, "die"))
+        (answer,) = answers(client, 1)
+        assert answer["id"] == 7 and "error" in answer
+        assert client.proc.wait(10) == 128 + 9
+    (log_path,) = logs.glob("*.jsonl")
+    episode = read_episode(log_path)
+    (result,) = episode.results().values()
+    assert result.error and "exited (status 137)" in result.content
+
+
+def test_host_closing_stdin_ends_the_server_and_keeps_its_status(logs: Path) -> None:
+    with StdioClient(proxy("--record", str(logs), server=demo_server())) as client:
+        client.initialize()
+        assert client.close() == 0
+    (log_path,) = logs.glob("*.jsonl")
+    assert len(read_session_log(log_path).lines) == 3
+
+
+def test_a_server_that_ignores_eof_is_ended(logs: Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        proxy("--record", str(logs), server=[*CRASH, "--ignore-eof"]),
+        input=request(1, "fine"),
+        capture_output=True,
+        timeout=60,
+    )
+    # closed stdin, waited, SIGTERM (ignored), waited, SIGKILL
+    assert done.returncode == 128 + 9
+    assert time.monotonic() - started < 30
+    (log_path,) = logs.glob("*.jsonl")
+    assert [line.sender for line in read_session_log(log_path).lines] == ["client", "server"]
+
+
+def test_a_server_that_cannot_start_leaves_no_log(logs: Path) -> None:
+    done = subprocess.run(
+        proxy("--record", str(logs), server=["/no/such/server"]), capture_output=True, timeout=30
+    )
+    assert done.returncode == 125
+    assert b"stretto-proxy: cannot start the server `/no/such/server`" in done.stderr
+    assert not logs.exists() or not list(logs.iterdir())
+
+
+def test_a_log_folder_that_cannot_be_made_fails_clearly(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    done = subprocess.run(
+        proxy("--record", str(blocker / "logs"), server=echo_server()),
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 125
+    assert b"cannot create the session log" in done.stderr
+
+
+def test_usage_errors_exit_2() -> None:
+    for argv in (proxy(server=[])[:-1], [*proxy(server=["x"])[:1], "--bogus", "--", "x"]):
+        done = subprocess.run(argv, capture_output=True, timeout=30)
+        assert done.returncode == 2, argv
+        assert b"usage: stretto-proxy" in done.stderr
+
+
+def test_sigterm_to_the_proxy_stops_the_server(logs: Path) -> None:
+    with StdioClient(proxy("--record", str(logs), server=demo_server())) as client:
+        client.initialize()
+        client.proc.terminate()
+        status = client.proc.wait(20)
+    assert status in (0, 128 + 15)
+    assert "stopping on signal 15" in client.stderr_text
+    (log_path,) = logs.glob("*.jsonl")
+    read_session_log(log_path)

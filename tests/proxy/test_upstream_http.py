@@ -1,0 +1,121 @@
+"""`--upstream URL`: a real Streamable HTTP server (the mcp SDK's) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stretto.episode import read_episode
+from stretto.sessionlog import read_session_log
+from stretto.stdio_client import StdioClient, result_text
+from tests.conftest import PROXY, demo_server, free_port
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the HTTP server exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+@pytest.fixture(params=["sse", "json"])
+def http_server(request) -> Iterator[str]:
+    port = free_port()
+    extra = ["--http", str(port)] + (["--json"] if request.param == "json" else [])
+    proc = subprocess.Popen(
+        demo_server(*extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_session_through_streamable_http(http_server: str, logs: Path) -> None:
+    command = [PROXY, "--record", str(logs), "--domain", "demo", "--upstream", http_server]
+    with StdioClient(command) as client:
+        init = client.initialize()
+        assert init["result"]["serverInfo"]["name"] == "stretto-test-demo"
+        # Every call after initialize carries the server's Mcp-Session-Id, or it is refused.
+        tools = {t["name"] for t in client.list_tools()}
+        assert {"lookup", "update", "fail", "slow", "big"} <= tools
+        answer = client.call_tool("lookup", {"key": "h1"})
+        assert json.loads(result_text(answer))["found"] == "value-of-h1"
+        assert client.call_tool("fail", {})["result"]["isError"] is True
+        assert client.close() == 0
+    (log_path,) = logs.glob("*.jsonl")
+    log = read_session_log(log_path)
+    assert log.header.server_command == [http_server]
+    assert [line.sender for line in log.lines].count("server") == 4
+    episode = read_episode(log_path)
+    assert [c.name for c in episode.calls()] == ["lookup", "fail"]
+    assert episode.tools["update"].kind == "write"
+
+
+def test_slow_calls_do_not_hold_up_later_ones(http_server: str, logs: Path) -> None:
+    with StdioClient([PROXY, "--record", str(logs), "--upstream", http_server]) as client:
+        client.initialize()
+        slow = {
+            "jsonrpc": "2.0",
+            "id": 100,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"delay_ms": 1500}},
+        }
+        fast = {
+            "jsonrpc": "2.0",
+            "id": 101,
+            "method": "tools/call",
+            "params": {"name": "lookup", "arguments": {"key": "quick"}},
+        }
+        client.send_line(json.dumps(slow).encode() + b"\n")
+        client.send_line(json.dumps(fast).encode() + b"\n")
+        order = [json.loads(client.read_line(20))["id"] for _ in range(2)]
+        client.close()
+    assert order == [101, 100]
+
+
+def test_credentials_in_the_url_are_not_logged(http_server: str, logs: Path) -> None:
+    url = http_server.replace("http://", "http://me:hunter2@") + "?token=s3cret&x=1"
+    with StdioClient([PROXY, "--record", str(logs), "--upstream", url]) as client:
+        client.initialize()
+        client.close()
+    (log_path,) = logs.glob("*.jsonl")
+    header = read_session_log(log_path).header
+    assert header.server_command == [http_server + "?token=<redacted>&x=1"]
+    assert "hunter2" not in log_path.read_text() and "s3cret" not in log_path.read_text()
+
+
+def test_an_unreachable_upstream_answers_with_an_error(logs: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with StdioClient([PROXY, "--record", str(logs), "--upstream", url]) as client:
+        answer = client.request(
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}},
+        )
+        assert "cannot reach the upstream server" in answer["error"]["message"]
+        client.close()
+    (log_path,) = logs.glob("*.jsonl")
+    assert [line.sender for line in read_session_log(log_path).lines] == ["client", "proxy"]
+
+
+def test_upstream_and_a_command_together_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [PROXY, "--upstream", "http://127.0.0.1:1/mcp", "--", "cat"],
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert b"not both" in done.stderr
