@@ -12,7 +12,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
 EXIT_PROXY_FAILED = 125
@@ -126,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             log = SessionLog(
-                Path(os.path.expanduser(args.record)),
+                os.path.expanduser(args.record),
                 server_command=logged_command,
                 domain=args.domain,
                 agent_model=args.agent_model,

@@ -11,7 +11,6 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 
 LOG_VERSION = 2
 
@@ -47,16 +46,16 @@ def new_session_id(now: float | None = None, pid: int | None = None) -> str:
     return f"{stamp}.{int(now * 1000) % 1000:03d}Z-{pid}"
 
 
-def make_private_dir(path: Path) -> None:
+def make_private_dir(path: str) -> None:
     """Create `path` (and parents) with mode 0700 for the folders we create."""
     missing = []
-    p = path
-    while not p.exists():
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
         missing.append(p)
-        p = p.parent
+        p = os.path.dirname(p)
     for folder in reversed(missing):
         try:
-            folder.mkdir(mode=0o700)
+            os.mkdir(folder, 0o700)
         except FileExistsError:
             pass
 
@@ -66,7 +65,7 @@ class SessionLog:
 
     def __init__(
         self,
-        directory: Path,
+        directory: str,
         *,
         server_command: list[str],
         domain: str | None,
@@ -80,7 +79,7 @@ class SessionLog:
         self.session = base
         suffix = 1
         while True:
-            path = directory / f"{self.session}.jsonl"
+            path = os.path.join(directory, f"{self.session}.jsonl")
             try:
                 self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
                 break

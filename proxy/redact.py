@@ -7,7 +7,6 @@ it must never keep the secrets people pass on command lines.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 
@@ -29,6 +28,8 @@ def is_secret_name(name: str) -> bool:
 
 def redact_url(url: str) -> str:
     """The URL without user, password, or credential-looking query values."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit  # only for URLs
+
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Protocol
 
 from proxy.context import ContextFeed
 from proxy.recorder import SessionLog, parse_json_line
 from proxy.wire import error_line, id_key, is_request, is_response, messages, write_all
 
 
-class Upstream(Protocol):
-    def send(self, line: bytes) -> bool: ...
-
-
 class Relay:
+    """`upstream` is a StdioServer or an HttpUpstream: `send(line) -> bool` (False once the
+    server is gone) is all the relay needs of it."""
+
     def __init__(
         self,
-        upstream: Upstream,
+        upstream,
         log: SessionLog | None,
         context: ContextFeed | None,
         host_out_fd: int = 1,
