@@ -212,6 +212,7 @@ def _run(relay, server, log) -> int:
             status = server.wait()
         server.finish_reading(DRAIN_S)
         # The host has hung up: requests left unanswered stay so in the log, unanswered.
+    relay.log_context()  # the conversation's last words come after the last call
     if log is not None:
         log.close()
     return status if status is not None else EXIT_PROXY_FAILED

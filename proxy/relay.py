@@ -41,8 +41,8 @@ class Relay:
         parsed = parse_json_line(line)
         if parsed is not None:
             value = parsed[0]
-            if self.context is not None and _calls_a_tool(value):
-                self._log_context()
+            if _calls_a_tool(value):
+                self.log_context()
             self._track_host_message(value)
         if self.log is not None:
             self.log.record("client", line, parsed)
@@ -50,8 +50,10 @@ class Relay:
             # The server is gone: answer now rather than leave the host waiting.
             self.fail_pending("the MCP server is not running")
 
-    def _log_context(self) -> None:
-        assert self.context is not None
+    def log_context(self) -> None:
+        """Log the conversation lines the host appended since the last look."""
+        if self.context is None:
+            return
         for entry in self.context.poll():
             parsed = parse_json_line(entry)
             if parsed is None:

@@ -200,9 +200,11 @@ def test_filesystem_server_session(tmp_path: Path, logs: Path) -> None:
         "ToolResult",
         "Assistant",
         "ToolResult",
+        "Assistant",
     ]
-    # The reply is logged only before a later call, and there is none: it is not in the log.
-    assert "Project alpha is on track." not in only_log(logs).read_text()
+    # The closing reply follows the last call; it is logged when the session ends.
+    assert episode.events[-1].text == "Project alpha is on track."
+    assert log.lines[-1].sender == "context"
 
 
 def test_credentials_in_the_server_command_are_redacted(logs: Path) -> None:
@@ -252,3 +254,21 @@ def test_without_record_nothing_is_written(tmp_path: Path) -> None:
     )
     assert done.returncode == 0 and done.stdout == b"".join(lines)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_context_line_that_is_not_json_is_kept_as_raw(tmp_path: Path, logs: Path) -> None:
+    context = tmp_path / "context.jsonl"
+    context.write_text('{"role": "user", "content": "hi"}\nnot json at all\n{"role": "assist')
+    with StdioClient(
+        proxy("--record", str(logs), "--context", str(context), server=demo_server())
+    ) as client:
+        client.initialize()
+        client.call_tool("lookup", {"key": "a"})
+        client.close()
+    log = read_session_log(only_log(logs))
+    context_lines = [line for line in log.lines if line.sender == "context"]
+    assert [line.message or line.raw for line in context_lines] == [
+        {"role": "user", "content": "hi"},
+        "not json at all",
+    ]  # the unfinished last line waits for its newline
+    assert "a context line is not JSON" in client.stderr_text

@@ -1,0 +1,42 @@
+# stretto: `make run` runs the walkthrough on the embedded default; `make test` runs the tests.
+# Each sets up what it needs first: a virtual environment with pinned dependencies, and the
+# official filesystem MCP server from npm in node/ (never fetched at test time).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node/node_modules/.installed
+export STRETTO_HOME ?= $(HOME)/.stretto
+
+.PHONY: setup run test lint bench clean
+
+setup: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "stretto needs Python 3.11 (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# compat mode: a .pth entry instead of an import hook, which would slow the proxy's start
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]' --config-settings editable_mode=compat
+	touch $@
+
+$(NODE_STAMP): node/package.json node/package-lock.json
+	cd node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: setup
+	$(BIN)/python scripts/walkthrough.py
+
+test: setup
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup
+	$(BIN)/python bench/proxy_overhead.py
+
+clean:
+	rm -rf $(VENV) node/node_modules *.egg-info

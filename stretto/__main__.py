@@ -1,0 +1,5 @@
+import sys
+
+from stretto.cli import main
+
+sys.exit(main())

@@ -1,0 +1,35 @@
+"""The proxy starts fast: nothing heavy on its import path."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.conftest import PYTHON
+
+HEAVY = {"dagster", "duckdb", "polars", "pyarrow", "mcp", "numpy", "pandas", "subprocess"}
+
+
+def test_the_proxy_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, proxy.cli, proxy.relay, proxy.recorder, proxy.redact, proxy.context, "
+        "proxy.upstream_stdio, proxy.wire\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert "proxy" in loaded
+    assert not loaded & HEAVY, loaded & HEAVY
+
+
+def test_help_lists_every_option() -> None:
+    done = subprocess.run([PYTHON, "-m", "proxy", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for option in (
+        "--record",
+        "--domain",
+        "--agent-model",
+        "--context",
+        "--upstream",
+        "--upstream-header",
+    ):
+        assert option in done.stdout
