@@ -24,15 +24,17 @@ def _sessions(args: argparse.Namespace) -> int:
         episode = episode_from_log(log)
         turns = [e for e in episode.events if isinstance(e, Assistant) and e.calls]
         calls = episode.calls()
-        rows.append((
-            episode.id,
-            episode.domain,
-            episode.agent_model,
-            str(sum(not c.by_proxy for c in calls)),
-            str(sum(c.by_proxy for c in calls)),
-            str(len(turns)),
-            str(sum(isinstance(e, User) for e in episode.events)),
-        ))
+        rows.append(
+            (
+                episode.id,
+                episode.domain,
+                episode.agent_model,
+                str(sum(not c.by_proxy for c in calls)),
+                str(sum(c.by_proxy for c in calls)),
+                str(len(turns)),
+                str(sum(isinstance(e, User) for e in episode.events)),
+            )
+        )
     header = ("session", "domain", "agent model", "calls", "lookups", "turns", "user msgs")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
