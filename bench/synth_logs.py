@@ -17,17 +17,34 @@ import sys
 from pathlib import Path
 
 TOOLS = [
-    ("find_user", True), ("get_user", True), ("get_order", True), ("list_orders", True),
-    ("search_products", True), ("get_product", True), ("cancel_order", False),
-    ("update_address", False), ("calc", None),
+    ("find_user", True),
+    ("get_user", True),
+    ("get_order", True),
+    ("list_orders", True),
+    ("search_products", True),
+    ("get_product", True),
+    ("cancel_order", False),
+    ("update_address", False),
+    ("calc", None),
 ]
-TOOL_LIST = json.dumps({"tools": [
-    {"name": name, "description": f"The {name.replace('_', ' ')} tool.",
-     "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}},
-                     "required": ["id"]},
-     **({"annotations": {"readOnlyHint": hint}} if hint is not None else {})}
-    for name, hint in TOOLS
-]}, separators=(",", ":"))
+TOOL_LIST = json.dumps(
+    {
+        "tools": [
+            {
+                "name": name,
+                "description": f"The {name.replace('_', ' ')} tool.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string"}},
+                    "required": ["id"],
+                },
+                **({"annotations": {"readOnlyHint": hint}} if hint is not None else {}),
+            }
+            for name, hint in TOOLS
+        ]
+    },
+    separators=(",", ":"),
+)
 WORDS = "alpha beta gamma delta order user item ship paid pending desk lamp chair blue".split()
 
 
@@ -35,27 +52,42 @@ def result_text(rng: random.Random, size: int) -> str:
     items = []
     total = 0
     while total < size:
-        item = {"id": f"#W{rng.randrange(10**6)}", "status": rng.choice(WORDS),
-                "note": " ".join(rng.choices(WORDS, k=8)), "price": rng.randrange(10**5) / 100}
+        item = {
+            "id": f"#W{rng.randrange(10**6)}",
+            "status": rng.choice(WORDS),
+            "note": " ".join(rng.choices(WORDS, k=8)),
+            "price": rng.randrange(10**5) / 100,
+        }
         items.append(item)
         total += 90
     return json.dumps({"items": items, "count": len(items)}, separators=(",", ":"))
 
 
 def session_lines(rng: random.Random, index: int, calls: int, day: int) -> list[str]:
-    session = f"202611{day:02d}T{index // 3600 % 24:02d}{index // 60 % 60:02d}{index % 60:02d}.{index % 1000:03d}Z-{index}"
-    header = {"stretto_mcp_log": 2, "session": session,
-              "started_unix_ms": 1795000000000 + index * 1000, "server_command": ["shop-server"],
-              "domain": rng.choice(["shop", "shop", "notes"]),
-              "agent_model": rng.choice(["model-a", "model-b", None])}
+    clock = f"{index // 3600 % 24:02d}{index // 60 % 60:02d}{index % 60:02d}"
+    session = f"202611{day:02d}T{clock}.{index % 1000:03d}Z-{index}"
+    header = {
+        "stretto_mcp_log": 2,
+        "session": session,
+        "started_unix_ms": 1795000000000 + index * 1000,
+        "server_command": ["shop-server"],
+        "domain": rng.choice(["shop", "shop", "notes"]),
+        "agent_model": rng.choice(["model-a", "model-b", None]),
+    }
     out = [json.dumps(header, separators=(",", ":"))]
     t = 0
 
     def line(sender: str, message: str) -> None:
         out.append(f'{{"t_ms":{t},"from":"{sender}","message":{message}}}')
 
-    line("client", '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"synth-host","version":"1"}}}')
-    line("server", '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"shop","version":"1"}}}')
+    line(
+        "client",
+        '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"synth-host","version":"1"}}}',
+    )
+    line(
+        "server",
+        '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"shop","version":"1"}}}',
+    )
     line("client", '{"jsonrpc":"2.0","method":"notifications/initialized"}')
     line("client", '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
     line("server", f'{{"jsonrpc":"2.0","id":1,"result":{TOOL_LIST}}}')
@@ -69,7 +101,10 @@ def session_lines(rng: random.Random, index: int, calls: int, day: int) -> list[
             name = rng.choice(TOOLS)[0]
             args = json.dumps({"id": f"#W{rng.randrange(10**6)}"})
             t += rng.randrange(200, 3000)
-            line("client", f'{{"jsonrpc":"2.0","id":{next_id},"method":"tools/call","params":{{"name":"{name}","arguments":{args}}}}}')
+            line(
+                "client",
+                f'{{"jsonrpc":"2.0","id":{next_id},"method":"tools/call","params":{{"name":"{name}","arguments":{args}}}}}',
+            )
             ids.append(next_id)
             next_id += 1
         for call_id in ids:
@@ -80,7 +115,10 @@ def session_lines(rng: random.Random, index: int, calls: int, day: int) -> list[
                 size = min(int(rng.lognormvariate(6.7, 1.0)), 65536)
                 text, failed = result_text(rng, size), "false"
             content = json.dumps([{"type": "text", "text": text}], separators=(",", ":"))
-            line("server", f'{{"jsonrpc":"2.0","id":{call_id},"result":{{"content":{content},"isError":{failed}}}}}')
+            line(
+                "server",
+                f'{{"jsonrpc":"2.0","id":{call_id},"result":{{"content":{content},"isError":{failed}}}}}',
+            )
         made += batch
         if rng.random() < 0.1:
             t += 500

@@ -43,6 +43,57 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingest(args: argparse.Namespace) -> int:
+    """Run the ingest assets in this process (the same code the Dagster UI runs)."""
+    import importlib
+
+    # The CLI runs the pipeline's own assets; it loads them only when asked to.
+    run = importlib.import_module("pipeline.run")
+    ingest_assets = importlib.import_module("assets.ingest").INGEST_ASSETS
+    from warehouse.layout import Layout
+
+    layout = Layout.at(args.home)
+    result = run.materialize(ingest_assets, str(layout.home), args.wait)
+    if not result.success:
+        print(f"stretto: ingest failed: {run.failure_message(result)}", file=sys.stderr)
+        return 1
+    found = run.output_metadata(result, "log_files")
+    done = run.output_metadata(result, "session_tables")
+    steps = run.output_metadata(result, "steps")
+    print(
+        f"stretto: ingested {done['files read']} file(s) ({found['files unchanged']} unchanged): "
+        f"{done['lines read']} lines read, {done['lines ingested']} ingested, "
+        f"{done['lines quarantined']} quarantined, {done['lines dropped']} dropped; "
+        f"{done['rows written: sessions']} sessions, {done['rows written: calls']} calls, "
+        f"{steps['rows written']} steps; warehouse {layout.database}"
+    )
+    if done["lines quarantined"]:
+        print(
+            'stretto: see them with: stretto sql "SELECT file, line, error FROM quarantine"',
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from stretto.tables import render
+    from warehouse import store
+    from warehouse.layout import Layout
+
+    try:
+        table = store.query(Layout.at(args.home), args.query)
+    except store.NoWarehouse as exc:
+        print(f"stretto: {exc}", file=sys.stderr)
+        return 1
+    except duckdb.Error as exc:
+        print(f"stretto: query failed: {str(exc).strip()}", file=sys.stderr)
+        return 1
+    sys.stdout.write(render(table, args.format))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stretto",
@@ -60,6 +111,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument("dir", metavar="DIR")
     sessions.set_defaults(run=_sessions)
+
+    home_help = "STRETTO_HOME (default: $STRETTO_HOME, else ~/.stretto)"
+    ingest = commands.add_parser(
+        "ingest",
+        help="ingest new and changed session logs into the warehouse",
+        description="Ingest the session logs under HOME/logs/ into Parquet tables under "
+        "HOME/warehouse/ (sessions, messages, calls, context, tools, steps, quarantine) with "
+        "DuckDB views over them, running the pipeline's Dagster assets in this process. A file "
+        "already ingested with the same content is not read again; a changed one replaces its "
+        "rows. A malformed line is quarantined with its file, line and error, and the rest of "
+        "its file is still ingested.",
+    )
+    ingest.add_argument("--home", metavar="DIR", help=home_help)
+    ingest.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long to wait if another ingest run is writing (default 600; 0 fails at once)",
+    )
+    ingest.set_defaults(run=_ingest)
+
+    sql = commands.add_parser(
+        "sql",
+        help="query the warehouse with SQL",
+        description="Run one SQL query (DuckDB) against the warehouse's views: sessions, "
+        "messages, calls, context, tools, steps, quarantine (docs/formats.md §2).",
+    )
+    sql.add_argument("query", metavar="QUERY")
+    sql.add_argument("--home", metavar="DIR", help=home_help)
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.set_defaults(run=_sql)
     return parser
 
 

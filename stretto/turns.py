@@ -111,12 +111,16 @@ class TurnTracker:
             turn.results += 1
             turn.last_result_ms = t_ms
 
-    def cancel(self, call_id: str) -> None:
-        """The host cancelled the call: it no longer holds its turn open."""
+    def cancel(self, call_id: str) -> bool:
+        """The host cancelled the call: it no longer holds its turn open. False if the call
+        was not waiting (answered already, or unknown)."""
         entry = self._pending.get(call_id)
-        if entry is not None and entry[1]:
+        if entry is None:
+            return False
+        if entry[1]:
             entry[0].open -= 1
             self._pending[call_id] = (entry[0], False)
+        return True
 
     def said(self, role: str) -> None:
         """A conversation message: `user`, or an `assistant` reply (a turn of its own)."""

@@ -1,0 +1,17 @@
+"""The resource every asset uses: where STRETTO_HOME is, and how to behave in it."""
+
+
+import dagster as dg
+
+from warehouse.layout import Layout
+
+
+class StrettoHome(dg.ConfigurableResource):
+    """STRETTO_HOME (default: $STRETTO_HOME, else ~/.stretto) and run options."""
+
+    home: str | None = None
+    wait_seconds: float = 600.0  # how long an ingest waits for another run to finish
+    progress: bool = False  # draw a progress bar on stderr (the CLI on a terminal)
+
+    def layout(self) -> Layout:
+        return Layout.at(self.home)

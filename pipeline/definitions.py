@@ -1,0 +1,55 @@
+"""The Dagster Definitions: `dagster dev -m pipeline` shows and materializes them."""
+
+import os
+
+import dagster as dg
+
+from assets.ingest import INGEST_ASSETS
+from assets.resources import StrettoHome
+
+ingest_job = dg.define_asset_job(
+    "ingest",
+    selection=dg.AssetSelection.assets(*INGEST_ASSETS),
+    description="Ingest new and changed session logs and derive their steps.",
+)
+
+# Nightly: ingest what came in during the day (learning joins this job once it exists).
+nightly = dg.ScheduleDefinition(
+    name="nightly",
+    job=ingest_job,
+    cron_schedule="0 3 * * *",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+)
+
+
+def newest_log_mtime(logs: str) -> int:
+    newest = 0
+    for folder, _, names in os.walk(logs):
+        for name in names:
+            if name.endswith(".jsonl"):
+                newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime_ns)
+    return newest
+
+
+@dg.sensor(
+    job=ingest_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Starts an ingest run when a log under logs/ is new or has changed.",
+)
+def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
+    newest = newest_log_mtime(str(stretto.layout().logs))
+    last = int(context.cursor or 0)
+    if newest <= last:
+        return dg.SkipReason("no new or changed session logs")
+    context.update_cursor(str(newest))
+    return dg.RunRequest(run_key=f"logs-{newest}")
+
+
+defs = dg.Definitions(
+    assets=INGEST_ASSETS,
+    jobs=[ingest_job],
+    schedules=[nightly],
+    sensors=[new_logs],
+    resources={"stretto": StrettoHome()},
+)

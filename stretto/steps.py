@@ -1,0 +1,50 @@
+"""An episode as abstract steps (../shared/spec/algorithms.md §1.1): one per tool call and one
+per assistant reply; arguments are ignored. The warehouse derives the same steps in SQL
+(warehouse/sql/steps.sql); tests hold the two to each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stretto.episode import Assistant, Episode, ToolResult, User
+
+OK, FAILED, REPLY, END = "ok", "failed", "reply", "end"
+RESPOND = "respond"
+
+
+@dataclass
+class Step:
+    action: str  # a tool's name, or "respond" for a reply
+    outcome: str  # ok | failed (tool calls); reply | end (replies: answered by the user or not)
+    call_id: str | None = None
+    by_proxy: bool = False
+
+    @property
+    def is_reply(self) -> bool:
+        return self.action == RESPOND and self.call_id is None
+
+    def name(self) -> str:
+        """How a flow writes it: `tool`, `tool (error)`, or `respond`."""
+        if self.call_id is None:
+            return RESPOND
+        return self.action + (" (error)" if self.outcome == FAILED else "")
+
+
+def episode_steps(episode: Episode) -> list[Step]:
+    results = {e.call_id: e for e in episode.events if isinstance(e, ToolResult)}
+    steps: list[Step] = []
+    awaiting: Step | None = None
+    for event in episode.events:
+        if isinstance(event, Assistant) and not event.calls:
+            awaiting = Step(RESPOND, END)
+            steps.append(awaiting)
+        elif isinstance(event, Assistant):
+            for call in event.calls:
+                result = results.get(call.id)
+                ok = result is not None and not result.error
+                steps.append(Step(call.name, OK if ok else FAILED, call.id, call.by_proxy))
+            awaiting = None
+        elif isinstance(event, User) and awaiting is not None:
+            awaiting.outcome = REPLY
+            awaiting = None
+    return steps

@@ -1,0 +1,148 @@
+"""Where the warehouse keeps things under STRETTO_HOME, and the tables' columns.
+
+    logs/<domain>/<session>.jsonl                      input, written by stretto-proxy
+    warehouse/parquet/<table>/domain=../day=../*.parquet  ingested, append-only
+    warehouse/stretto.duckdb                           views over the Parquet + the file registry
+    warehouse/ingest.lock                              held by the one ingest run at a time
+
+Every column is documented in docs/formats.md §2.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Each table's columns and DuckDB types, in order. `domain` and `day` are the Hive partition
+# keys (directory names, not stored in the files); every table has them.
+TABLES: dict[str, list[tuple[str, str]]] = {
+    "sessions": [
+        ("session", "VARCHAR"),
+        ("agent_model", "VARCHAR"),
+        ("header_agent_model", "VARCHAR"),
+        ("client_name", "VARCHAR"),
+        ("server_command", "VARCHAR[]"),
+        ("log_version", "INTEGER"),
+        ("started_unix_ms", "BIGINT"),
+        ("started_at", "TIMESTAMP"),
+        ("file", "VARCHAR"),
+        ("content_hash", "VARCHAR"),
+        ("size_bytes", "BIGINT"),
+        ("lines_read", "BIGINT"),
+        ("lines_ingested", "BIGINT"),
+        ("lines_quarantined", "BIGINT"),
+        ("lines_dropped", "BIGINT"),
+        ("torn_last_line", "BOOLEAN"),
+        ("tools_snapshot", "VARCHAR"),
+        ("header_extra", "JSON"),
+        ("ingest_id", "VARCHAR"),
+    ],
+    "messages": [
+        ("session", "VARCHAR"),
+        ("seq", "INTEGER"),
+        ("t_ms", "BIGINT"),
+        ("sender", "VARCHAR"),
+        ("kind", "VARCHAR"),
+        ("method", "VARCHAR"),
+        ("rpc_id", "VARCHAR"),
+        ("is_error", "BOOLEAN"),
+        ("size_bytes", "INTEGER"),
+        ("body", "VARCHAR"),
+        ("ingest_id", "VARCHAR"),
+    ],
+    "calls": [
+        ("session", "VARCHAR"),
+        ("call_id", "VARCHAR"),
+        ("tool", "VARCHAR"),
+        ("arguments", "JSON"),
+        ("by_proxy", "BOOLEAN"),
+        ("turn", "INTEGER"),
+        ("sent_after_results", "INTEGER"),
+        ("sent_seq", "INTEGER"),
+        ("sent_sub", "INTEGER"),
+        ("sent_ms", "BIGINT"),
+        ("answered_seq", "INTEGER"),
+        ("answered_ms", "BIGINT"),
+        ("answered_by", "VARCHAR"),
+        ("status", "VARCHAR"),
+        ("cancelled", "BOOLEAN"),
+        ("result_text", "VARCHAR"),
+        ("ingest_id", "VARCHAR"),
+    ],
+    "context": [
+        ("session", "VARCHAR"),
+        ("seq", "INTEGER"),
+        ("t_ms", "BIGINT"),
+        ("role", "VARCHAR"),
+        ("content", "VARCHAR"),
+        ("ingest_id", "VARCHAR"),
+    ],
+    "tools": [
+        ("session", "VARCHAR"),
+        ("tool", "VARCHAR"),
+        ("kind", "VARCHAR"),
+        ("contract", "VARCHAR"),
+        ("summary", "VARCHAR"),
+        ("arg_docs", "JSON"),
+        ("input_schema", "JSON"),
+        ("snapshot", "VARCHAR"),
+        ("ingest_id", "VARCHAR"),
+    ],
+    "steps": [
+        ("session", "VARCHAR"),
+        ("step", "INTEGER"),
+        ("seq", "INTEGER"),
+        ("action", "VARCHAR"),
+        ("kind", "VARCHAR"),
+        ("outcome", "VARCHAR"),
+        ("call_id", "VARCHAR"),
+        ("by_proxy", "BOOLEAN"),
+        ("ingest_id", "VARCHAR"),
+    ],
+    "quarantine": [
+        ("file", "VARCHAR"),
+        ("line", "INTEGER"),
+        ("error", "VARCHAR"),
+        ("raw", "VARCHAR"),
+        ("session", "VARCHAR"),
+        ("ingest_id", "VARCHAR"),
+    ],
+}
+PARTITION_KEYS = [("domain", "VARCHAR"), ("day", "DATE")]
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("STRETTO_HOME") or "~/.stretto").expanduser()
+
+
+@dataclass(frozen=True)
+class Layout:
+    home: Path
+
+    @classmethod
+    def at(cls, home: str | Path | None = None) -> Layout:
+        return cls(Path(home).expanduser().resolve() if home else default_home().resolve())
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.home / "warehouse"
+
+    @property
+    def parquet(self) -> Path:
+        return self.warehouse / "parquet"
+
+    @property
+    def database(self) -> Path:
+        return self.warehouse / "stretto.duckdb"
+
+    @property
+    def lock(self) -> Path:
+        return self.warehouse / "ingest.lock"
+
+    def table_dir(self, table: str) -> Path:
+        return self.parquet / table

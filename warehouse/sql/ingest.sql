@@ -1,0 +1,357 @@
+-- Ingest one batch of session logs (docs/formats.md §1) into the warehouse's tables.
+-- Input: the temp table `batch(file, content_hash, size_bytes, domain_hint, ingest_id)` and
+-- the parameter $files (the same files, as a list). Each statement below is run in order;
+-- the last ones build the rows written to Parquet (see warehouse/ingest.py).
+
+-- name: lines
+-- Every line of every file, numbered from 1. Only "\n" ends a line. The empty piece after a
+-- final newline is not a line.
+CREATE OR REPLACE TEMP TABLE lines AS
+WITH split AS (
+    SELECT filename AS file,
+           string_split(content, chr(10)) AS parts,
+           suffix(content, chr(10)) OR content = '' AS complete
+    FROM read_text($files)
+), numbered AS (
+    SELECT file, complete, len(parts) AS n,
+           -- the header is the first non-blank line (nearly always line 1)
+           CASE WHEN trim(parts[1]) <> '' THEN 1
+                ELSE list_position(list_transform(parts, lambda x: trim(x) <> ''), true) END
+               AS header_no,
+           unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
+    FROM split
+)
+SELECT file, line_no::INTEGER AS line_no, line, header_no::INTEGER AS header_no,
+       NOT complete AND line_no = n AS unterminated
+FROM numbered
+WHERE NOT (complete AND line_no = n);
+
+-- name: headers
+-- The first non-blank line of each file is its header; a file-level problem quarantines the
+-- whole file with the reason.
+CREATE OR REPLACE TEMP TABLE headers AS
+WITH first AS (
+    SELECT b.file, b.content_hash, b.size_bytes, b.domain_hint, b.ingest_id, h.header_no
+    FROM batch b
+    LEFT JOIN (SELECT DISTINCT file, header_no FROM lines WHERE line_no = 1) h USING (file)
+), parsed AS (
+    SELECT f.*, l.line AS header,
+           json_valid(l.line) AND json_type(l.line) = 'OBJECT' AS is_object
+    FROM first f LEFT JOIN lines l ON l.file = f.file AND l.line_no = f.header_no
+)
+SELECT *,
+    CASE
+        WHEN header IS NULL THEN 'empty: no header line'
+        WHEN NOT json_valid(header) THEN 'line ' || header_no || ': not JSON'
+        WHEN NOT is_object THEN 'line ' || header_no || ': the header must be a JSON object'
+        WHEN json_type(header, '$.stretto_mcp_log') IS NULL
+            THEN 'line ' || header_no || ': field `stretto_mcp_log`: missing; this is not a stretto session log'
+        WHEN json_type(header, '$.stretto_mcp_log') NOT IN ('UBIGINT', 'BIGINT')
+            THEN 'line ' || header_no || ': field `stretto_mcp_log`: expected an integer'
+        WHEN (header ->> '$.stretto_mcp_log') NOT IN ('1', '2')
+            THEN 'line ' || header_no || ': field `stretto_mcp_log`: unknown session-log version '
+                 || (header ->> '$.stretto_mcp_log') || ' (this stretto reads versions 1 and 2)'
+        WHEN json_type(header, '$.session') IS DISTINCT FROM 'VARCHAR' OR (header ->> '$.session') = ''
+            THEN 'line ' || header_no || ': field `session`: expected a non-empty string'
+        WHEN json_type(header, '$.started_unix_ms') NOT IN ('UBIGINT', 'BIGINT')
+            THEN 'line ' || header_no || ': field `started_unix_ms`: expected an integer'
+        WHEN coalesce(json_type(header, '$.server_command'), 'ARRAY') <> 'ARRAY'
+            OR list_bool_or(list_transform(
+                coalesce(json_extract(header, '$.server_command[*]'), []::JSON[]),
+                lambda x: json_type(x) <> 'VARCHAR'))
+            THEN 'line ' || header_no || ': field `server_command`: expected a list of strings'
+        WHEN coalesce(json_type(header, '$.domain'), 'NULL') NOT IN ('NULL', 'VARCHAR')
+            THEN 'line ' || header_no || ': field `domain`: expected a string or null'
+        WHEN coalesce(json_type(header, '$.agent_model'), 'NULL') NOT IN ('NULL', 'VARCHAR')
+            THEN 'line ' || header_no || ': field `agent_model`: expected a string or null'
+    END AS file_error
+FROM parsed;
+
+-- name: wire
+-- Each line after the header, checked; `problem` says why a line is not ingested.
+CREATE OR REPLACE TEMP TABLE wire AS
+WITH body AS (
+    SELECT l.file, h.session, l.line_no AS seq, l.line,
+           l.unterminated, trim(l.line) = '' AS blank,
+           -- one parse per line: NULL when the line is not JSON
+           try(json_extract(l.line, ['$.t_ms', '$.from', '$.message', '$.raw'])) AS f
+    FROM lines l
+    JOIN (SELECT file, header ->> '$.session' AS session FROM headers WHERE file_error IS NULL) h
+      USING (file)
+    WHERE l.line_no > l.header_no
+), typed AS (
+    SELECT *, f[1] AS t_json, f[2] AS from_json, f[3] AS message, f[4] AS raw_json,
+           f IS NOT NULL OR json_valid(line) AS valid,
+           f IS NOT NULL AND (f[1] IS NOT NULL OR f[2] IS NOT NULL OR f[3] IS NOT NULL
+                              OR f[4] IS NOT NULL OR json_type(line) = 'OBJECT') AS is_object
+    FROM body
+), checked AS (
+SELECT file, session, seq, message, line,
+    CASE WHEN message IS NULL THEN raw_json ->> '$' END AS raw,
+    CASE WHEN json_type(t_json) IN ('UBIGINT', 'BIGINT') THEN t_json::BIGINT END AS t_ms,
+    from_json ->> '$' AS sender,
+    CASE
+        WHEN blank THEN 'dropped: blank line'
+        WHEN NOT valid AND unterminated THEN 'dropped: the last line is cut off (a crash mid-write?)'
+        WHEN NOT valid THEN 'quarantined: not JSON'
+        WHEN NOT is_object THEN 'quarantined: a log line must be a JSON object'
+        WHEN json_type(t_json) NOT IN ('UBIGINT', 'BIGINT')
+            THEN 'quarantined: field `t_ms`: expected a non-negative integer'
+        WHEN json_type(from_json) IS DISTINCT FROM 'VARCHAR'
+            OR (from_json ->> '$') NOT IN ('client', 'server', 'proxy', 'context')
+            THEN 'quarantined: field `from`: expected one of client, server, proxy, context'
+        WHEN (message IS NULL) = (raw_json IS NULL)
+            THEN 'quarantined: field `message`: a line needs exactly one of `message` and `raw`'
+        WHEN raw_json IS NOT NULL AND json_type(raw_json) <> 'VARCHAR'
+            THEN 'quarantined: field `raw`: expected a string'
+    END AS problem
+FROM typed
+)
+-- the text of a line is kept only where it is needed: lines that are not ingested
+SELECT * EXCLUDE (line), CASE WHEN problem IS NOT NULL THEN line END AS line FROM checked;
+
+-- name: line_counts
+-- For every file: lines read = ingested + quarantined + dropped.
+CREATE OR REPLACE TEMP TABLE line_counts AS
+SELECT h.file,
+       count(l.line_no) AS lines_read,
+       count(l.line_no) FILTER (WHERE h.file_error IS NULL AND (l.line_no = h.header_no
+                                OR (l.line_no > h.header_no AND w.problem IS NULL))) AS lines_ingested,
+       count(l.line_no) FILTER (WHERE h.file_error IS NOT NULL
+                                OR w.problem LIKE 'quarantined:%') AS lines_quarantined,
+       count(l.line_no) FILTER (WHERE h.file_error IS NULL AND (l.line_no < h.header_no
+                                OR w.problem LIKE 'dropped:%')) AS lines_dropped,
+       coalesce(bool_or(w.problem LIKE 'dropped: the last line%'), false) AS torn_last_line
+FROM headers h
+LEFT JOIN lines l USING (file)
+LEFT JOIN wire w ON w.file = l.file AND w.seq = l.line_no
+GROUP BY h.file;
+
+-- name: rpc
+-- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch).
+CREATE OR REPLACE TEMP TABLE rpc AS
+WITH ok AS (
+    SELECT session, seq, t_ms, sender, message FROM wire
+    WHERE problem IS NULL AND message IS NOT NULL AND sender <> 'context'
+), items AS (
+    SELECT session, seq, t_ms, sender, 0 AS sub, message AS m FROM ok
+    WHERE NOT starts_with(ltrim(message), '[')
+    UNION ALL
+    SELECT session, seq, t_ms, sender, (e.key)::INTEGER AS sub, e.value AS m
+    FROM ok, json_each(ok.message) AS e
+    WHERE starts_with(ltrim(ok.message), '[')
+), keyed AS (
+    SELECT *, json_keys(m) AS keys, json_extract(m, ['$.method', '$.id']) AS f
+    FROM items WHERE starts_with(ltrim(m), '{')
+)
+SELECT session, seq, t_ms, sender, sub,
+       CASE WHEN json_type(f[1]) = 'VARCHAR' THEN f[1] ->> '$' END AS method,
+       CASE json_type(f[2])
+           WHEN 'VARCHAR' THEN f[2] ->> '$'
+           WHEN 'NULL' THEN NULL
+           ELSE f[2]::VARCHAR
+       END AS rpc_id,
+       list_contains(keys, 'result') OR list_contains(keys, 'error') AS is_response,
+       list_contains(keys, 'error') AS has_error,
+       m
+FROM keyed;
+
+-- name: requests
+-- Requests from the host or the proxy: tools/call and the others (to match answers to them).
+CREATE OR REPLACE TEMP TABLE requests AS
+SELECT session, seq, sub, t_ms, sender, method, rpc_id,
+       CASE WHEN method = 'tools/call' AND json_type(m, '$.params.name') = 'VARCHAR'
+            THEN m ->> '$.params.name' END AS tool,
+       CASE WHEN json_type(m, '$.params.arguments') = 'OBJECT'
+            THEN json_extract(m, '$.params.arguments') ELSE '{}'::JSON END AS arguments
+FROM rpc
+WHERE sender IN ('client', 'proxy') AND method IS NOT NULL AND rpc_id IS NOT NULL;
+
+-- name: answers
+-- Each response from the server or the proxy, matched to the latest request with its id sent
+-- before it; `first_answer` marks the first response a request got (the first one wins).
+CREATE OR REPLACE TEMP TABLE answers AS
+WITH responses AS (
+    SELECT session, seq, sub, t_ms, sender, rpc_id, has_error, m FROM rpc
+    WHERE sender IN ('server', 'proxy') AND method IS NULL AND rpc_id IS NOT NULL AND is_response
+), matched AS (
+    SELECT r.*, q.seq AS req_seq, q.sub AS req_sub, q.method AS req_method, q.tool,
+           row_number() OVER (PARTITION BY r.session, r.seq, r.sub
+                              ORDER BY q.seq DESC, q.sub DESC) AS latest
+    FROM responses r JOIN requests q
+      ON q.session = r.session AND q.rpc_id = r.rpc_id
+     AND (q.seq < r.seq OR (q.seq = r.seq AND q.sub < r.sub))
+)
+SELECT *, row_number() OVER (PARTITION BY session, req_seq, req_sub ORDER BY seq, sub) = 1
+          AS first_answer
+FROM matched WHERE latest = 1;
+
+-- name: tool_lists
+-- The first answer to each tools/list request; `snapshot` identifies the listing.
+CREATE OR REPLACE TEMP TABLE tool_lists AS
+SELECT session, seq, json_extract(m, '$.result')::VARCHAR AS result,
+       md5(json_extract(m, '$.result')::VARCHAR) AS snapshot
+FROM answers
+WHERE first_answer AND req_method = 'tools/list' AND json_type(m, '$.result') = 'OBJECT';
+
+-- name: results
+-- The first answer of each tools/call: failed or not, and its content as text (the text items
+-- joined by newlines; else structuredContent; else the whole result; for an error, its message).
+CREATE OR REPLACE TEMP TABLE results AS
+WITH first AS (
+    SELECT session, req_seq, req_sub, seq, sub, t_ms, sender, m, has_error,
+           json_transform(m, '{"result": {"content": [{"type": "JSON", "text": "JSON"}],
+                                          "structuredContent": "JSON", "isError": "JSON"},
+                                "error": {"message": "JSON"}}') AS r
+    FROM answers
+    WHERE first_answer AND req_method = 'tools/call' AND tool IS NOT NULL
+), texts AS (
+    SELECT *,
+           list_transform(list_filter(coalesce(r.result.content, []),
+                                      lambda x: x.type = '"text"' AND json_type(x.text) = 'VARCHAR'),
+                          lambda x: x.text ->> '$') AS texts
+    FROM first
+)
+SELECT session, req_seq, req_sub, seq, sub, t_ms, sender,
+       has_error OR coalesce(r.result.isError::VARCHAR = 'true', false) AS failed,
+       CASE
+           WHEN has_error THEN
+               CASE WHEN json_type(r.error.message) = 'VARCHAR' THEN r.error.message ->> '$'
+                    ELSE json_extract(m, '$.error')::VARCHAR END
+           WHEN len(texts) > 0 THEN array_to_string(texts, chr(10))
+           WHEN r.result.structuredContent IS NOT NULL THEN r.result.structuredContent::VARCHAR
+           ELSE json_extract(m, '$.result')::VARCHAR
+       END AS content
+FROM texts;
+
+-- name: said
+-- Conversation lines: the user's messages and the assistant's non-empty replies.
+CREATE OR REPLACE TEMP TABLE said AS
+SELECT session, seq, t_ms,
+       CASE WHEN json_type(message, '$.role') = 'VARCHAR' THEN message ->> '$.role' END AS role,
+       CASE json_type(message, '$.content')
+           WHEN 'VARCHAR' THEN message ->> '$.content'
+           WHEN 'NULL' THEN ''
+           ELSE coalesce(json_extract(message, '$.content')::VARCHAR, '')
+       END AS content,
+       json_type(message) = 'OBJECT' AS is_object
+FROM wire
+WHERE problem IS NULL AND sender = 'context' AND message IS NOT NULL;
+
+-- name: speaks
+-- What counts as said for turns and steps: any user message, an assistant reply with text.
+CREATE OR REPLACE TEMP TABLE speaks AS
+SELECT session, seq, t_ms, role, content FROM said
+WHERE is_object AND (role = 'user' OR (role = 'assistant'
+      AND trim(content, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)) <> ''));
+
+-- name: candidates
+-- The calls whose turn may hinge on the new-value exception (stretto/turns.py): the host's
+-- calls made at most 500 ms after the session's latest result. For every other call the rule
+-- never looks at values, so their `source` is not computed.
+CREATE OR REPLACE TEMP TABLE candidates AS
+WITH timeline AS (
+    SELECT session, seq, sub, t_ms, true AS is_call, sender = 'client' AS by_host
+    FROM requests WHERE tool IS NOT NULL
+    UNION ALL
+    SELECT session, seq, sub, t_ms, false, false FROM results
+), marked AS (
+    SELECT *, max(CASE WHEN NOT is_call THEN t_ms END) OVER (
+               PARTITION BY session ORDER BY seq, sub
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_result_ms
+    FROM timeline
+)
+SELECT q.session, q.seq, q.sub, q.arguments
+FROM marked m JOIN requests q USING (session, seq, sub)
+WHERE m.is_call AND m.by_host AND m.t_ms - m.last_result_ms <= 500;
+
+-- name: call_values
+-- The strings and integers (2 characters or more) each candidate call passes.
+CREATE OR REPLACE TEMP TABLE call_values AS
+SELECT DISTINCT c.session, c.seq, c.sub,
+       CASE WHEN t.type = 'VARCHAR' THEN t.value ->> '$' ELSE t.value::VARCHAR END AS v
+FROM candidates c, json_tree(c.arguments) AS t
+WHERE t.type IN ('VARCHAR', 'BIGINT', 'UBIGINT')
+  AND length(CASE WHEN t.type = 'VARCHAR' THEN t.value ->> '$' ELSE t.value::VARCHAR END) >= 2;
+
+-- name: value_hits
+-- Where each candidate value occurs before its call: in a first result's values (JSON leaves,
+-- or the text and its lines) or in an earlier call's arguments. Texts are first narrowed with
+-- a substring test (a value of plain characters appears verbatim wherever it is a JSON leaf),
+-- then checked exactly.
+CREATE OR REPLACE TEMP TABLE value_hits AS
+WITH wanted AS (
+    SELECT session, v, max(seq) AS before_seq,
+           regexp_full_match(v, '[A-Za-z0-9 _.:#@+,=-]*') AS plain
+    FROM call_values GROUP BY session, v
+), result_pairs AS (
+    SELECT w.session, w.v, r.seq, r.req_seq, r.content
+    FROM wanted w JOIN results r ON r.session = w.session AND r.seq < w.before_seq
+    WHERE contains(r.content, w.v) OR (NOT w.plain AND contains(r.content, '\'))
+), result_leaves AS (
+    SELECT p.session, p.v, p.seq, p.req_seq,
+           CASE WHEN t.type = 'VARCHAR' THEN t.value ->> '$' ELSE t.value::VARCHAR END AS leaf
+    FROM result_pairs p, json_tree(p.content) AS t
+    WHERE json_valid(p.content) AND t.type IN ('VARCHAR', 'BIGINT', 'UBIGINT')
+    UNION ALL
+    SELECT session, v, seq, req_seq,
+           trim(unnest(list_prepend(content, string_split(content, chr(10)))),
+                ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13))
+    FROM result_pairs WHERE NOT json_valid(content)
+), arg_pairs AS (
+    SELECT w.session, w.v, q.seq, q.arguments
+    FROM wanted w JOIN requests q ON q.session = w.session AND q.seq < w.before_seq
+    WHERE q.tool IS NOT NULL
+      AND (contains(q.arguments::VARCHAR, w.v) OR (NOT w.plain AND contains(q.arguments::VARCHAR, '\')))
+), arg_leaves AS (
+    SELECT p.session, p.v, p.seq,
+           CASE WHEN t.type = 'VARCHAR' THEN t.value ->> '$' ELSE t.value::VARCHAR END AS leaf
+    FROM arg_pairs p, json_tree(p.arguments) AS t
+    WHERE t.type IN ('VARCHAR', 'BIGINT', 'UBIGINT')
+)
+SELECT session, v, 'result' AS place, seq, req_seq FROM result_leaves WHERE leaf = v
+UNION ALL
+SELECT session, v, 'call', seq, NULL FROM arg_leaves WHERE leaf = v;
+
+-- name: call_sources
+-- For each candidate call: the newest call whose result was the first place one of its values
+-- appeared, unless the value had been said before that result (see stretto/turns.py).
+CREATE OR REPLACE TEMP TABLE call_sources AS
+WITH first_result AS (
+    SELECT session, v, arg_min(req_seq, seq) AS req_seq, min(seq) AS seq
+    FROM value_hits WHERE place = 'result' GROUP BY session, v
+), first_arg AS (
+    SELECT session, v, min(seq) AS seq FROM value_hits WHERE place = 'call' GROUP BY session, v
+), sources AS (
+    SELECT r.session, r.v, r.req_seq, r.seq
+    FROM first_result r LEFT JOIN first_arg a USING (session, v)
+    WHERE (a.seq IS NULL OR r.seq < a.seq)
+      AND NOT EXISTS (SELECT 1 FROM speaks s
+                      WHERE s.session = r.session AND s.seq < r.seq AND contains(s.content, r.v))
+)
+SELECT c.session, c.seq, c.sub, max(s.req_seq) AS source
+FROM call_values c JOIN sources s USING (session, v)
+WHERE s.seq < c.seq
+GROUP BY ALL;
+
+-- name: turn_events
+-- What stretto.turns.TurnTracker is fed, per session in log order.
+CREATE OR REPLACE TEMP TABLE turn_events AS
+SELECT session, seq, sub, 'call' AS event, t_ms, q.rpc_id AS call_id,
+       q.sender = 'proxy' AS by_proxy, coalesce(cs.source, -1) AS source, NULL AS role
+FROM requests q LEFT JOIN call_sources cs USING (session, seq, sub)
+WHERE q.tool IS NOT NULL
+UNION ALL
+SELECT r.session, r.seq, r.sub, 'result', r.t_ms, q.rpc_id, NULL, NULL, NULL
+FROM results r JOIN requests q ON q.session = r.session AND q.seq = r.req_seq AND q.sub = r.req_sub
+UNION ALL
+SELECT session, seq, sub, 'cancel', t_ms,
+       CASE json_type(m, '$.params.requestId') WHEN 'VARCHAR' THEN m ->> '$.params.requestId'
+            ELSE json_extract(m, '$.params.requestId')::VARCHAR END, NULL, NULL, NULL
+FROM rpc
+WHERE sender = 'client' AND method = 'notifications/cancelled'
+  AND json_type(m, '$.params') = 'OBJECT' AND json_exists(m, '$.params.requestId')
+UNION ALL
+SELECT session, seq, 0, 'said', t_ms, NULL, NULL, NULL, role
+FROM speaks
+ORDER BY session, seq, sub;
