@@ -21,6 +21,7 @@ class ToolCall:
     sent_ms: int
     by_proxy: bool = False  # a lookup the flow made, not the agent's own call
     cancelled: bool = False
+    key: tuple[int, int] = (0, 0)  # (log line, index in a batch): unique, unlike a reused id
 
 
 @dataclass
@@ -46,6 +47,7 @@ class ToolResult:
     content: str
     t_ms: int = 0
     by_proxy: bool = False
+    call_key: tuple[int, int] = (0, 0)  # the key of the call it answers
 
 
 Event = User | Assistant | ToolResult
@@ -73,7 +75,17 @@ class Episode:
         return [c for e in self.events if isinstance(e, Assistant) for c in e.calls]
 
     def results(self) -> dict[str, ToolResult]:
+        """Results by call id (a reused id keeps its last result; see `result_of`)."""
         return {e.call_id: e for e in self.events if isinstance(e, ToolResult)}
+
+    def result_of(self, call: ToolCall) -> ToolResult | None:
+        for event in self.events:
+            if isinstance(event, ToolResult) and event.call_key == call.key:
+                return event
+        return None
+
+    def results_by_key(self) -> dict[tuple[int, int], ToolResult]:
+        return {e.call_key: e for e in self.events if isinstance(e, ToolResult)}
 
 
 def call_id_text(value: Any) -> str:
@@ -128,9 +140,9 @@ class _EpisodeBuilder:
                 self._context(line.message, line.t_ms)
                 continue
             value = line.message
-            for message in value if isinstance(value, list) else [value]:
+            for index, message in enumerate(value if isinstance(value, list) else [value]):
                 if isinstance(message, dict):
-                    self._message(line.sender, message, line.t_ms, line.number)
+                    self._message(line.sender, message, line.t_ms, (line.number, index))
         header = self.log.header
         return Episode(
             id=header.session,
@@ -157,11 +169,11 @@ class _EpisodeBuilder:
 
     # wire messages -------------------------------------------------------------------------
 
-    def _message(self, sender: str, message: dict, t_ms: int, seq: int) -> None:
+    def _message(self, sender: str, message: dict, t_ms: int, key: tuple[int, int]) -> None:
         method = message.get("method")
         if sender in ("client", "proxy") and isinstance(method, str):
             if method == "tools/call" and message.get("id") is not None:
-                self._call(sender, message, t_ms, seq)
+                self._call(sender, message, t_ms, key)
             elif method == "tools/list" and message.get("id") is not None:
                 self.tool_list_requests.add(call_id_text(message["id"]))
             elif method == "initialize" and sender == "client":
@@ -177,7 +189,7 @@ class _EpisodeBuilder:
             if "result" in message or "error" in message:
                 self._response(sender, message, t_ms)
 
-    def _call(self, sender: str, message: dict, t_ms: int, seq: int) -> None:
+    def _call(self, sender: str, message: dict, t_ms: int, key: tuple[int, int]) -> None:
         params = message.get("params") if isinstance(message.get("params"), dict) else {}
         name = params.get("name")
         if not isinstance(name, str):
@@ -185,15 +197,17 @@ class _EpisodeBuilder:
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, dict) else {}
         by_proxy = sender == "proxy"
-        call = ToolCall(call_id_text(message["id"]), name, arguments, t_ms, by_proxy=by_proxy)
+        call = ToolCall(
+            call_id_text(message["id"]), name, arguments, t_ms, by_proxy=by_proxy, key=key
+        )
         source = self.sources.source_of_call(arguments)
-        number = self.turns.call(seq, t_ms, call.id, by_proxy, source)
+        number = self.turns.call(key[0], t_ms, call.id, by_proxy, source)
         event = self.turn_events.get(number)
         if event is None:
             event = self.turn_events[number] = Assistant(None, [], t_ms)
             self.events.append(event)
         event.calls.append(call)
-        self.pending[call.id] = (call, seq)
+        self.pending[call.id] = (call, key[0])
 
     def _cancel(self, call_id: str) -> None:
         entry = self.pending.get(call_id)
@@ -213,7 +227,9 @@ class _EpisodeBuilder:
             return  # first response wins; later copies (the proxy's extended answer) are ignored
         call, seq = entry
         failed, content = response_outcome(message)
-        self.events.append(ToolResult(call.id, call.name, failed, content, t_ms, call.by_proxy))
+        self.events.append(
+            ToolResult(call.id, call.name, failed, content, t_ms, call.by_proxy, call.key)
+        )
         self.turns.result(t_ms, call.id)
         self.sources.add_result(seq, content)
 

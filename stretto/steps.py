@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stretto.episode import Assistant, Episode, ToolResult, User
+from stretto.episode import Assistant, Episode, User
 
 OK, FAILED, REPLY, END = "ok", "failed", "reply", "end"
 RESPOND = "respond"
@@ -31,7 +31,7 @@ class Step:
 
 
 def episode_steps(episode: Episode) -> list[Step]:
-    results = {e.call_id: e for e in episode.events if isinstance(e, ToolResult)}
+    results = episode.results_by_key()
     steps: list[Step] = []
     awaiting: Step | None = None
     for event in episode.events:
@@ -40,7 +40,7 @@ def episode_steps(episode: Episode) -> list[Step]:
             steps.append(awaiting)
         elif isinstance(event, Assistant):
             for call in event.calls:
-                result = results.get(call.id)
+                result = results.get(call.key)
                 ok = result is not None and not result.error
                 steps.append(Step(call.name, OK if ok else FAILED, call.id, call.by_proxy))
             awaiting = None

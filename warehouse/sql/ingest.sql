@@ -36,7 +36,7 @@ WITH first AS (
     LEFT JOIN (SELECT DISTINCT file, header_no FROM lines WHERE line_no = 1) h USING (file)
 ), parsed AS (
     SELECT f.*, l.line AS header,
-           json_valid(l.line) AND json_type(l.line) = 'OBJECT' AS is_object
+           coalesce(try(json_type(l.line)) = 'OBJECT', false) AS is_object
     FROM first f LEFT JOIN lines l ON l.file = f.file AND l.line_no = f.header_no
 )
 SELECT *,
@@ -83,7 +83,7 @@ WITH body AS (
     SELECT *, f[1] AS t_json, f[2] AS from_json, f[3] AS message, f[4] AS raw_json,
            f IS NOT NULL OR json_valid(line) AS valid,
            f IS NOT NULL AND (f[1] IS NOT NULL OR f[2] IS NOT NULL OR f[3] IS NOT NULL
-                              OR f[4] IS NOT NULL OR json_type(line) = 'OBJECT') AS is_object
+                              OR f[4] IS NOT NULL OR try(json_type(line)) = 'OBJECT') AS is_object
     FROM body
 ), checked AS (
 SELECT file, session, seq, message, line,

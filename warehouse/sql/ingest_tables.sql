@@ -7,9 +7,9 @@ CREATE OR REPLACE TEMP TABLE file_meta AS
 SELECT h.file, h.content_hash, h.size_bytes, h.ingest_id, h.file_error,
        h.header ->> '$.session' AS session,
        CASE WHEN h.file_error IS NULL THEN coalesce(h.header ->> '$.domain', 'mcp')
-            ELSE coalesce(CASE WHEN json_valid(h.header) AND json_type(h.header, '$.domain') = 'VARCHAR'
+            ELSE coalesce(CASE WHEN try(json_type(h.header, '$.domain')) = 'VARCHAR'
                                THEN h.header ->> '$.domain' END, h.domain_hint, 'mcp') END AS domain,
-       CASE WHEN json_valid(h.header) AND json_type(h.header, '$.started_unix_ms') IN ('UBIGINT', 'BIGINT')
+       CASE WHEN try(json_type(h.header, '$.started_unix_ms')) IN ('UBIGINT', 'BIGINT')
             THEN (h.header ->> '$.started_unix_ms')::BIGINT END AS started_unix_ms,
        h.header
 FROM headers h;

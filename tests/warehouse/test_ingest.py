@@ -1,0 +1,291 @@
+"""Ingest: real logs in, Parquet and DuckDB views out, nothing lost, nothing read twice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stretto.episode import read_episodes
+from tests.conftest import REFERENCE_HOME
+from tests.stretto.test_episode import HEADER, LogBuilder
+from tests.warehouse.helpers import ingest, mismatches, rows
+from warehouse import store
+from warehouse.layout import Layout
+
+STRETTO = str(Path(sys.executable).parent / "stretto")
+
+
+def home_with(tmp_path: Path, **folders: Path) -> Path:
+    home = tmp_path / "home"
+    for domain, source in folders.items():
+        shutil.copytree(source, home / "logs" / domain)
+    return home
+
+
+def test_reference_logs_agree_with_the_episode_reader(tmp_path: Path) -> None:
+    home = home_with(
+        tmp_path,
+        shop=REFERENCE_HOME / "logs/shop",
+        served=REFERENCE_HOME / "served/shop",
+        shadow=REFERENCE_HOME / "shadow/shop",
+        retail=REFERENCE_HOME / "logs/retail",
+    )
+    meta = ingest(home)
+    assert meta["files read"] == 12  # *.flow.jsonl and *.confirm.jsonl are not session logs
+    assert meta["lines read"] == meta["lines ingested"] and meta["lines quarantined"] == 0
+    assert mismatches(home) == []
+    (sessions,) = rows(home, "SELECT count(*) AS n, count(DISTINCT domain) AS d FROM sessions")
+    assert sessions == {"n": 12, "d": 2}  # the served and shadow logs say domain "shop" too
+    lookups = rows(
+        home, "SELECT tool, count(*) AS n FROM calls WHERE by_proxy GROUP BY tool ORDER BY tool"
+    )
+    assert lookups == [{"tool": "get_order_details", "n": 4}, {"tool": "get_user_details", "n": 2}]
+    kinds = rows(home, "SELECT DISTINCT tool, kind, contract FROM tools ORDER BY tool")
+    assert kinds[0] == {
+        "tool": "cancel_pending_order",
+        "kind": "write",
+        "contract": "order_id:string!, reason:string!",
+    }
+    # every call answered and counted against the reader's episodes
+    episodes = read_episodes(home / "logs/shop")
+    (count,) = rows(
+        home,
+        "SELECT count(*) AS n FROM calls WHERE domain = 'shop' "
+        "AND session IN (SELECT session FROM sessions WHERE file LIKE '%/shop/%')",
+    )
+    assert count["n"] == sum(len(e.calls()) for e in episodes)
+
+
+def test_tricky_turns_agree_with_the_episode_reader(tmp_path: Path) -> None:
+    logs = tmp_path / "home/logs/hand"
+    logs.mkdir(parents=True)
+    cases = {
+        "values": LogBuilder()
+        .say(0, "user", "order W7 please")
+        .client_call(10, 1, "find")
+        .result(20, 1, '{"orders": ["W7", "W8"], "n": 12}')
+        .client_call(30, 2, "get", order="W7")
+        .result(40, 2, "fine")
+        .client_call(50, 3, "get", order="W8")
+        .result(60, 3, "a\n  line two \nW9")
+        .client_call(70, 4, "get", order="W9", n=12)
+        .result(80, 4, "ok")
+        .client_call(90, 5, "get", order="line two")
+        .result(95, 5, "ok"),
+        "parallel": LogBuilder()
+        .client_call(0, 1, "a")
+        .client_call(1, 2, "b")
+        .result(5, 2, "x")
+        .result(6, 1, "y", error=True)
+        .client_call(7, 3, "c"),
+        "lookups": LogBuilder()
+        .client_call(0, 1, "find")
+        .result(5, 1, "u1")
+        .proxy_call(6, "stretto-1", "get", id="u1")
+        .result(8, "stretto-1", "d")
+        .result(14, 1, "u1 + lookups", sender="proxy")
+        .say(20, "assistant", "done")
+        .say(30, "user", "thanks")
+        .client_call(40, "1", "find")
+        .result(41, "1", "again"),
+        "reused": LogBuilder()
+        .client_call(0, 7, "a")
+        .client_call(5, 7, "b")
+        .result(9, 7, "r")
+        .say(700, "assistant", " ")
+        .client_call(800, 8, "c"),
+    }
+    for name, builder in cases.items():
+        builder.lines[0] = {**HEADER, "session": name}
+        (logs / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in builder.lines))
+    cancel = LogBuilder().client_call(0, 1, "slow")
+    cancel._add(
+        5,
+        "client",
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+    )
+    cancel.client_call(2000, 2, "next").result(2010, 2, "ok").result(2020, 1, "late")
+    cancel.lines[0] = {**HEADER, "session": "cancel"}
+    (logs / "cancel.jsonl").write_text("".join(json.dumps(x) + "\n" for x in cancel.lines))
+    ingest(tmp_path / "home")
+    assert mismatches(tmp_path / "home") == []
+    turns = rows(
+        tmp_path / "home",
+        "SELECT call_id, turn FROM calls WHERE session = 'values' ORDER BY sent_seq",
+    )
+    assert [t["turn"] for t in turns] == [0, 0, 1, 2, 2]
+    (cancelled,) = rows(
+        tmp_path / "home",
+        "SELECT cancelled, status, result_text FROM calls "
+        "WHERE session = 'cancel' AND call_id = '1'",
+    )
+    assert cancelled == {"cancelled": True, "status": "ok", "result_text": "late"}
+
+
+def test_a_second_run_reads_nothing_and_a_changed_file_replaces_its_rows(tmp_path: Path) -> None:
+    home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
+    first = ingest(home)
+    assert first["files read"] == 6
+    again = ingest(home)
+    assert again["files read"] == 0 and again["lines read"] == 0
+    log = sorted((home / "logs/shop").glob("*.jsonl"))[0]
+    lines = log.read_text().splitlines(keepends=True)
+    session = json.loads(lines[0])["session"]
+    before = rows(home, f"SELECT count(*) AS n FROM messages WHERE session = '{session}'")[0]["n"]
+    log.write_text("".join(lines[:-3]))  # the file shrinks by three lines
+    changed = ingest(home)
+    assert changed["files read"] == 1
+    after = rows(home, f"SELECT count(*) AS n FROM messages WHERE session = '{session}'")[0]["n"]
+    assert after == before - 3
+    assert rows(home, "SELECT count(*) AS n FROM sessions")[0]["n"] == 6
+    assert mismatches(home) == []
+    # touching a file without changing it is noticed by its hash: nothing is ingested
+    log.touch()
+    assert ingest(home)["files read"] == 0
+
+
+def test_bad_lines_are_quarantined_and_nothing_is_lost(tmp_path: Path) -> None:
+    home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
+    good = sorted((home / "logs/shop").glob("*.jsonl"))
+    lines = good[0].read_text().splitlines(keepends=True)
+    lines.insert(5, "{this is not json\n")
+    lines.insert(8, '{"t_ms": 3, "from": "nobody", "raw": "x"}\n')
+    lines.insert(9, "\n")
+    good[0].write_text("".join(lines) + '{"t_ms":99,"from":"ser')  # and a torn last line
+    future = home / "logs/shop/future.jsonl"
+    future.write_text(
+        '{"stretto_mcp_log": 9, "session": "f", "started_unix_ms": 0}\n'
+        '{"t_ms": 0, "from": "client", "raw": "x"}\n'
+    )
+    (home / "logs/shop/empty.jsonl").write_text("")
+    meta = ingest(home)
+    assert (
+        meta["lines read"]
+        == meta["lines ingested"] + meta["lines quarantined"] + meta["lines dropped"]
+    )
+    assert meta["lines quarantined"] == 4 and meta["lines dropped"] == 2
+    quarantined = rows(home, "SELECT file, line, error, raw FROM quarantine ORDER BY file, line")
+    by_file = {}
+    for q in quarantined:
+        by_file.setdefault(Path(q["file"]).name, []).append(q)
+    bad = by_file[good[0].name]
+    assert [(q["line"], q["error"]) for q in bad] == [
+        (6, "not JSON"),
+        (9, "field `from`: expected one of client, server, proxy, context"),
+    ]
+    assert bad[0]["raw"] == "{this is not json"
+    future_rows = by_file["future.jsonl"]
+    assert len(future_rows) == 2 and "unknown session-log version 9" in future_rows[0]["error"]
+    assert by_file["empty.jsonl"][0]["error"] == "empty: no header line"
+    # the rest of the damaged file is still ingested
+    (session,) = rows(
+        home,
+        f"SELECT lines_read, lines_ingested, lines_quarantined, lines_dropped, "
+        f"torn_last_line FROM sessions WHERE file = '{good[0]}'",
+    )
+    assert session == {
+        "lines_read": len(lines) + 1,
+        "lines_ingested": len(lines) - 3,
+        "lines_quarantined": 2,
+        "lines_dropped": 2,
+        "torn_last_line": True,
+    }
+    assert rows(home, "SELECT count(*) AS n FROM sessions")[0]["n"] == 6
+
+
+def test_a_second_run_at_once_waits_or_fails_clearly(tmp_path: Path) -> None:
+    home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
+    layout = Layout.at(home)
+    release = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:
+        with store.ingest_lock(layout, 0, print):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        busy = subprocess.run(
+            [STRETTO, "ingest", "--home", str(home), "--wait", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert busy.returncode == 1
+        assert (
+            "another ingest run (pid" in busy.stderr and "is writing the warehouse" in busy.stderr
+        )
+        waiting = subprocess.Popen(
+            [STRETTO, "ingest", "--home", str(home), "--wait", "60"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3)
+        assert waiting.poll() is None  # still waiting for the lock
+    finally:
+        release.set()
+        holder.join()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert "ingested 6 file(s)" in out
+    assert mismatches(home) == []
+
+
+def test_ingest_and_sql_from_the_command_line(tmp_path: Path) -> None:
+    home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
+    done = subprocess.run(
+        [STRETTO, "ingest", "--home", str(home)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = sum(len(p.read_text().splitlines()) for p in (home / "logs/shop").glob("*.jsonl"))
+    assert done.stdout.startswith(
+        f"stretto: ingested 6 file(s) (0 unchanged): {lines} lines read, {lines} ingested"
+    )
+    query = "SELECT agent_model, count(*) AS sessions FROM sessions GROUP BY 1"
+    table = subprocess.run(
+        [STRETTO, "sql", "--home", str(home), query], capture_output=True, text=True
+    )
+    assert table.stdout.splitlines()[2].split() == ["quickstart", "6"]
+    as_json = subprocess.run(
+        [STRETTO, "sql", "--home", str(home), query, "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(as_json.stdout) == [{"agent_model": "quickstart", "sessions": 6}]
+    as_csv = subprocess.run(
+        [STRETTO, "sql", "--home", str(home), query, "--format", "csv"],
+        capture_output=True,
+        text=True,
+    )
+    assert as_csv.stdout == "agent_model,sessions\nquickstart,6\n"
+    wrong = subprocess.run(
+        [STRETTO, "sql", "--home", str(home), "SELECT * FROM nope"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 1 and "query failed" in wrong.stderr
+    nothing = subprocess.run(
+        [STRETTO, "sql", "--home", str(tmp_path / "none"), "SELECT 1"],
+        capture_output=True,
+        text=True,
+    )
+    assert nothing.returncode == 1 and "run `stretto ingest` first" in nothing.stderr
+
+
+@pytest.mark.parametrize(
+    "table", ["sessions", "messages", "calls", "context", "tools", "steps", "quarantine"]
+)
+def test_every_table_is_a_view_even_before_it_has_rows(tmp_path: Path, table: str) -> None:
+    home = tmp_path / "home"
+    (home / "logs").mkdir(parents=True)
+    ingest(home)
+    assert rows(home, f"SELECT count(*) AS n FROM {table}") == [{"n": 0}]
