@@ -24,8 +24,11 @@ from stretto.turns import TurnTracker
 from warehouse.layout import TABLES, Layout
 
 SQL_DIR = Path(__file__).parent / "sql"
-BATCH_BYTES = 96 * 1024 * 1024  # text held in memory at once by one batch
-BATCH_FILES = 4000
+BATCH_BYTES = 48 * 1024 * 1024  # log text one batch holds in memory at once
+BATCH_FILES = 2000
+# DuckDB runs these statements on one core (one small table, one row group), so batches go
+# to worker processes, one per core; STRETTO_INGEST_WORKERS overrides.
+WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() or 1))
 OUTPUT_TABLES = ("sessions", "messages", "calls", "context", "tools", "quarantine")
 
 
@@ -127,9 +130,10 @@ def batches(files: list[LogFile]) -> Iterator[list[LogFile]]:
         yield batch
 
 
-def connect(memory_limit: str = "3GB") -> duckdb.DuckDBPyConnection:
+def connect(memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute("SET threads = 1")  # parallel across batches instead (WORKERS)
     con.execute("SET preserve_insertion_order = false")
     return con
 
@@ -223,7 +227,7 @@ def _copy(con, query: str, table: str, layout: Layout, tag: str) -> int:
     result = con.execute(
         f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{target}' "
         f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "
-        "APPEND, COMPRESSION zstd)"
+        "APPEND)"
     ).fetchall()
     return int(result[0][0]) if result else 0
 
@@ -278,12 +282,30 @@ def ingest_files(
     ingest_id: str,
     layout: Layout,
     on_batch: Callable[[IngestStats], None] | None = None,
+    workers: int | None = None,
 ) -> IngestStats:
-    """Ingest files batch by batch; `on_batch` hears about each one (for progress)."""
+    """Ingest files batch by batch, batches in parallel worker processes; `on_batch` hears
+    about each one as it finishes (for progress)."""
     total = IngestStats()
-    for index, batch in enumerate(batches(files)):
-        stats = ingest_batch(batch, ingest_id, layout, f"{ingest_id}-{index}")
-        total.add(stats)
-        if on_batch:
-            on_batch(stats)
+    jobs = [(b, ingest_id, layout, f"{ingest_id}-{i}") for i, b in enumerate(batches(files))]
+    workers = min(workers or WORKERS, len(jobs))
+    if workers <= 1:
+        for job in jobs:
+            stats = ingest_batch(*job)
+            total.add(stats)
+            if on_batch:
+                on_batch(stats)
+        return total
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn, not fork: the caller may hold threads (Dagster) or a DuckDB connection.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for future in as_completed([pool.submit(ingest_batch, *job) for job in jobs]):
+            stats = future.result()
+            total.add(stats)
+            if on_batch:
+                on_batch(stats)
+    total.registry.sort()
     return total

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import duckdb
+import pyarrow as pa
 
 from warehouse.ingest import sql_statements
 from warehouse.layout import PARTITION_KEYS, TABLES, Layout
@@ -114,8 +115,8 @@ def _parquet_select(layout: Layout, table: str) -> str:
     key = "file" if table == "quarantine" else "session"
     columns = ", ".join(f"t.{name}" for name, _ in [*TABLES[table], *PARTITION_KEYS])
     return (
-        f"SELECT {columns} FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true, "
-        f"union_by_name = true) t SEMI JOIN current_files c "
+        f"SELECT {columns} FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true) t "
+        f"SEMI JOIN current_files c "
         f"ON c.{'path' if key == 'file' else 'session'} = t.{key} AND c.ingest_id = t.ingest_id"
     )
 
@@ -133,11 +134,12 @@ def record_ingest(layout: Layout, registry_rows: list[tuple]) -> None:
     try:
         con.execute(REGISTRY_DDL)
         if registry_rows:
-            con.executemany(
-                "INSERT INTO ingested_files (path, size_bytes, mtime_ns, content_hash, session, "
-                "ingest_id) VALUES (?, ?, ?, ?, ?, ?)",
-                registry_rows,
-            )
+            names = ["path", "size_bytes", "mtime_ns", "content_hash", "session", "ingest_id"]
+            rows = pa.table({n: [r[i] for r in registry_rows] for i, n in enumerate(names)})
+            con.register("new_files", rows)
+            con.execute(f"INSERT INTO ingested_files ({', '.join(names)}) "
+                        f"SELECT {', '.join(names)} FROM new_files")
+            con.unregister("new_files")
         refresh_views(con, layout)
     finally:
         con.close()
@@ -161,7 +163,7 @@ def derive_steps(layout: Layout, tag: str) -> int:
         written = con.execute(
             f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{target}' "
             f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "
-            "APPEND, COMPRESSION zstd)"
+            "APPEND)"
         ).fetchall()
         refresh_views(con, layout)
         return int(written[0][0]) if written else 0

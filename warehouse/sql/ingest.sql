@@ -71,41 +71,54 @@ FROM parsed;
 -- Each line after the header, checked; `problem` says why a line is not ingested.
 CREATE OR REPLACE TEMP TABLE wire AS
 WITH body AS (
-    SELECT l.file, h.session, l.line_no AS seq, l.line,
-           l.unterminated, trim(l.line) = '' AS blank,
-           -- one parse per line: NULL when the line is not JSON
-           try(json_extract(l.line, ['$.t_ms', '$.from', '$.message', '$.raw'])) AS f
+    SELECT l.file, h.session, l.line_no AS seq, l.line, l.unterminated,
+           CASE WHEN strlen(l.line) > 64 THEN false ELSE trim(l.line) = '' END AS blank,
+           -- one parse per line; NULL when the line is not JSON
+           try(json_transform(l.line, '{"t_ms": "JSON", "from": "JSON", "message": "JSON",
+                                        "raw": "JSON"}')) AS f
     FROM lines l
     JOIN (SELECT file, header ->> '$.session' AS session FROM headers WHERE file_error IS NULL) h
       USING (file)
     WHERE l.line_no > l.header_no
 ), typed AS (
-    SELECT *, f[1] AS t_json, f[2] AS from_json, f[3] AS message, f[4] AS raw_json,
+    SELECT *, f.raw AS raw_json,
            f IS NOT NULL OR json_valid(line) AS valid,
-           f IS NOT NULL AND (f[1] IS NOT NULL OR f[2] IS NOT NULL OR f[3] IS NOT NULL
-                              OR f[4] IS NOT NULL OR try(json_type(line)) = 'OBJECT') AS is_object
+           -- JSON null reads as absent: look closer only where that could be (rare lines)
+           CASE WHEN f IS NULL THEN false WHEN f.message IS NOT NULL THEN true
+                WHEN contains(line, '"message"') THEN json_exists(line, '$.message')
+                ELSE false END AS has_message,
+           CASE WHEN f IS NULL THEN false WHEN f.raw IS NOT NULL THEN true
+                WHEN contains(line, '"raw"') THEN json_exists(line, '$.raw')
+                ELSE false END AS has_raw,
+           CASE WHEN f IS NULL THEN false
+                WHEN f.t_ms IS NOT NULL OR f."from" IS NOT NULL OR f.message IS NOT NULL
+                     OR f.raw IS NOT NULL THEN true
+                ELSE starts_with(line, '{') END AS is_object
     FROM body
 ), checked AS (
-SELECT file, session, seq, message, line,
-    CASE WHEN message IS NULL THEN raw_json ->> '$' END AS raw,
-    CASE WHEN json_type(t_json) IN ('UBIGINT', 'BIGINT') THEN t_json::BIGINT END AS t_ms,
-    from_json ->> '$' AS sender,
-    CASE
-        WHEN blank THEN 'dropped: blank line'
-        WHEN NOT valid AND unterminated THEN 'dropped: the last line is cut off (a crash mid-write?)'
-        WHEN NOT valid THEN 'quarantined: not JSON'
-        WHEN NOT is_object THEN 'quarantined: a log line must be a JSON object'
-        WHEN json_type(t_json) NOT IN ('UBIGINT', 'BIGINT')
-            THEN 'quarantined: field `t_ms`: expected a non-negative integer'
-        WHEN json_type(from_json) IS DISTINCT FROM 'VARCHAR'
-            OR (from_json ->> '$') NOT IN ('client', 'server', 'proxy', 'context')
-            THEN 'quarantined: field `from`: expected one of client, server, proxy, context'
-        WHEN (message IS NULL) = (raw_json IS NULL)
-            THEN 'quarantined: field `message`: a line needs exactly one of `message` and `raw`'
-        WHEN raw_json IS NOT NULL AND json_type(raw_json) <> 'VARCHAR'
-            THEN 'quarantined: field `raw`: expected a string'
-    END AS problem
-FROM typed
+    SELECT file, session, seq, line,
+           CASE WHEN has_message AND NOT has_raw THEN coalesce(f.message, 'null') END AS message,
+           CASE WHEN has_raw AND NOT has_message THEN raw_json ->> '$' END AS raw,
+           CASE WHEN json_type(f.t_ms) IN ('UBIGINT', 'BIGINT') THEN f.t_ms::BIGINT END AS t_ms,
+           f."from" ->> '$' AS sender,
+           CASE
+               WHEN blank THEN 'dropped: blank line'
+               WHEN NOT valid AND unterminated
+                   THEN 'dropped: the last line is cut off (a crash mid-write?)'
+               WHEN NOT valid THEN 'quarantined: not JSON'
+               WHEN NOT is_object THEN 'quarantined: a log line must be a JSON object'
+               WHEN coalesce(json_type(f.t_ms) NOT IN ('UBIGINT', 'BIGINT'), true)
+                   OR f.t_ms::BIGINT < 0
+                   THEN 'quarantined: field `t_ms`: expected a non-negative integer'
+               WHEN json_type(f."from") IS DISTINCT FROM 'VARCHAR'
+                   OR (f."from" ->> '$') NOT IN ('client', 'server', 'proxy', 'context')
+                   THEN 'quarantined: field `from`: expected one of client, server, proxy, context'
+               WHEN has_message = has_raw
+                   THEN 'quarantined: field `message`: a line needs exactly one of `message` and `raw`'
+               WHEN has_raw AND json_type(raw_json) IS DISTINCT FROM 'VARCHAR'
+                   THEN 'quarantined: field `raw`: expected a string'
+           END AS problem
+    FROM typed
 )
 -- the text of a line is kept only where it is needed: lines that are not ingested
 SELECT * EXCLUDE (line), CASE WHEN problem IS NOT NULL THEN line END AS line FROM checked;
@@ -128,98 +141,102 @@ LEFT JOIN wire w ON w.file = l.file AND w.seq = l.line_no
 GROUP BY h.file;
 
 -- name: rpc
--- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch).
+-- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch),
+-- each parsed once into the fields the warehouse uses.
 CREATE OR REPLACE TEMP TABLE rpc AS
 WITH ok AS (
     SELECT session, seq, t_ms, sender, message FROM wire
     WHERE problem IS NULL AND message IS NOT NULL AND sender <> 'context'
 ), items AS (
     SELECT session, seq, t_ms, sender, 0 AS sub, message AS m FROM ok
-    WHERE NOT starts_with(ltrim(message), '[')
+    WHERE starts_with(message, '{')
     UNION ALL
     SELECT session, seq, t_ms, sender, (e.key)::INTEGER AS sub, e.value AS m
     FROM ok, json_each(ok.message) AS e
-    WHERE starts_with(ltrim(ok.message), '[')
-), keyed AS (
-    SELECT *, json_keys(m) AS keys, json_extract(m, ['$.method', '$.id']) AS f
-    FROM items WHERE starts_with(ltrim(m), '{')
+    WHERE starts_with(ok.message, '[') AND starts_with(e.value, '{')
+), parsed AS (
+    SELECT *, json_transform(m, '{
+        "method": "JSON", "id": "JSON",
+        "params": {"name": "JSON", "arguments": "JSON", "requestId": "JSON",
+                   "clientInfo": {"name": "JSON"}},
+        "result": {"content": [{"type": "JSON", "text": "JSON"}], "isError": "JSON",
+                   "structuredContent": "JSON"},
+        "error": {"message": "JSON"}}') AS p
+    FROM items
 )
-SELECT session, seq, t_ms, sender, sub,
-       CASE WHEN json_type(f[1]) = 'VARCHAR' THEN f[1] ->> '$' END AS method,
-       CASE json_type(f[2])
-           WHEN 'VARCHAR' THEN f[2] ->> '$'
-           WHEN 'NULL' THEN NULL
-           ELSE f[2]::VARCHAR
-       END AS rpc_id,
-       list_contains(keys, 'result') OR list_contains(keys, 'error') AS is_response,
-       list_contains(keys, 'error') AS has_error,
-       m
-FROM keyed;
+SELECT session, seq, t_ms, sender, sub, m, p,
+       CASE WHEN json_type(p.method) = 'VARCHAR' THEN p.method ->> '$' END AS method,
+       CASE json_type(p.id) WHEN 'VARCHAR' THEN p.id ->> '$' ELSE p.id::VARCHAR END AS rpc_id,
+       p.error IS NOT NULL OR p.result IS NOT NULL OR (p.result IS NULL AND p.method IS NULL
+                               AND p.id IS NOT NULL
+                               AND (json_exists(m, '$.error') OR json_exists(m, '$.result')))
+           AS is_response,
+       p.error IS NOT NULL OR (p.result IS NULL AND p.method IS NULL AND p.id IS NOT NULL
+                               AND json_exists(m, '$.error')) AS has_error
+FROM parsed;
 
 -- name: requests
 -- Requests from the host or the proxy: tools/call and the others (to match answers to them).
 CREATE OR REPLACE TEMP TABLE requests AS
 SELECT session, seq, sub, t_ms, sender, method, rpc_id,
-       CASE WHEN method = 'tools/call' AND json_type(m, '$.params.name') = 'VARCHAR'
-            THEN m ->> '$.params.name' END AS tool,
-       CASE WHEN json_type(m, '$.params.arguments') = 'OBJECT'
-            THEN json_extract(m, '$.params.arguments') ELSE '{}'::JSON END AS arguments
+       CASE WHEN method = 'tools/call' AND json_type(p.params.name) = 'VARCHAR'
+            THEN p.params.name ->> '$' END AS tool,
+       CASE WHEN starts_with(p.params.arguments, '{')
+            THEN p.params.arguments ELSE '{}'::JSON END AS arguments
 FROM rpc
 WHERE sender IN ('client', 'proxy') AND method IS NOT NULL AND rpc_id IS NOT NULL;
 
 -- name: answers
 -- Each response from the server or the proxy, matched to the latest request with its id sent
 -- before it; `first_answer` marks the first response a request got (the first one wins).
+-- Only keys travel through the windows; the messages stay in `rpc`.
 CREATE OR REPLACE TEMP TABLE answers AS
 WITH responses AS (
-    SELECT session, seq, sub, t_ms, sender, rpc_id, has_error, m FROM rpc
+    SELECT session, seq, sub, rpc_id FROM rpc
     WHERE sender IN ('server', 'proxy') AND method IS NULL AND rpc_id IS NOT NULL AND is_response
 ), matched AS (
-    SELECT r.*, q.seq AS req_seq, q.sub AS req_sub, q.method AS req_method, q.tool,
+    SELECT r.session, r.seq, r.sub, q.seq AS req_seq, q.sub AS req_sub, q.method AS req_method,
+           q.tool,
            row_number() OVER (PARTITION BY r.session, r.seq, r.sub
                               ORDER BY q.seq DESC, q.sub DESC) AS latest
     FROM responses r JOIN requests q
       ON q.session = r.session AND q.rpc_id = r.rpc_id
      AND (q.seq < r.seq OR (q.seq = r.seq AND q.sub < r.sub))
 )
-SELECT *, row_number() OVER (PARTITION BY session, req_seq, req_sub ORDER BY seq, sub) = 1
-          AS first_answer
+SELECT session, seq, sub, req_seq, req_sub, req_method, tool,
+       row_number() OVER (PARTITION BY session, req_seq, req_sub ORDER BY seq, sub) = 1
+           AS first_answer
 FROM matched WHERE latest = 1;
 
 -- name: tool_lists
 -- The first answer to each tools/list request; `snapshot` identifies the listing.
 CREATE OR REPLACE TEMP TABLE tool_lists AS
-SELECT session, seq, json_extract(m, '$.result')::VARCHAR AS result,
-       md5(json_extract(m, '$.result')::VARCHAR) AS snapshot
-FROM answers
-WHERE first_answer AND req_method = 'tools/list' AND json_type(m, '$.result') = 'OBJECT';
+SELECT a.session, a.seq, json_extract(r.m, '$.result')::VARCHAR AS result,
+       md5(json_extract(r.m, '$.result')::VARCHAR) AS snapshot
+FROM answers a JOIN rpc r USING (session, seq, sub)
+WHERE a.first_answer AND a.req_method = 'tools/list' AND json_type(r.m, '$.result') = 'OBJECT';
 
 -- name: results
 -- The first answer of each tools/call: failed or not, and its content as text (the text items
 -- joined by newlines; else structuredContent; else the whole result; for an error, its message).
 CREATE OR REPLACE TEMP TABLE results AS
-WITH first AS (
-    SELECT session, req_seq, req_sub, seq, sub, t_ms, sender, m, has_error,
-           json_transform(m, '{"result": {"content": [{"type": "JSON", "text": "JSON"}],
-                                          "structuredContent": "JSON", "isError": "JSON"},
-                                "error": {"message": "JSON"}}') AS r
-    FROM answers
-    WHERE first_answer AND req_method = 'tools/call' AND tool IS NOT NULL
-), texts AS (
-    SELECT *,
-           list_transform(list_filter(coalesce(r.result.content, []),
+WITH texts AS (
+    SELECT a.session, a.req_seq, a.req_sub, a.seq, a.sub, r.t_ms, r.sender, r.m, r.p,
+           r.has_error,
+           list_transform(list_filter(coalesce(r.p.result.content, []),
                                       lambda x: x.type = '"text"' AND json_type(x.text) = 'VARCHAR'),
                           lambda x: x.text ->> '$') AS texts
-    FROM first
+    FROM answers a JOIN rpc r USING (session, seq, sub)
+    WHERE a.first_answer AND a.req_method = 'tools/call' AND a.tool IS NOT NULL
 )
 SELECT session, req_seq, req_sub, seq, sub, t_ms, sender,
-       has_error OR coalesce(r.result.isError::VARCHAR = 'true', false) AS failed,
+       has_error OR coalesce(p.result.isError::VARCHAR = 'true', false) AS failed,
        CASE
            WHEN has_error THEN
-               CASE WHEN json_type(r.error.message) = 'VARCHAR' THEN r.error.message ->> '$'
+               CASE WHEN json_type(p.error.message) = 'VARCHAR' THEN p.error.message ->> '$'
                     ELSE json_extract(m, '$.error')::VARCHAR END
            WHEN len(texts) > 0 THEN array_to_string(texts, chr(10))
-           WHEN r.result.structuredContent IS NOT NULL THEN r.result.structuredContent::VARCHAR
+           WHEN p.result.structuredContent IS NOT NULL THEN p.result.structuredContent::VARCHAR
            ELSE json_extract(m, '$.result')::VARCHAR
        END AS content
 FROM texts;

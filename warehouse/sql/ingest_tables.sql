@@ -31,9 +31,9 @@ SELECT m.session,
        CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
 FROM file_meta m
 JOIN line_counts n USING (file)
-LEFT JOIN (SELECT session, arg_max(m ->> '$.params.clientInfo.name', seq) AS client_name
+LEFT JOIN (SELECT session, arg_max(p.params.clientInfo.name ->> '$', seq) AS client_name
            FROM rpc WHERE sender = 'client' AND method = 'initialize'
-             AND json_type(m, '$.params.clientInfo.name') = 'VARCHAR'
+             AND json_type(p.params.clientInfo.name) = 'VARCHAR'
            GROUP BY session) ci USING (session)
 LEFT JOIN (SELECT session, string_agg(snapshot, ',' ORDER BY seq) AS snapshot
            FROM tool_lists GROUP BY session) ts USING (session)
@@ -43,14 +43,14 @@ WHERE m.file_error IS NULL;
 SELECT w.session, w.seq, w.t_ms, w.sender,
        CASE WHEN w.message IS NULL THEN 'raw'
             WHEN w.sender = 'context' THEN 'context'
-            WHEN starts_with(ltrim(w.message), '[') THEN 'batch'
-            WHEN NOT starts_with(ltrim(w.message), '{') THEN 'other'
+            WHEN starts_with(w.message, '[') THEN 'batch'
+            WHEN NOT starts_with(w.message, '{') THEN 'other'
             WHEN r.method IS NOT NULL AND r.rpc_id IS NOT NULL THEN 'request'
             WHEN r.method IS NOT NULL THEN 'notification'
             WHEN r.is_response THEN 'response'
             ELSE 'other' END AS kind,
        r.method, r.rpc_id,
-       coalesce(r.has_error OR (r.is_response AND json_extract(r.m, '$.result.isError')::VARCHAR = 'true'),
+       coalesce(r.has_error OR (r.is_response AND r.p.result.isError::VARCHAR = 'true'),
                 false) AS is_error,
        strlen(coalesce(w.message::VARCHAR, w.raw))::INTEGER AS size_bytes,
        coalesce(w.message::VARCHAR, w.raw) AS body,
@@ -58,7 +58,7 @@ SELECT w.session, w.seq, w.t_ms, w.sender,
 FROM wire w
 JOIN file_meta m USING (file)
 LEFT JOIN rpc r ON r.session = w.session AND r.seq = w.seq AND r.sub = 0
-                AND starts_with(ltrim(w.message), '{')
+                AND starts_with(w.message, '{')
 WHERE w.problem IS NULL;
 
 -- name: calls
