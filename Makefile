@@ -37,6 +37,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python bench/proxy_overhead.py
+	$(BIN)/python bench/ingest.py
 
 clean:
 	rm -rf $(VENV) node/node_modules *.egg-info

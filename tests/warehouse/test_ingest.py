@@ -289,3 +289,20 @@ def test_every_table_is_a_view_even_before_it_has_rows(tmp_path: Path, table: st
     (home / "logs").mkdir(parents=True)
     ingest(home)
     assert rows(home, f"SELECT count(*) AS n FROM {table}") == [{"n": 0}]
+
+
+def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkeypatch) -> None:
+    from warehouse import ingest as engine
+
+    home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop",
+                     served=REFERENCE_HOME / "served/shop")
+    layout = Layout.at(home)
+    monkeypatch.setattr(engine, "BATCH_FILES", 3)  # 8 files -> 3 batches
+    files, _ = engine.discover(layout, {})
+    assert len(list(engine.batches(files))) == 3
+    stats = engine.ingest_files(files, "parallel", layout, workers=2)
+    assert stats.files == 8 and stats.balanced
+    store.record_ingest(layout, stats.registry)
+    store.derive_steps(layout, "parallel-steps")
+    assert mismatches(home) == []
+    assert rows(home, "SELECT count(DISTINCT session) AS n FROM calls") == [{"n": 8}]

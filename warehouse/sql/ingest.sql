@@ -3,6 +3,17 @@
 -- the parameter $files (the same files, as a list). Each statement below is run in order;
 -- the last ones build the rows written to Parquet (see warehouse/ingest.py).
 
+-- name: macros
+-- One parse of a JSON-RPC message (or a context message) into the fields the warehouse uses.
+CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
+    "method": "JSON", "id": "JSON",
+    "params": {"name": "JSON", "arguments": "JSON", "requestId": "JSON",
+               "clientInfo": {"name": "JSON"}},
+    "result": {"content": [{"type": "JSON", "text": "JSON"}], "isError": "JSON",
+               "structuredContent": "JSON"},
+    "error": {"message": "JSON"},
+    "role": "JSON", "content": "JSON"}');
+
 -- name: lines
 -- Every line of every file, numbered from 1. Only "\n" ends a line. The empty piece after a
 -- final newline is not a line.
@@ -68,50 +79,76 @@ SELECT *,
 FROM parsed;
 
 -- name: wire
--- Each line after the header, checked; `problem` says why a line is not ingested.
+-- Each line after the header, checked; `problem` says why a line is not ingested. `body` is
+-- the message's JSON text (the line's own bytes in the form stretto-proxy writes,
+-- {"t_ms":N,"from":"S","message":...}; re-serialized otherwise) and `p` its parsed fields.
 CREATE OR REPLACE TEMP TABLE wire AS
 WITH body AS (
     SELECT l.file, h.session, l.line_no AS seq, l.line, l.unterminated,
            CASE WHEN strlen(l.line) > 64 THEN false ELSE trim(l.line) = '' END AS blank,
-           -- one parse per line; NULL when the line is not JSON
-           try(json_transform(l.line, '{"t_ms": "JSON", "from": "JSON", "message": "JSON",
-                                        "raw": "JSON"}')) AS f
+           regexp_extract(l.line, '^\{"t_ms":(0|[1-9][0-9]*),"from":"([a-z]+)","message":',
+                          ['t_ms', 'sender']) AS head
     FROM lines l
     JOIN (SELECT file, header ->> '$.session' AS session FROM headers WHERE file_error IS NULL) h
       USING (file)
     WHERE l.line_no > l.header_no
+), fast AS (
+    SELECT *,
+           CASE WHEN head.t_ms <> '' AND suffix(line, '}') THEN
+               -- {"t_ms": 8 + N + ,"from":" 9 + S + ","message": 12, then the message, then }
+               substr(line, 30 + strlen(head.t_ms) + strlen(head.sender),
+                      strlen(line) - 30 - strlen(head.t_ms) - strlen(head.sender))
+           END AS canon_body
+    FROM body
+), fast_parsed AS (
+    SELECT *, CASE WHEN canon_body IS NOT NULL THEN try(parse_message(canon_body)) END AS canon_p
+    FROM fast
+), general AS (
+    -- every other line: one generic parse (the message's fields parsed below, lazily)
+    SELECT *,
+           CASE WHEN canon_p IS NULL THEN try(json_transform(line,
+               '{"t_ms": "JSON", "from": "JSON", "message": "JSON", "raw": "JSON"}')) END AS f
+    FROM fast_parsed
 ), typed AS (
     SELECT *, f.raw AS raw_json,
-           f IS NOT NULL OR json_valid(line) AS valid,
+           canon_p IS NOT NULL OR f IS NOT NULL OR json_valid(line) AS valid,
            -- JSON null reads as absent: look closer only where that could be (rare lines)
-           CASE WHEN f IS NULL THEN false WHEN f.message IS NOT NULL THEN true
+           CASE WHEN canon_p IS NOT NULL THEN true
+                WHEN f IS NULL THEN false WHEN f.message IS NOT NULL THEN true
                 WHEN contains(line, '"message"') THEN json_exists(line, '$.message')
                 ELSE false END AS has_message,
-           CASE WHEN f IS NULL THEN false WHEN f.raw IS NOT NULL THEN true
+           CASE WHEN canon_p IS NOT NULL THEN false
+                WHEN f IS NULL THEN false WHEN f.raw IS NOT NULL THEN true
                 WHEN contains(line, '"raw"') THEN json_exists(line, '$.raw')
                 ELSE false END AS has_raw,
-           CASE WHEN f IS NULL THEN false
+           CASE WHEN canon_p IS NOT NULL THEN true
+                WHEN f IS NULL THEN false
                 WHEN f.t_ms IS NOT NULL OR f."from" IS NOT NULL OR f.message IS NOT NULL
                      OR f.raw IS NOT NULL THEN true
-                ELSE starts_with(line, '{') END AS is_object
-    FROM body
+                ELSE starts_with(ltrim(line), '{') END AS is_object,
+           CASE WHEN canon_p IS NOT NULL THEN TRY_CAST(head.t_ms AS BIGINT)
+                WHEN json_type(f.t_ms) IN ('UBIGINT', 'BIGINT') THEN f.t_ms::BIGINT END AS t_ms,
+           CASE WHEN canon_p IS NOT NULL THEN head.sender
+                WHEN json_type(f."from") = 'VARCHAR' THEN f."from" ->> '$' END AS sender
+    FROM general
 ), checked AS (
-    SELECT file, session, seq, line,
-           CASE WHEN has_message AND NOT has_raw THEN coalesce(f.message, 'null') END AS message,
+    SELECT file, session, seq, line, t_ms, sender,
+           CASE WHEN has_message AND NOT has_raw
+                THEN coalesce(canon_body, f.message, 'null') END AS body,
+           CASE WHEN canon_p IS NOT NULL THEN canon_p
+                WHEN has_message AND NOT has_raw AND f.message IS NOT NULL
+                     AND starts_with(f.message, '{') THEN parse_message(f.message)
+           END AS p,
            CASE WHEN has_raw AND NOT has_message THEN raw_json ->> '$' END AS raw,
-           CASE WHEN json_type(f.t_ms) IN ('UBIGINT', 'BIGINT') THEN f.t_ms::BIGINT END AS t_ms,
-           f."from" ->> '$' AS sender,
            CASE
                WHEN blank THEN 'dropped: blank line'
                WHEN NOT valid AND unterminated
                    THEN 'dropped: the last line is cut off (a crash mid-write?)'
                WHEN NOT valid THEN 'quarantined: not JSON'
                WHEN NOT is_object THEN 'quarantined: a log line must be a JSON object'
-               WHEN coalesce(json_type(f.t_ms) NOT IN ('UBIGINT', 'BIGINT'), true)
-                   OR f.t_ms::BIGINT < 0
+               WHEN t_ms IS NULL OR t_ms < 0
                    THEN 'quarantined: field `t_ms`: expected a non-negative integer'
-               WHEN json_type(f."from") IS DISTINCT FROM 'VARCHAR'
-                   OR (f."from" ->> '$') NOT IN ('client', 'server', 'proxy', 'context')
+               WHEN sender IS NULL OR sender NOT IN ('client', 'server', 'proxy', 'context')
                    THEN 'quarantined: field `from`: expected one of client, server, proxy, context'
                WHEN has_message = has_raw
                    THEN 'quarantined: field `message`: a line needs exactly one of `message` and `raw`'
@@ -141,39 +178,31 @@ LEFT JOIN wire w ON w.file = l.file AND w.seq = l.line_no
 GROUP BY h.file;
 
 -- name: rpc
--- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch),
--- each parsed once into the fields the warehouse uses.
+-- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch).
 CREATE OR REPLACE TEMP TABLE rpc AS
 WITH ok AS (
-    SELECT session, seq, t_ms, sender, message FROM wire
-    WHERE problem IS NULL AND message IS NOT NULL AND sender <> 'context'
+    SELECT session, seq, t_ms, sender, body, p FROM wire
+    WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
 ), items AS (
-    SELECT session, seq, t_ms, sender, 0 AS sub, message AS m FROM ok
-    WHERE starts_with(message, '{')
+    SELECT session, seq, t_ms, sender, 0 AS sub, body AS m, p FROM ok
+    WHERE starts_with(body, '{')
     UNION ALL
-    SELECT session, seq, t_ms, sender, (e.key)::INTEGER AS sub, e.value AS m
-    FROM ok, json_each(ok.message) AS e
-    WHERE starts_with(ok.message, '[') AND starts_with(e.value, '{')
-), parsed AS (
-    SELECT *, json_transform(m, '{
-        "method": "JSON", "id": "JSON",
-        "params": {"name": "JSON", "arguments": "JSON", "requestId": "JSON",
-                   "clientInfo": {"name": "JSON"}},
-        "result": {"content": [{"type": "JSON", "text": "JSON"}], "isError": "JSON",
-                   "structuredContent": "JSON"},
-        "error": {"message": "JSON"}}') AS p
-    FROM items
+    SELECT session, seq, t_ms, sender, (e.key)::INTEGER AS sub, e.value AS m,
+           parse_message(e.value) AS p
+    FROM ok, json_each(ok.body) AS e
+    WHERE starts_with(ok.body, '[') AND starts_with(e.value, '{')
 )
 SELECT session, seq, t_ms, sender, sub, m, p,
        CASE WHEN json_type(p.method) = 'VARCHAR' THEN p.method ->> '$' END AS method,
        CASE json_type(p.id) WHEN 'VARCHAR' THEN p.id ->> '$' ELSE p.id::VARCHAR END AS rpc_id,
-       p.error IS NOT NULL OR p.result IS NOT NULL OR (p.result IS NULL AND p.method IS NULL
-                               AND p.id IS NOT NULL
-                               AND (json_exists(m, '$.error') OR json_exists(m, '$.result')))
-           AS is_response,
-       p.error IS NOT NULL OR (p.result IS NULL AND p.method IS NULL AND p.id IS NOT NULL
-                               AND json_exists(m, '$.error')) AS has_error
-FROM parsed;
+       -- `"result": null` reads as absent: look closer only at such messages
+       CASE WHEN p.error IS NOT NULL OR p.result IS NOT NULL THEN true
+            WHEN p.method IS NOT NULL OR p.id IS NULL THEN false
+            ELSE json_exists(m, '$.error') OR json_exists(m, '$.result') END AS is_response,
+       CASE WHEN p.error IS NOT NULL THEN true
+            WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
+            ELSE json_exists(m, '$.error') END AS has_error
+FROM items;
 
 -- name: requests
 -- Requests from the host or the proxy: tools/call and the others (to match answers to them).
@@ -242,18 +271,18 @@ SELECT session, req_seq, req_sub, seq, sub, t_ms, sender,
 FROM texts;
 
 -- name: said
--- Conversation lines: the user's messages and the assistant's non-empty replies.
+-- Conversation lines, as the host wrote them.
 CREATE OR REPLACE TEMP TABLE said AS
 SELECT session, seq, t_ms,
-       CASE WHEN json_type(message, '$.role') = 'VARCHAR' THEN message ->> '$.role' END AS role,
-       CASE json_type(message, '$.content')
-           WHEN 'VARCHAR' THEN message ->> '$.content'
+       CASE WHEN json_type(p.role) = 'VARCHAR' THEN p.role ->> '$' END AS role,
+       CASE json_type(p.content)
+           WHEN 'VARCHAR' THEN p.content ->> '$'
            WHEN 'NULL' THEN ''
-           ELSE coalesce(json_extract(message, '$.content')::VARCHAR, '')
+           ELSE coalesce(p.content::VARCHAR, '')
        END AS content,
-       json_type(message) = 'OBJECT' AS is_object
+       starts_with(body, '{') AS is_object
 FROM wire
-WHERE problem IS NULL AND sender = 'context' AND message IS NOT NULL;
+WHERE problem IS NULL AND sender = 'context' AND body IS NOT NULL;
 
 -- name: speaks
 -- What counts as said for turns and steps: any user message, an assistant reply with text.

@@ -41,10 +41,10 @@ WHERE m.file_error IS NULL;
 
 -- name: messages
 SELECT w.session, w.seq, w.t_ms, w.sender,
-       CASE WHEN w.message IS NULL THEN 'raw'
+       CASE WHEN w.body IS NULL THEN 'raw'
             WHEN w.sender = 'context' THEN 'context'
-            WHEN starts_with(w.message, '[') THEN 'batch'
-            WHEN NOT starts_with(w.message, '{') THEN 'other'
+            WHEN starts_with(w.body, '[') THEN 'batch'
+            WHEN NOT starts_with(w.body, '{') THEN 'other'
             WHEN r.method IS NOT NULL AND r.rpc_id IS NOT NULL THEN 'request'
             WHEN r.method IS NOT NULL THEN 'notification'
             WHEN r.is_response THEN 'response'
@@ -52,13 +52,13 @@ SELECT w.session, w.seq, w.t_ms, w.sender,
        r.method, r.rpc_id,
        coalesce(r.has_error OR (r.is_response AND r.p.result.isError::VARCHAR = 'true'),
                 false) AS is_error,
-       strlen(coalesce(w.message::VARCHAR, w.raw))::INTEGER AS size_bytes,
-       coalesce(w.message::VARCHAR, w.raw) AS body,
+       strlen(coalesce(w.body, w.raw))::INTEGER AS size_bytes,
+       coalesce(w.body, w.raw) AS body,
        m.ingest_id, m.domain, CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
 FROM wire w
 JOIN file_meta m USING (file)
 LEFT JOIN rpc r ON r.session = w.session AND r.seq = w.seq AND r.sub = 0
-                AND starts_with(w.message, '{')
+                AND starts_with(w.body, '{')
 WHERE w.problem IS NULL;
 
 -- name: calls
