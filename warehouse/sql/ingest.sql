@@ -10,7 +10,7 @@ CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
     "params": {"name": "JSON", "arguments": "JSON", "requestId": "JSON",
                "clientInfo": {"name": "JSON"}},
     "result": {"content": [{"type": "JSON", "text": "JSON"}], "isError": "JSON",
-               "structuredContent": "JSON"},
+               "structuredContent": "JSON", "tools": "JSON"},
     "error": {"message": "JSON"},
     "role": "JSON", "content": "JSON"}');
 
@@ -178,7 +178,10 @@ LEFT JOIN wire w ON w.file = l.file AND w.seq = l.line_no
 GROUP BY h.file;
 
 -- name: rpc
--- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch).
+-- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch),
+-- reduced to what the warehouse keeps: small fields, and for a response its content
+-- (docs/formats.md §1.3). `m` is read only for rare shapes (a null result, an error that is
+-- not an object, a result with neither text nor structuredContent).
 CREATE OR REPLACE TEMP TABLE rpc AS
 WITH ok AS (
     SELECT session, seq, t_ms, sender, body, p FROM wire
@@ -191,27 +194,50 @@ WITH ok AS (
            parse_message(e.value) AS p
     FROM ok, json_each(ok.body) AS e
     WHERE starts_with(ok.body, '[') AND starts_with(e.value, '{')
+), fields AS (
+    SELECT *,
+        CASE WHEN json_type(p.method) = 'VARCHAR' THEN p.method ->> '$' END AS method,
+        CASE json_type(p.id) WHEN 'VARCHAR' THEN p.id ->> '$' ELSE p.id::VARCHAR END AS rpc_id,
+        -- `"result": null` reads as absent: look closer only at such messages
+        CASE WHEN p.error IS NOT NULL OR p.result IS NOT NULL THEN true
+             WHEN p.method IS NOT NULL OR p.id IS NULL THEN false
+             ELSE json_exists(m, '$.error') OR json_exists(m, '$.result') END AS is_response,
+        CASE WHEN p.error IS NOT NULL THEN true
+             WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
+             ELSE json_exists(m, '$.error') END AS has_error,
+        list_transform(list_filter(coalesce(p.result.content, []),
+                                   lambda x: x.type = '"text"' AND json_type(x.text) = 'VARCHAR'),
+                       lambda x: x.text ->> '$') AS texts
+    FROM items
 )
-SELECT session, seq, t_ms, sender, sub, m, p,
-       CASE WHEN json_type(p.method) = 'VARCHAR' THEN p.method ->> '$' END AS method,
-       CASE json_type(p.id) WHEN 'VARCHAR' THEN p.id ->> '$' ELSE p.id::VARCHAR END AS rpc_id,
-       -- `"result": null` reads as absent: look closer only at such messages
-       CASE WHEN p.error IS NOT NULL OR p.result IS NOT NULL THEN true
-            WHEN p.method IS NOT NULL OR p.id IS NULL THEN false
-            ELSE json_exists(m, '$.error') OR json_exists(m, '$.result') END AS is_response,
-       CASE WHEN p.error IS NOT NULL THEN true
-            WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
-            ELSE json_exists(m, '$.error') END AS has_error
-FROM items;
+SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
+       CASE WHEN method = 'tools/call' AND json_type(p.params.name) = 'VARCHAR'
+            THEN p.params.name ->> '$' END AS tool,
+       CASE WHEN starts_with(p.params.arguments, '{') THEN p.params.arguments
+            ELSE '{}' END::JSON AS arguments,
+       CASE WHEN json_type(p.params.clientInfo.name) = 'VARCHAR'
+            THEN p.params.clientInfo.name ->> '$' END AS client_name,
+       CASE json_type(p.params.requestId) WHEN 'VARCHAR' THEN p.params.requestId ->> '$'
+            ELSE p.params.requestId::VARCHAR END AS request_id,
+       has_error OR coalesce(p.result.isError::VARCHAR = 'true', false) AS failed,
+       CASE
+           WHEN NOT is_response THEN NULL
+           WHEN has_error THEN
+               CASE WHEN json_type(p.error.message) = 'VARCHAR' THEN p.error.message ->> '$'
+                    ELSE json_extract(m, '$.error')::VARCHAR END
+           WHEN len(texts) > 0 THEN array_to_string(texts, chr(10))
+           WHEN p.result.structuredContent IS NOT NULL THEN p.result.structuredContent::VARCHAR
+           ELSE json_extract(m, '$.result')::VARCHAR
+       END AS content,
+       -- a tools/list answer, as {"tools": [...]} (whether it answers tools/list is known later)
+       CASE WHEN is_response AND NOT has_error AND starts_with(p.result.tools, '[')
+            THEN '{"tools":' || p.result.tools || '}' END AS tool_list
+FROM fields;
 
 -- name: requests
 -- Requests from the host or the proxy: tools/call and the others (to match answers to them).
 CREATE OR REPLACE TEMP TABLE requests AS
-SELECT session, seq, sub, t_ms, sender, method, rpc_id,
-       CASE WHEN method = 'tools/call' AND json_type(p.params.name) = 'VARCHAR'
-            THEN p.params.name ->> '$' END AS tool,
-       CASE WHEN starts_with(p.params.arguments, '{')
-            THEN p.params.arguments ELSE '{}'::JSON END AS arguments
+SELECT session, seq, sub, t_ms, sender, method, rpc_id, tool, arguments
 FROM rpc
 WHERE sender IN ('client', 'proxy') AND method IS NOT NULL AND rpc_id IS NOT NULL;
 
@@ -240,35 +266,16 @@ FROM matched WHERE latest = 1;
 -- name: tool_lists
 -- The first answer to each tools/list request; `snapshot` identifies the listing.
 CREATE OR REPLACE TEMP TABLE tool_lists AS
-SELECT a.session, a.seq, json_extract(r.m, '$.result')::VARCHAR AS result,
-       md5(json_extract(r.m, '$.result')::VARCHAR) AS snapshot
+SELECT a.session, a.seq, r.tool_list AS result, md5(r.tool_list) AS snapshot
 FROM answers a JOIN rpc r USING (session, seq, sub)
-WHERE a.first_answer AND a.req_method = 'tools/list' AND json_type(r.m, '$.result') = 'OBJECT';
+WHERE a.first_answer AND a.req_method = 'tools/list' AND starts_with(r.tool_list, '{');
 
 -- name: results
--- The first answer of each tools/call: failed or not, and its content as text (the text items
--- joined by newlines; else structuredContent; else the whole result; for an error, its message).
+-- The first answer of each tools/call: failed or not, and its content.
 CREATE OR REPLACE TEMP TABLE results AS
-WITH texts AS (
-    SELECT a.session, a.req_seq, a.req_sub, a.seq, a.sub, r.t_ms, r.sender, r.m, r.p,
-           r.has_error,
-           list_transform(list_filter(coalesce(r.p.result.content, []),
-                                      lambda x: x.type = '"text"' AND json_type(x.text) = 'VARCHAR'),
-                          lambda x: x.text ->> '$') AS texts
-    FROM answers a JOIN rpc r USING (session, seq, sub)
-    WHERE a.first_answer AND a.req_method = 'tools/call' AND a.tool IS NOT NULL
-)
-SELECT session, req_seq, req_sub, seq, sub, t_ms, sender,
-       has_error OR coalesce(p.result.isError::VARCHAR = 'true', false) AS failed,
-       CASE
-           WHEN has_error THEN
-               CASE WHEN json_type(p.error.message) = 'VARCHAR' THEN p.error.message ->> '$'
-                    ELSE json_extract(m, '$.error')::VARCHAR END
-           WHEN len(texts) > 0 THEN array_to_string(texts, chr(10))
-           WHEN p.result.structuredContent IS NOT NULL THEN p.result.structuredContent::VARCHAR
-           ELSE json_extract(m, '$.result')::VARCHAR
-       END AS content
-FROM texts;
+SELECT a.session, a.req_seq, a.req_sub, a.seq, a.sub, r.t_ms, r.sender, r.failed, r.content
+FROM answers a JOIN rpc r USING (session, seq, sub)
+WHERE a.first_answer AND a.req_method = 'tools/call' AND a.tool IS NOT NULL;
 
 -- name: said
 -- Conversation lines, as the host wrote them.
@@ -391,12 +398,9 @@ UNION ALL
 SELECT r.session, r.seq, r.sub, 'result', r.t_ms, q.rpc_id, NULL, NULL, NULL
 FROM results r JOIN requests q ON q.session = r.session AND q.seq = r.req_seq AND q.sub = r.req_sub
 UNION ALL
-SELECT session, seq, sub, 'cancel', t_ms,
-       CASE json_type(m, '$.params.requestId') WHEN 'VARCHAR' THEN m ->> '$.params.requestId'
-            ELSE json_extract(m, '$.params.requestId')::VARCHAR END, NULL, NULL, NULL
+SELECT session, seq, sub, 'cancel', t_ms, request_id, NULL, NULL, NULL
 FROM rpc
-WHERE sender = 'client' AND method = 'notifications/cancelled'
-  AND json_type(m, '$.params') = 'OBJECT' AND json_exists(m, '$.params.requestId')
+WHERE sender = 'client' AND method = 'notifications/cancelled' AND request_id IS NOT NULL
 UNION ALL
 SELECT session, seq, 0, 'said', t_ms, NULL, NULL, NULL, role
 FROM speaks

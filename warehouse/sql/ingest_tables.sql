@@ -31,9 +31,8 @@ SELECT m.session,
        CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
 FROM file_meta m
 JOIN line_counts n USING (file)
-LEFT JOIN (SELECT session, arg_max(p.params.clientInfo.name ->> '$', seq) AS client_name
-           FROM rpc WHERE sender = 'client' AND method = 'initialize'
-             AND json_type(p.params.clientInfo.name) = 'VARCHAR'
+LEFT JOIN (SELECT session, arg_max(client_name, seq) AS client_name
+           FROM rpc WHERE sender = 'client' AND method = 'initialize' AND client_name IS NOT NULL
            GROUP BY session) ci USING (session)
 LEFT JOIN (SELECT session, string_agg(snapshot, ',' ORDER BY seq) AS snapshot
            FROM tool_lists GROUP BY session) ts USING (session)
@@ -50,8 +49,7 @@ SELECT w.session, w.seq, w.t_ms, w.sender,
             WHEN r.is_response THEN 'response'
             ELSE 'other' END AS kind,
        r.method, r.rpc_id,
-       coalesce(r.has_error OR (r.is_response AND r.p.result.isError::VARCHAR = 'true'),
-                false) AS is_error,
+       coalesce(r.is_response AND r.failed, false) AS is_error,
        strlen(coalesce(w.body, w.raw))::INTEGER AS size_bytes,
        coalesce(w.body, w.raw) AS body,
        m.ingest_id, m.domain, CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
