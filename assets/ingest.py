@@ -58,7 +58,7 @@ def session_tables(
     with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
         # Another run may have ingested some of these since they were found.
         known = store.known_files(layout)
-        files = [f for f in log_files if known.get(f.path, (0, 0, ""))[2] != f.content_hash]
+        files = [f for f in log_files if known.get(f.path, ())[:2] != (f.size, f.mtime_ns)]
         ingest_id = new_ingest_id()
         bar = Progress(len(files), "ingesting", " files", enabled=stretto.progress or None)
         stats = ingest.ingest_files(

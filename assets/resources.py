@@ -1,6 +1,5 @@
 """The resource every asset uses: where STRETTO_HOME is, and how to behave in it."""
 
-
 import dagster as dg
 
 from warehouse.layout import Layout

@@ -60,10 +60,17 @@ def side_ours(home: Path) -> dict:
     steps = store.derive_steps(layout, "bench-steps")
     # The batches ran in worker processes (children of this one), concurrently.
     worker_peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"seconds": seconds, "steps_seconds": time.perf_counter() - started,
-            "files": stats.files, "lines": stats.lines_read, "rows": stats.rows,
-            "steps": steps, "balanced": stats.balanced,
-            "worker_peak_gb": worker_peak_kb / 1024 / 1024, "workers": ingest.WORKERS}
+    return {
+        "seconds": seconds,
+        "steps_seconds": time.perf_counter() - started,
+        "files": stats.files,
+        "lines": stats.lines_read,
+        "rows": stats.rows,
+        "steps": steps,
+        "balanced": stats.balanced,
+        "worker_peak_gb": worker_peak_kb / 1024 / 1024,
+        "workers": ingest.WORKERS,
+    }
 
 
 def run_side(args: list[str]) -> tuple[dict, float]:
@@ -110,8 +117,9 @@ def main() -> int:
                 out = work / f"{side}-{rep}"
                 out.mkdir()
                 if side == "floor":
-                    floors.append(run_side(["--side", "floor", "--logs", str(archive),
-                                            "--out", str(out)]))
+                    floors.append(
+                        run_side(["--side", "floor", "--logs", str(archive), "--out", str(out)])
+                    )
                 else:
                     (out / "logs").symlink_to(archive.resolve())
                     ours.append(run_side(["--side", "ours", "--out", str(out)]))
@@ -125,30 +133,45 @@ def main() -> int:
         detail = ours[0][0]
         mb = size / 1e6
         figures = {
-            "archive_mb": round(mb, 1), "sessions": detail["files"], "lines": detail["lines"],
-            "calls": detail["rows"]["calls"], "steps": detail["steps"],
-            "floor_s": round(floor_s, 2), "ours_s": round(ours_s, 2),
+            "archive_mb": round(mb, 1),
+            "sessions": detail["files"],
+            "lines": detail["lines"],
+            "calls": detail["rows"]["calls"],
+            "steps": detail["steps"],
+            "floor_s": round(floor_s, 2),
+            "ours_s": round(ours_s, 2),
             "steps_s": round(steps_s, 2),
-            "floor_mb_s": round(mb / floor_s, 1), "ours_mb_s": round(mb / ours_s, 1),
+            "floor_mb_s": round(mb / floor_s, 1),
+            "ours_mb_s": round(mb / ours_s, 1),
             "ratio": round(ours_s / floor_s, 2),
             "ratio_with_steps": round((ours_s + steps_s) / floor_s, 2),
             "floor_peak_gb": round(max(f[1] for f in floors), 2),
             "ours_peak_gb": round(max(o[1] for o in ours), 2),
             "balanced": detail["balanced"],
         }
-        print(f"\nstretto ingest vs DuckDB read_json (best of {args.repeat}, each side in its own "
-              f"process)\narchive: {figures['sessions']} sessions, {figures['lines']} lines, "
-              f"{figures['calls']} calls, {mb:.0f} MB\n")
+        print(
+            f"\nstretto ingest vs DuckDB read_json (best of {args.repeat}, each side in its own "
+            f"process)\narchive: {figures['sessions']} sessions, {figures['lines']} lines, "
+            f"{figures['calls']} calls, {mb:.0f} MB\n"
+        )
         print(f"  {'':28}{'seconds':>9}{'MB/s':>8}{'peak GB':>9}")
-        print(f"  {'floor: read_json -> Parquet':28}{floor_s:9.1f}{mb / floor_s:8.1f}"
-              f"{figures['floor_peak_gb']:9.2f}")
-        print(f"  {'ours: ingest -> tables':28}{ours_s:9.1f}{mb / ours_s:8.1f}"
-              f"{figures['ours_peak_gb']:9.2f}")
+        print(
+            f"  {'floor: read_json -> Parquet':28}{floor_s:9.1f}{mb / floor_s:8.1f}"
+            f"{figures['floor_peak_gb']:9.2f}"
+        )
+        print(
+            f"  {'ours: ingest -> tables':28}{ours_s:9.1f}{mb / ours_s:8.1f}"
+            f"{figures['ours_peak_gb']:9.2f}"
+        )
         print(f"  {'ours: + steps':28}{steps_s:9.1f}")
-        print(f"\n  ratio ours/floor: {figures['ratio']:.2f}x (with steps "
-              f"{figures['ratio_with_steps']:.2f}x); goal within 2x")
-        print(f"  peak memory: {figures['ours_peak_gb']:.2f} GB (the main process and "
-              f"{detail['workers']} ingest workers at their peaks together); goal under 4 GB")
+        print(
+            f"\n  ratio ours/floor: {figures['ratio']:.2f}x (with steps "
+            f"{figures['ratio_with_steps']:.2f}x); goal within 2x"
+        )
+        print(
+            f"  peak memory: {figures['ours_peak_gb']:.2f} GB (the main process and "
+            f"{detail['workers']} ingest workers at their peaks together); goal under 4 GB"
+        )
         print(f"  lines read = ingested + quarantined + dropped: {figures['balanced']}")
         if args.json:
             args.json.write_text(json.dumps(figures, indent=1) + "\n")

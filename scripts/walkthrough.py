@@ -6,13 +6,16 @@ checked; the script exits non-zero if one is not what it should be.
 
     .venv/bin/python scripts/walkthrough.py [--home DIR]
 
-Today it records the sessions; learning, serving and auditing join as they are built.
+Today it records the sessions and ingests them into the warehouse; learning, serving and
+auditing join as they are built.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTES = ROOT / "scripts" / "notes"
 FILESYSTEM_SERVER = ROOT / "node" / "node_modules" / ".bin" / "mcp-server-filesystem"
 PROXY = Path(sys.executable).parent / "stretto-proxy"
+STRETTO = Path(sys.executable).parent / "stretto"
 AGENT_MODEL = "scripted-notes-agent"
 
 sys.path.insert(0, str(ROOT))
@@ -113,6 +117,32 @@ def record(home: Path) -> list[Path]:
     return recorded
 
 
+def stretto(home: Path, *args: str) -> str:
+    done = subprocess.run(
+        [str(STRETTO), *args, "--home", str(home)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"walkthrough: stretto {args[0]} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def ingest(home: Path, logs: list[Path]) -> None:
+    print(f"\nIngesting the logs into the warehouse under {home / 'warehouse'}")
+    print("  " + stretto(home, "ingest").strip())
+    query = (
+        "SELECT count(DISTINCT session) AS sessions, count(*) AS calls, "
+        "count(*) FILTER (WHERE tool = 'read_text_file') AS reads FROM calls "
+        f"WHERE session IN ({', '.join(repr(p.stem) for p in logs)})"
+    )
+    (counts,) = json.loads(stretto(home, "sql", query, "--format", "json"))
+    planned_reads = sum(task.reads for task in TRAINING)
+    check(
+        counts
+        == {"sessions": len(logs), "calls": len(logs) + planned_reads, "reads": planned_reads},
+        f"the warehouse holds the {len(logs)} sessions and their {counts['calls']} calls",
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", help="STRETTO_HOME (default $STRETTO_HOME, else ~/.stretto)")
@@ -125,6 +155,8 @@ def main() -> int:
     print(f"\nstretto: recorded {len(logs)} sessions in {logs[0].parent}")
     for log in logs:
         print(f"  {log}")
+    ingest(home, logs)
+    print(f'\nQuery them: {STRETTO} sql --home {home} "SELECT * FROM calls LIMIT 5"')
     return 0
 
 

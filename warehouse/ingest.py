@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -44,7 +44,7 @@ class LogFile:
     path: str  # absolute
     size: int
     mtime_ns: int
-    content_hash: str
+    content_hash: str | None  # None: not hashed yet (a new file; its worker hashes it)
     domain_hint: str  # the folder under logs/, for a file whose header cannot be read
 
 
@@ -105,10 +105,12 @@ def discover(layout: Layout, known: dict[str, tuple[int, int, str]]) -> tuple[li
             if previous and previous[0] == stat.st_size and previous[1] == stat.st_mtime_ns:
                 unchanged += 1
                 continue
-            digest = file_hash(path)
-            if previous and previous[2] == digest:
-                unchanged += 1
-                continue
+            digest = None
+            if previous:  # known file, new size or mtime: ingest it only if its bytes changed
+                digest = file_hash(path)
+                if previous[2] == digest:
+                    unchanged += 1
+                    continue
             hint = Path(folder).relative_to(layout.logs).parts
             found.append(
                 LogFile(path, stat.st_size, stat.st_mtime_ns, digest, hint[0] if hint else "mcp")
@@ -234,6 +236,7 @@ def _copy(con, query: str, table: str, layout: Layout, tag: str) -> int:
 
 def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str) -> IngestStats:
     """Read one batch of log files and append their rows to the Parquet tables."""
+    files = [f if f.content_hash else replace(f, content_hash=file_hash(f.path)) for f in files]
     con = connect()
     try:
         batch = pa.table(

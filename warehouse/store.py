@@ -115,7 +115,8 @@ def _parquet_select(layout: Layout, table: str) -> str:
     key = "file" if table == "quarantine" else "session"
     columns = ", ".join(f"t.{name}" for name, _ in [*TABLES[table], *PARTITION_KEYS])
     return (
-        f"SELECT {columns} FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true) t "
+        f"SELECT {columns} "
+        f"FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true) t "
         f"SEMI JOIN current_files c "
         f"ON c.{'path' if key == 'file' else 'session'} = t.{key} AND c.ingest_id = t.ingest_id"
     )
@@ -137,8 +138,10 @@ def record_ingest(layout: Layout, registry_rows: list[tuple]) -> None:
             names = ["path", "size_bytes", "mtime_ns", "content_hash", "session", "ingest_id"]
             rows = pa.table({n: [r[i] for r in registry_rows] for i, n in enumerate(names)})
             con.register("new_files", rows)
-            con.execute(f"INSERT INTO ingested_files ({', '.join(names)}) "
-                        f"SELECT {', '.join(names)} FROM new_files")
+            con.execute(
+                f"INSERT INTO ingested_files ({', '.join(names)}) "
+                f"SELECT {', '.join(names)} FROM new_files"
+            )
             con.unregister("new_files")
         refresh_views(con, layout)
     finally:

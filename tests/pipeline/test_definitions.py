@@ -33,8 +33,14 @@ def test_dagster_validates_the_code_location(tmp_path: Path) -> None:
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    done = subprocess.run([DAGSTER, "definitions", "validate", "-m", "pipeline"], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [DAGSTER, "definitions", "validate", "-m", "pipeline"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "All code locations passed validation" in done.stderr + done.stdout
 

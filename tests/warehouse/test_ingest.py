@@ -294,8 +294,9 @@ def test_every_table_is_a_view_even_before_it_has_rows(tmp_path: Path, table: st
 def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkeypatch) -> None:
     from warehouse import ingest as engine
 
-    home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop",
-                     served=REFERENCE_HOME / "served/shop")
+    home = home_with(
+        tmp_path, shop=REFERENCE_HOME / "logs/shop", served=REFERENCE_HOME / "served/shop"
+    )
     layout = Layout.at(home)
     monkeypatch.setattr(engine, "BATCH_FILES", 3)  # 8 files -> 3 batches
     files, _ = engine.discover(layout, {})
