@@ -24,8 +24,8 @@ from stretto.turns import TurnTracker
 from warehouse.layout import TABLES, Layout
 
 SQL_DIR = Path(__file__).parent / "sql"
-BATCH_BYTES = 48 * 1024 * 1024  # log text one batch holds in memory at once
-BATCH_FILES = 2000
+BATCH_BYTES = 96 * 1024 * 1024  # log text one batch holds in memory at once (~1.3 GB peak)
+BATCH_FILES = 4000
 # DuckDB runs these statements on one core (one small table, one row group), so batches go
 # to worker processes, one per core; STRETTO_INGEST_WORKERS overrides.
 WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() or 1))
