@@ -15,7 +15,7 @@ def _plain(value: object) -> object:
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, Decimal):
-        return float(value)
+        return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value

@@ -223,7 +223,8 @@ def _describe_tools(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _copy(con, query: str, table: str, layout: Layout, tag: str) -> int:
-    columns = ", ".join(name for name, _ in TABLES[table])
+    # the declared types, whatever the query's arithmetic made of them
+    columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES[table])
     target = layout.table_dir(table)
     target.mkdir(parents=True, exist_ok=True)
     result = con.execute(

@@ -162,7 +162,7 @@ def derive_steps(layout: Layout, tag: str) -> int:
         (query,) = [sql for name, sql in sql_statements("steps") if name == "steps"]
         target = layout.table_dir("steps")
         target.mkdir(parents=True, exist_ok=True)
-        columns = ", ".join(name for name, _ in TABLES["steps"])
+        columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES["steps"])
         written = con.execute(
             f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{target}' "
             f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "

@@ -23,9 +23,9 @@ def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
     repo = defs.get_repository_def()
     keys = {key.to_user_string() for key in repo.asset_graph.get_all_asset_keys()}
     assert keys == {"log_files", "session_tables", "steps"}
-    assert defs.get_job_def("ingest") is not None
-    assert defs.get_schedule_def("nightly").cron_schedule == "0 3 * * *"
-    assert defs.get_sensor_def("new_logs").job_name == "ingest"
+    assert defs.resolve_job_def("ingest") is not None
+    assert defs.resolve_schedule_def("nightly").cron_schedule == "0 3 * * *"
+    assert defs.resolve_sensor_def("new_logs").job_name == "ingest"
 
 
 def test_dagster_validates_the_code_location(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_the_ingest_job_materializes_on_a_persistent_instance(tmp_path: Path) ->
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     try:
         with dg.DagsterInstance.get() as instance:
-            job = defs.get_job_def("ingest")
+            job = defs.resolve_job_def("ingest")
             result = job.execute_in_process(
                 instance=instance,
                 run_config={"resources": {"stretto": {"config": {"home": str(stretto_home)}}}},
