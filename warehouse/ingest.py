@@ -222,7 +222,8 @@ def _describe_tools(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE tool_defs AS SELECT * FROM tool_defs_arrow")
 
 
-def _copy(con, query: str, table: str, layout: Layout, tag: str) -> int:
+def append_parquet(con, query: str, table: str, layout: Layout, tag: str) -> int:
+    """Append the query's rows to a table's Parquet files, partitioned; how many rows."""
     # the declared types, whatever the query's arithmetic made of them
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES[table])
     target = layout.table_dir(table)
@@ -262,7 +263,7 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
         queries = dict(sql_statements("ingest_tables"))
         con.execute(queries.pop("file_meta"))
         for table in OUTPUT_TABLES:
-            stats.rows[table] = _copy(con, queries[table], table, layout, tag)
+            stats.rows[table] = append_parquet(con, queries[table], table, layout, tag)
         totals = con.execute(
             "SELECT sum(lines_read), sum(lines_ingested), sum(lines_quarantined), "
             "sum(lines_dropped) FROM line_counts"

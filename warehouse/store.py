@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import duckdb
 import pyarrow as pa
 
-from warehouse.ingest import sql_statements
+from warehouse.ingest import append_parquet, sql_statements
 from warehouse.layout import PARTITION_KEYS, TABLES, Layout
 
 REGISTRY_DDL = """
@@ -160,16 +160,9 @@ def derive_steps(layout: Layout, tag: str) -> int:
             "AND t.ingest_id = s.ingest_id)"
         )
         (query,) = [sql for name, sql in sql_statements("steps") if name == "steps"]
-        target = layout.table_dir("steps")
-        target.mkdir(parents=True, exist_ok=True)
-        columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES["steps"])
-        written = con.execute(
-            f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{target}' "
-            f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "
-            "APPEND)"
-        ).fetchall()
+        written = append_parquet(con, query, "steps", layout, tag)
         refresh_views(con, layout)
-        return int(written[0][0]) if written else 0
+        return written
     finally:
         con.close()
 
