@@ -5,6 +5,7 @@ import os
 import dagster as dg
 
 from assets.ingest import INGEST_ASSETS
+from assets.learn import flow
 from assets.resources import StrettoHome
 
 ingest_job = dg.define_asset_job(
@@ -13,10 +14,16 @@ ingest_job = dg.define_asset_job(
     description="Ingest new and changed session logs and derive their steps.",
 )
 
-# Nightly: ingest what came in during the day (learning joins this job once it exists).
+relearn_job = dg.define_asset_job(
+    "relearn",
+    selection=dg.AssetSelection.assets(*INGEST_ASSETS, flow),
+    description="Ingest new and changed logs, then learn every domain's flow again.",
+)
+
+# Nightly: ingest what came in during the day and relearn the flows from everything.
 nightly = dg.ScheduleDefinition(
     name="nightly",
-    job=ingest_job,
+    job=relearn_job,
     cron_schedule="0 3 * * *",
     default_status=dg.DefaultScheduleStatus.STOPPED,
 )
@@ -47,8 +54,8 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 
 
 defs = dg.Definitions(
-    assets=INGEST_ASSETS,
-    jobs=[ingest_job],
+    assets=[*INGEST_ASSETS, flow],
+    jobs=[ingest_job, relearn_job],
     schedules=[nightly],
     sensors=[new_logs],
     resources={"stretto": StrettoHome()},

@@ -10,14 +10,17 @@ import dagster as dg
 from assets.resources import StrettoHome
 
 
-def materialize(assets: list, home: str | None, wait_seconds: float) -> dg.ExecuteInProcessResult:
-    """Materialize `assets` on an ephemeral instance, quietly (warnings and errors only)."""
+def materialize(
+    assets: list, home: str | None, wait_seconds: float, asset_config: dict | None = None
+) -> dg.ExecuteInProcessResult:
+    """Materialize `assets` on an ephemeral instance, quietly (warnings and errors only).
+    `asset_config` maps an asset's name to its config."""
     resource = StrettoHome(home=home, wait_seconds=wait_seconds, progress=sys.stderr.isatty())
+    run_config: dict = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    if asset_config:
+        run_config["ops"] = {name: {"config": config} for name, config in asset_config.items()}
     return dg.materialize(
-        assets,
-        resources={"stretto": resource},
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        raise_on_error=False,
+        assets, resources={"stretto": resource}, run_config=run_config, raise_on_error=False
     )
 
 

@@ -75,6 +75,63 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _learn(args: argparse.Namespace) -> int:
+    """Ingest the sessions folder into a warehouse of its own, then learn the flow."""
+    import hashlib
+    import importlib
+    import os
+    from pathlib import Path
+
+    from stretto.flow import FlowError, load_manifest
+    from warehouse.layout import Layout, default_home
+
+    if not args.habit_only:
+        print(
+            "stretto: the arbiter is not available yet; learn a habit-only flow with "
+            "--habit-only (the decider is then reach, or habit)",
+            file=sys.stderr,
+        )
+        return 2
+    sessions = Path(args.sessions).expanduser().resolve()
+    if not sessions.is_dir():
+        print(f"stretto: {sessions}: not a directory of session logs", file=sys.stderr)
+        return 1
+    if args.manifest:
+        try:
+            load_manifest(args.manifest)  # refuse a bad manifest before any work
+        except FlowError as exc:
+            print(f"stretto: {exc}", file=sys.stderr)
+            return 1
+    # A warehouse of this folder's own, kept so that learning again is incremental.
+    key = hashlib.blake2b(str(sessions).encode(), digest_size=8).hexdigest()
+    home = (Path(args.home).expanduser() if args.home else default_home()) / "cache" / "learn" / key
+    home.mkdir(parents=True, exist_ok=True)
+    logs = home / "logs"
+    if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
+        logs.unlink()
+    if not logs.exists():
+        logs.symlink_to(sessions, target_is_directory=True)
+    run = importlib.import_module("pipeline.run")
+    assets = [
+        *importlib.import_module("assets.ingest").INGEST_ASSETS,
+        importlib.import_module("assets.learn").flow,
+    ]
+    out = Path(args.out).expanduser().resolve()
+    config = {"domain": args.domain, "out": str(out)}
+    if args.manifest:
+        config["manifest"] = str(Path(args.manifest).expanduser().resolve())
+    result = run.materialize(assets, str(Layout.at(home).home), args.wait, {"flow": config})
+    if not result.success:
+        print(f"stretto: learn failed: {run.failure_message(result)}", file=sys.stderr)
+        return 1
+    learned = run.output_metadata(result, "flow")
+    print(
+        f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
+        f"({learned['tools']} tools) and wrote {out}"
+    )
+    return 0
+
+
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -132,6 +189,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long to wait if another ingest run is writing (default 600; 0 fails at once)",
     )
     ingest.set_defaults(run=_ingest)
+
+    learn = commands.add_parser(
+        "learn",
+        help="learn a flow from recorded sessions",
+        description="Learn a flow from the session logs in DIR: ingest them (into a warehouse "
+        "of their own under HOME/cache/learn/, so that learning again is incremental) and run "
+        "the pipeline's `flow` asset in this process. Every session counts as successful.",
+    )
+    learn.add_argument(
+        "--sessions", required=True, metavar="DIR", help="a folder of session logs (*.jsonl)"
+    )
+    learn.add_argument("--domain", required=True, metavar="NAME", help="the flow's domain")
+    learn.add_argument("--out", required=True, metavar="FILE", help="where to write the flow")
+    learn.add_argument(
+        "--habit-only",
+        action="store_true",
+        help="learn without an arbiter (the only kind this stretto learns)",
+    )
+    learn.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help='tool kinds from a manifest {"domain", "tools": {name: kind}} '
+        "instead of the logs' tool lists",
+    )
+    learn.add_argument("--home", metavar="DIR", help=home_help)
+    learn.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long to wait for another ingest of the same folder",
+    )
+    learn.set_defaults(run=_learn)
 
     sql = commands.add_parser(
         "sql",

@@ -1,0 +1,203 @@
+"""The flow file: written for people first (docs/formats.md §3).
+
+Histories and actions are readable names, keys are sorted, lists are in a fixed order, and
+the file is one line: two flows learned from the same logs differ only in their time. The
+loader validates a flow against stretto/flow.schema.json and refuses a bad one naming the
+field.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from stretto import __version__
+from stretto.habit import START, BackoffModel
+from stretto.program import STANDARD_PROGRAM, is_standard
+
+FLOW_VERSION = 1
+RESPOND = "respond"
+SCHEMA_PATH = Path(__file__).with_name("flow.schema.json")
+
+
+class FlowError(ValueError):
+    """A flow (or manifest) that cannot be used; the message names the file and field."""
+
+
+def _levels(
+    counts: Mapping[tuple[str, ...], Mapping[str, float]], totals: Mapping[tuple[str, ...], float]
+) -> list[list[dict]]:
+    levels: list[list[dict]] = [[], [], []]
+    for history in sorted(counts, key=lambda h: (len(h), h)):
+        levels[len(history)].append(
+            {
+                "history": list(history),
+                "counts": {a: counts[history][a] for a in sorted(counts[history])},
+                "total": totals[history],
+            }
+        )
+    # A history the reach counts never saw an action after still has its total.
+    for history in sorted(set(totals) - set(counts), key=lambda h: (len(h), h)):
+        levels[len(history)].append(
+            {"history": list(history), "counts": {}, "total": totals[history]}
+        )
+        levels[len(history)].sort(key=lambda e: e["history"])
+    return levels
+
+
+def build_flow(
+    *,
+    domain: str,
+    kinds: Mapping[str, str],
+    docs: Mapping[str, dict],
+    contracts: Mapping[str, str | None],
+    habit: Mapping,
+    reach: Mapping,
+    sites: Mapping[tuple[str, bool], Mapping[str, int]],
+    alpha_fit: dict,
+    sources: list[str],
+    episodes: int,
+    steps: int,
+    bindings: dict | None = None,
+    now_ms: int | None = None,
+) -> dict:
+    """A flow from its counts (warehouse.learn.Counts' parts) and the manifest."""
+    totals = {h: float(sum(c.values())) for h, c in habit.items()}
+    step_tools = {a for c in habit.values() for a in c if a != RESPOND}
+    actions = [RESPOND, *sorted(set(kinds) | step_tools)]
+    alpha = alpha_fit["alpha"]
+    return {
+        "stretto_flow": FLOW_VERSION,
+        "provenance": {
+            "stretto": __version__,
+            "sources": sorted(set(sources)),
+            "habit_episodes": episodes,
+            "steps": steps,
+            "alpha_fit": alpha_fit,
+            "compiled_unix_ms": int(time.time() * 1000) if now_ms is None else now_ms,
+        },
+        "manifest": {
+            "domain": domain,
+            "tools": {t: kinds[t] for t in sorted(kinds)},
+            "docs": {t: docs[t] for t in sorted(docs)},
+        },
+        "actions": actions,
+        "habit": {"order": 2, "alpha": alpha, "start": START, "levels": _levels(habit, totals)},
+        "reach": {"order": 2, "alpha": alpha, "start": START, "levels": _levels(reach, totals)},
+        "sites": {
+            "reads": sorted(t for t, k in kinds.items() if k == "read"),
+            "next": [
+                {
+                    "after": after,
+                    "failed": failed,
+                    "lookups": {
+                        t: sites[(after, failed)][t] for t in sorted(sites[(after, failed)])
+                    },
+                }
+                for after, failed in sorted(sites)
+            ],
+        },
+        "bindings": bindings or {"args": {}, "sources": []},
+        "contracts": {t: c for t, c in sorted(contracts.items()) if c is not None},
+        "program": STANDARD_PROGRAM,
+    }
+
+
+def dumps(flow: dict) -> str:
+    """The flow as one line of JSON with sorted keys."""
+    return json.dumps(flow, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+@cache
+def _validator():
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _field(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(the whole flow)"
+
+
+def validate(flow: Any, source: str = "flow") -> dict:
+    """The flow if it is valid; else FlowError naming the first bad field."""
+    errors = sorted(_validator().iter_errors(flow), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        raise FlowError(f"{source}: field `{_field(error.absolute_path)}`: {error.message}")
+    if not is_standard(flow["program"]):
+        raise FlowError(
+            f"{source}: field `program`: not the standard program; this stretto "
+            "runs only the standard program"
+        )
+    return flow
+
+
+def load_flow(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        flow = json.loads(path.read_text())
+    except OSError as exc:
+        raise FlowError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise FlowError(f"{path}: not JSON ({exc})") from exc
+    return validate(flow, str(path))
+
+
+def _model_parts(part: dict) -> tuple[dict, dict]:
+    counts, totals = {}, {}
+    for level in part["levels"]:
+        for entry in level:
+            history = tuple(entry["history"])
+            counts[history] = entry["counts"]
+            totals[history] = entry["total"]
+    return counts, totals
+
+
+def habit_model(flow: dict) -> BackoffModel:
+    """P(a | history) as served (with the group layer)."""
+    counts, totals = _model_parts(flow["habit"])
+    return BackoffModel(
+        counts, totals, flow["habit"]["alpha"], len(flow["actions"]) + 1, grouped=True
+    )
+
+
+def reach_model(flow: dict) -> BackoffModel:
+    """R(a | history): the chance that a is made before the agent's next write."""
+    counts, totals = _model_parts(flow["reach"])
+    return BackoffModel(counts, totals, flow["reach"]["alpha"], len(flow["actions"]) + 1)
+
+
+def load_manifest(path: str | Path) -> dict:
+    """A tool manifest file: `{"domain", "tools": {name: read|write|generic}, "docs"?}`."""
+    path = Path(path)
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError as exc:
+        raise FlowError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise FlowError(f"{path}: not JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise FlowError(f"{path}: a manifest is a JSON object")
+    tools = manifest.get("tools")
+    if not isinstance(tools, dict) or not tools:
+        raise FlowError(f"{path}: field `tools`: expected an object of tool name -> kind")
+    for name, kind in tools.items():
+        if kind not in ("read", "write", "generic"):
+            raise FlowError(
+                f"{path}: field `tools.{name}`: expected read, write or generic, got {kind!r}"
+            )
+    docs = manifest.get("docs", {})
+    if not isinstance(docs, dict):
+        raise FlowError(f"{path}: field `docs`: expected an object")
+    if "domain" in manifest and not isinstance(manifest["domain"], str):
+        raise FlowError(f"{path}: field `domain`: expected a string")
+    return {"domain": manifest.get("domain"), "tools": dict(tools), "docs": docs}

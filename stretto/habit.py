@@ -1,0 +1,108 @@
+"""The habit and reach models (../shared/spec/algorithms.md §2–3): order-2 hierarchical
+Dirichlet back-off over readable step names, and the fit of its concentration α.
+
+Counts are keyed by history: `()`, `(last,)`, `(second_last, last)`, each a mapping
+action -> count. A history shorter than two steps is padded with START.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+START = "<start>"
+ORDER = 2
+# The grid for log α and its prior: log α ~ Normal(0, 2).
+LOG_ALPHA_GRID = np.linspace(-5.0, 5.0, 201)
+LOG_ALPHA_PRIOR_SD = 2.0
+
+Levels = Mapping[tuple[str, ...], Mapping[str, float]]
+
+
+def contexts(history: Sequence[str]) -> list[tuple[str, ...]]:
+    """The level-0, -1 and -2 contexts of a history of step names."""
+    padded = [START] * ORDER + list(history)
+    return [(), (padded[-1],), (padded[-2], padded[-1])]
+
+
+class BackoffModel:
+    """P(a | history) with Dirichlet back-off through the levels; unseen contexts are skipped."""
+
+    def __init__(
+        self,
+        levels: Levels,
+        totals: Mapping[tuple[str, ...], float] | None,
+        alpha: float,
+        vocab_size: int,
+        grouped: bool = False,
+    ) -> None:
+        self.levels = levels
+        # Habit: totals are the counts' sums. Reach: steps that followed each history (its
+        # counts need not sum to it).
+        self.totals = (
+            totals if totals is not None else {h: float(sum(c.values())) for h, c in levels.items()}
+        )
+        self.alpha = alpha
+        self.vocab_size = vocab_size
+        self.grouped = grouped
+
+    def prob(self, action: str, history: Sequence[str]) -> float:
+        p = 1.0 / self.vocab_size
+        cs = contexts(history)
+        for context in cs:
+            total = self.totals.get(context)
+            if not total:
+                continue  # never seen: skip the level
+            n = self.levels.get(context, {}).get(action, 0.0)
+            p = (n + self.alpha * p) / (total + self.alpha)
+        if self.grouped:
+            # The group layer (every live episode in group 1, β = α) applies the longest
+            # context's counts once more, as the reference serves it.
+            total = self.totals.get(cs[-1])
+            if total:
+                n = self.levels.get(cs[-1], {}).get(action, 0.0)
+                p = (n + self.alpha * p) / (total + self.alpha)
+        return p
+
+    def distribution(self, actions: Sequence[str], history: Sequence[str]) -> dict[str, float]:
+        return {a: self.prob(a, history) for a in actions}
+
+
+def prequential_loglik(
+    counts: Mapping[str, np.ndarray], alphas: np.ndarray, vocab_size: int
+) -> np.ndarray:
+    """The online log-likelihood of the steps for each α: each step predicted from the steps
+    before it, then observed. `counts` holds, per step, n(c_j) and n(c_j, a) over the earlier
+    steps at levels 0–2 (`n0, na0, n1, na1, n2, na2`)."""
+    out = np.empty(len(alphas))
+    for i, alpha in enumerate(alphas):
+        p = np.full(len(counts["n0"]), 1.0 / vocab_size)
+        for level in "012":
+            n, na = counts[f"n{level}"], counts[f"na{level}"]
+            seen = n > 0
+            p = np.where(seen, (na + alpha * p) / (n + alpha), p)
+        out[i] = float(np.log(p).sum())
+    return out
+
+
+def fit_alpha(counts: Mapping[str, np.ndarray], vocab_size: int) -> dict:
+    """The posterior median of α on a grid of log α (deterministic): prior log α ~ N(0, 2),
+    likelihood the prequential log-likelihood of the steps."""
+    if not len(counts.get("n0", [])):
+        return {"alpha": 1.0, "method": "default (no steps)"}
+    loglik = prequential_loglik(counts, np.exp(LOG_ALPHA_GRID), vocab_size)
+    log_post = loglik - 0.5 * (LOG_ALPHA_GRID / LOG_ALPHA_PRIOR_SD) ** 2
+    weights = np.exp(log_post - log_post.max())
+    cdf = np.cumsum(weights) / weights.sum()
+
+    def quantile(q: float) -> float:
+        return float(np.exp(LOG_ALPHA_GRID[int(np.searchsorted(cdf, q))]))
+
+    return {
+        "alpha": quantile(0.5),
+        "method": "grid posterior median: log α on 201 points in [-5, 5], prior N(0, 2)",
+        "p05": quantile(0.05),
+        "p95": quantile(0.95),
+        "steps": int(len(counts["n0"])),
+    }

@@ -1,0 +1,153 @@
+"""The counts of a flow, computed by DuckDB over the warehouse's steps (warehouse/sql/counts.sql).
+
+Returns plain Python structures; stretto.flow turns them into a flow file. Counts are sums
+over sessions, so counts from disjoint sets of sessions add up.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stretto.flow import build_flow
+from stretto.habit import fit_alpha
+from warehouse import store
+from warehouse.ingest import sql_statements
+from warehouse.layout import Layout
+
+# Fitting α replays the habit online over the steps; past this many it gains nothing.
+ALPHA_FIT_STEPS = 300_000
+
+
+@dataclass
+class Counts:
+    habit: dict[tuple[str, ...], dict[str, float]] = field(default_factory=dict)
+    reach: dict[tuple[str, ...], dict[str, float]] = field(default_factory=dict)
+    sites: dict[tuple[str, bool], dict[str, int]] = field(default_factory=dict)
+    steps: int = 0
+    prequential: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _levels(rows: list[tuple]) -> dict[tuple[str, ...], dict[str, float]]:
+    out: dict[tuple[str, ...], dict[str, float]] = {}
+    for level, h2, h1, action, n in rows:
+        history = () if level == 0 else (h1,) if level == 1 else (h2, h1)
+        out.setdefault(history, {})[action] = float(n)
+    return out
+
+
+def count_steps(con, steps_query: str, kinds: dict[str, str]) -> Counts:
+    """Counts over the steps `steps_query` selects (session, step, action, kind, outcome,
+    session_order), on an open connection to the warehouse."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE learn_source AS {steps_query}")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE learn_steps AS "
+        "SELECT session, step, action, kind, outcome FROM learn_source"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE session_order AS "
+        "SELECT DISTINCT session, session_order FROM learn_source"
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE kinds (tool VARCHAR, kind VARCHAR)")
+    if kinds:
+        con.executemany("INSERT INTO kinds VALUES (?, ?)", sorted(kinds.items()))
+    queries = dict(sql_statements("counts"))
+    con.execute(queries["symbols"])
+    con.execute(queries["histories"])
+    counts = Counts()
+    counts.habit = _levels(con.execute(queries["habit"]).fetchall())
+    counts.reach = _levels(con.execute(queries["reach"]).fetchall())
+    for after, failed, lookup, n in con.execute(queries["sites"]).fetchall():
+        counts.sites.setdefault((after, bool(failed)), {})[lookup] = int(n)
+    counts.steps = int(con.execute("SELECT count(*) FROM histories").fetchall()[0][0])
+    table = con.execute(queries["prequential"], {"max_steps": ALPHA_FIT_STEPS}).fetchnumpy()
+    counts.prequential = {k: np.asarray(v, dtype=np.float64) for k, v in table.items()}
+    return counts
+
+
+def _manifest_from_sessions(con, sessions: list[str]) -> tuple[dict, dict, dict]:
+    """Kinds, docs and contracts from the sessions' tool lists; a later listing wins."""
+    rows = con.execute(
+        "SELECT t.tool, t.kind, t.summary, t.arg_docs, t.contract FROM tools t "
+        "JOIN wanted w USING (session) ORDER BY w.session_order"
+    ).fetchall()
+    kinds, docs, contracts = {}, {}, {}
+    for tool, kind, summary, arg_docs, contract in rows:
+        kinds[tool] = kind
+        args = json.loads(arg_docs) if arg_docs else {}
+        if summary or args:
+            docs[tool] = {"summary": summary or "", "args": args}
+        else:
+            docs.pop(tool, None)
+        contracts[tool] = contract
+    return kinds, docs, contracts
+
+
+def domains(layout: Layout) -> list[str]:
+    return [
+        r["domain"]
+        for r in store.query(
+            layout, "SELECT DISTINCT domain FROM sessions ORDER BY domain"
+        ).to_pylist()
+    ]
+
+
+def learn_flow(
+    layout: Layout,
+    domain: str,
+    manifest: dict | None = None,
+    only_domain: bool = False,
+    now_ms: int | None = None,
+) -> dict:
+    """Learn the `domain` flow from the warehouse's current sessions (all of them, or with
+    `only_domain` those whose log header names the domain), in the order they started.
+    Every session counts as successful."""
+    con = store.connect(layout, read_only=True)
+    try:
+        where = "WHERE domain = $domain" if only_domain else ""
+        rows = con.execute(
+            f"SELECT session, agent_model FROM sessions {where} ORDER BY started_unix_ms, session",
+            {"domain": domain} if only_domain else {},
+        ).fetchall()
+        order = [r[0] for r in rows]
+        con.execute("CREATE OR REPLACE TEMP TABLE wanted (session VARCHAR, session_order INTEGER)")
+        if order:
+            con.executemany(
+                "INSERT INTO wanted VALUES (?, ?)", [(s, i) for i, s in enumerate(order)]
+            )
+        kinds, docs, contracts = _manifest_from_sessions(con, order)
+        if manifest is not None:
+            kinds = dict(manifest["tools"])
+            docs = dict(manifest.get("docs") or {})
+        counts = count_steps(
+            con,
+            "SELECT s.session, s.step, s.action, s.kind, s.outcome, w.session_order "
+            "FROM steps s JOIN wanted w USING (session)",
+            kinds,
+        )
+    finally:
+        con.close()
+    if not order:
+        raise LearnError(f"no sessions to learn the {domain} flow from in {layout.warehouse}")
+    actions = {a for c in counts.habit.values() for a in c} | set(kinds) | {"respond"}
+    alpha_fit = fit_alpha(counts.prequential, len(actions) + 1)
+    return build_flow(
+        domain=domain,
+        kinds=kinds,
+        docs=docs,
+        contracts=contracts,
+        habit=counts.habit,
+        reach=counts.reach,
+        sites=counts.sites,
+        alpha_fit=alpha_fit,
+        sources=[r[1] for r in rows],
+        episodes=len(order),
+        steps=counts.steps,
+        now_ms=now_ms,
+    )
+
+
+class LearnError(RuntimeError):
+    pass
