@@ -85,6 +85,45 @@ def _manifest_from_sessions(con, sessions: list[str]) -> tuple[dict, dict, dict]
     return kinds, docs, contracts
 
 
+def learn_bindings(con) -> dict:
+    """`args` and `sources` of the flow's bindings (docs/formats.md §3), from the tables
+    `wanted` and `kinds` already on the connection."""
+    queries = dict(sql_statements("bindings"))
+    con.execute(queries["read_calls"])
+    args: dict[str, dict] = {}
+    for tool, arg, n in con.execute(queries["args"]).fetchall():
+        entry = args.setdefault(tool, {"calls": 0, "passed": {}})
+        if arg is None:
+            entry["calls"] = int(n)
+        else:
+            entry["passed"][arg] = int(n)
+    con.execute(queries["string_values"])
+    sources = []
+    for tool, arg, values, found in con.execute(queries["sources"]).fetchall():
+        tally: dict[tuple[str, str], int] = {}
+        for hit in found or []:
+            key = (hit["source"], hit["path"])
+            tally[key] = tally.get(key, 0) + 1
+        sources.append(
+            {
+                "tool": tool,
+                "arg": arg,
+                "values": int(values),
+                "found": [
+                    {"source": s, "path": p, "count": n} for (s, p), n in sorted(tally.items())
+                ],
+            }
+        )
+    sources.sort(key=lambda e: (e["tool"], e["arg"]))
+    return {
+        "args": {
+            t: {"calls": e["calls"], "passed": dict(sorted(e["passed"].items()))}
+            for t, e in sorted(args.items())
+        },
+        "sources": sources,
+    }
+
+
 def domains(layout: Layout) -> list[str]:
     return [
         r["domain"]
@@ -127,6 +166,7 @@ def learn_flow(
             "FROM steps s JOIN wanted w USING (session)",
             kinds,
         )
+        bindings = learn_bindings(con)
     finally:
         con.close()
     if not order:
@@ -145,6 +185,7 @@ def learn_flow(
         sources=[r[1] for r in rows],
         episodes=len(order),
         steps=counts.steps,
+        bindings=bindings,
         now_ms=now_ms,
     )
 

@@ -22,9 +22,10 @@ DAGSTER = str(Path(sys.executable).parent / "dagster")
 def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
     repo = defs.get_repository_def()
     keys = {key.to_user_string() for key in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"log_files", "session_tables", "steps"}
+    assert keys == {"log_files", "session_tables", "steps", "flow"}
     assert defs.resolve_job_def("ingest") is not None
     assert defs.resolve_schedule_def("nightly").cron_schedule == "0 3 * * *"
+    assert defs.resolve_schedule_def("nightly").job_name == "relearn"
     assert defs.resolve_sensor_def("new_logs").job_name == "ingest"
 
 
@@ -60,6 +61,8 @@ def test_the_ingest_job_materializes_on_a_persistent_instance(tmp_path: Path) ->
                 run_config={"resources": {"stretto": {"config": {"home": str(stretto_home)}}}},
             )
             assert result.success
+            learned = instance.get_latest_materialization_event(dg.AssetKey("flow"))
+            assert learned is None  # the ingest job does not learn
             materialized = instance.get_latest_materialization_event(dg.AssetKey("session_tables"))
             metadata = materialized.asset_materialization.metadata
             assert metadata["files read"].value == 6
@@ -79,3 +82,20 @@ def test_the_sensor_asks_for_a_run_only_when_logs_change(tmp_path: Path) -> None
     cursor = str(max(p.stat().st_mtime_ns for p in (home / "logs/shop").glob("*.jsonl")))
     again = new_logs(dg.build_sensor_context(cursor=cursor, resources=resources))
     assert isinstance(again, dg.SkipReason)
+
+
+def test_the_nightly_relearn_writes_a_flow_per_domain(tmp_path: Path) -> None:
+    from stretto.flow import load_flow
+
+    home = tmp_path / "stretto"
+    shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    shutil.copytree(REFERENCE_HOME / "logs/retail", home / "logs/retail")
+    result = defs.resolve_job_def("relearn").execute_in_process(
+        run_config={"resources": {"stretto": {"config": {"home": str(home)}}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    shop = load_flow(home / "flows/shop.flow.json")
+    retail = load_flow(home / "flows/retail.flow.json")
+    assert shop["provenance"]["habit_episodes"] == 6 and retail["provenance"]["habit_episodes"] == 1
+    assert shop["manifest"]["domain"] == "shop"

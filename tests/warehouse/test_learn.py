@@ -1,0 +1,309 @@
+"""Learning a flow: the counts, the bindings' sources, the file, and the command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stretto.flow import FlowError, dumps, habit_model, load_flow, load_manifest, reach_model
+from tests.conftest import REFERENCE_HOME
+from tests.stretto.test_episode import HEADER, LogBuilder
+from tests.warehouse.helpers import ingest
+from warehouse.layout import Layout
+from warehouse.learn import learn_flow
+
+STRETTO = str(Path(sys.executable).parent / "stretto")
+SHOP_TOOLS = {
+    "tools": [
+        {
+            "name": n,
+            "annotations": {"readOnlyHint": hint},
+            "inputSchema": {
+                "type": "object",
+                "properties": {a: {"type": "string"}},
+                "required": [a],
+            },
+        }
+        for n, a, hint in [
+            ("find_account", "email", True),
+            ("get_account", "account", True),
+            ("get_order", "order", True),
+            ("close_order", "order", False),
+        ]
+    ]
+}
+
+
+def learn_cli(sessions: Path, out: Path, home: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            STRETTO,
+            "learn",
+            "--sessions",
+            str(sessions),
+            "--domain",
+            "shop",
+            "--habit-only",
+            "--out",
+            str(out),
+            "--home",
+            str(home),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def decode_reference(flow: dict) -> dict:
+    """The reference's packed symbols as our readable names (formats §3.3)."""
+    vocab = ["respond" if v == "Respond" else v["Tool"] for v in flow["vocab"]]
+
+    def name(symbol: int) -> str:
+        if symbol == 4294967295:
+            return "<start>"
+        action, outcome = divmod(symbol // 4096, 4)
+        if vocab[action] == "respond":
+            return "respond" if outcome == 2 else "respond (end)"
+        return vocab[action] + (" (error)" if outcome == 1 else "")
+
+    def levels(levels: list) -> dict:
+        return {
+            tuple(name(s) for s in history): (
+                {vocab[a]: n for a, n in counts["by_action"]},
+                counts["total"],
+            )
+            for level in levels
+            for history, counts in level
+        }
+
+    return {
+        "habit": levels(flow["habit"]["base"]["levels"]),
+        "reach": levels(flow["reach"]["levels"]),
+    }
+
+
+def ours(part: dict) -> dict:
+    return {
+        tuple(e["history"]): (e["counts"], e["total"]) for level in part["levels"] for e in level
+    }
+
+
+def test_the_reference_shop_logs_learn_what_the_reference_learned(tmp_path: Path) -> None:
+    out = tmp_path / "shop.flow.json"
+    done = learn_cli(REFERENCE_HOME / "logs/shop", out, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout == f"stretto: learned the shop flow from 6 sessions (4 tools) and wrote {out}\n"
+    )
+    flow = load_flow(out)
+    reference = json.loads((REFERENCE_HOME / "shop.flow.json").read_text())
+    decoded = decode_reference(reference)
+    assert ours(flow["habit"]) == decoded["habit"]
+    assert ours(flow["reach"]) == decoded["reach"]
+    assert flow["manifest"]["tools"] == reference["manifest"]["tools"]
+    assert flow["contracts"] == reference["contracts"]
+    assert {(s["after"], s["failed"]): s["lookups"] for s in flow["sites"]["next"]} == {
+        (tool, failed): lookups for (tool, failed), lookups in reference["sites"]["next"]
+    }
+    assert flow["sites"]["reads"] == reference["sites"]["reads"]
+    ref_args = {t: {"calls": c, "passed": p} for t, (c, p) in reference["bindings"]["args"].items()}
+    assert flow["bindings"]["args"] == ref_args
+    ref_sources = {
+        (t, a): (v["values"], sorted((s, p, n) for (s, p), n in v["found"]))
+        for (t, a), v in reference["bindings"]["sources"]
+    }
+    assert {
+        (s["tool"], s["arg"]): (
+            s["values"],
+            [(f["source"], f["path"], f["count"]) for f in s["found"]],
+        )
+        for s in flow["bindings"]["sources"]
+    } == ref_sources
+    assert flow["provenance"]["sources"] == ["quickstart"]
+    assert flow["provenance"]["habit_episodes"] == 6
+    # α from a grid posterior, not the reference's sampler: close, not equal
+    assert (
+        0.4 < flow["habit"]["alpha"] < 1.2
+        and abs(reference["habit"]["base"]["alpha"] - 0.697) < 1e-3
+    )
+
+
+def shop_log(index: int) -> LogBuilder:
+    """formats §3.11's session: find_account, get_account, get_order twice, a reply the user
+    answers, close_order."""
+    b = LogBuilder()
+    b.lines[0] = {**HEADER, "session": f"s-{index}", "started_unix_ms": index, "domain": "shop"}
+    b._add(0, "client", {"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
+    b._add(1, "server", {"jsonrpc": "2.0", "id": 0, "result": SHOP_TOOLS})
+    email = f"c{index}@example.com"
+    b.say(2, "user", f"I'm {email}")
+    b.client_call(10, 1, "find_account", email=email).result(11, 1, f"acct_{index}")
+    b.client_call(1000, 2, "get_account", account=f"acct_{index}")
+    b.result(1001, 2, json.dumps({"orders": [f"X{index}", f"Y{index}"]}))
+    b.client_call(2000, 3, "get_order", order=f"X{index}").result(2001, 3, '{"status": "open"}')
+    b.client_call(3000, 4, "get_order", order=f"Y{index}").result(3001, 4, '{"status": "open"}')
+    b.say(4000, "assistant", "You have two open orders.").say(5000, "user", "Close the first.")
+    b.client_call(6000, 5, "close_order", order=f"X{index}").result(6001, 5, "closed")
+    return b
+
+
+def write_logs(folder: Path, builders: list[LogBuilder]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for b in builders:
+        (folder / f"{b.lines[0]['session']}.jsonl").write_text(
+            "".join(json.dumps(x) + "\n" for x in b.lines)
+        )
+    return folder
+
+
+def test_hand_computed_counts(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_logs(home / "logs/shop", [shop_log(i) for i in range(4)])
+    ingest(home)
+    flow = learn_flow(Layout.at(home), "shop")
+    habit, reach = ours(flow["habit"]), ours(flow["reach"])
+    assert habit[()] == (
+        {
+            "close_order": 4.0,
+            "find_account": 4.0,
+            "get_account": 4.0,
+            "get_order": 8.0,
+            "respond": 4.0,
+        },
+        24.0,
+    )
+    assert habit[("get_order",)] == ({"get_order": 4.0, "respond": 4.0}, 8.0)
+    assert habit[("get_order", "respond")] == ({"close_order": 4.0}, 4.0)
+    assert habit[("<start>", "<start>")] == ({"find_account": 4.0}, 4.0)
+    # per session, the actions from each step up to the write: {find, get_account, get_order,
+    # reply}, {get_account, get_order, reply}, {get_order, reply} twice, {reply}, {}
+    assert reach[()] == (
+        {"find_account": 4.0, "get_account": 8.0, "get_order": 16.0, "respond": 20.0},
+        24.0,
+    )
+    assert reach[("respond",)] == ({}, 4.0)
+    assert {(s["after"], s["failed"]): s["lookups"] for s in flow["sites"]["next"]} == {
+        ("find_account", False): {"get_account": 4},
+        ("get_account", False): {"get_order": 4},
+        ("get_order", False): {"get_order": 4},
+    }
+    sources = {(s["tool"], s["arg"]): s for s in flow["bindings"]["sources"]}
+    assert sources[("get_account", "account")]["found"] == [
+        {"source": "find_account", "path": "$", "count": 4}
+    ]
+    assert sources[("get_order", "order")]["found"] == [
+        {"source": "get_account", "path": "$.orders[*]", "count": 8}
+    ]
+    assert sources[("find_account", "email")]["found"] == []  # the user typed it
+    # the served models: a distribution over the actions (and the unseen one) sums to 1
+    model = habit_model(flow)
+    total = sum(model.distribution(flow["actions"] + ["<unseen>"], ["find_account"]).values())
+    assert abs(total - 1.0) < 1e-9
+    assert model.prob("get_account", ["find_account"]) > 0.9
+    assert reach_model(flow).prob("get_order", ["get_account"]) > 0.9
+
+
+def test_learning_is_counting_and_deterministic(tmp_path: Path) -> None:
+    logs = [shop_log(i) for i in range(6)]
+    parts = []
+    for name, chunk in (("a", logs[:2]), ("b", logs[2:]), ("all", logs)):
+        home = tmp_path / name
+        write_logs(home / "logs/shop", chunk)
+        ingest(home)
+        parts.append(learn_flow(Layout.at(home), "shop", now_ms=0))
+    a, b, both = parts
+    for part in ("habit", "reach"):
+        summed = {}
+        for flow in (a, b):
+            for history, (counts, total) in ours(flow[part]).items():
+                into = summed.setdefault(history, ({}, 0.0))
+                for action, n in counts.items():
+                    into[0][action] = into[0].get(action, 0.0) + n
+                summed[history] = (into[0], into[1] + total)
+        assert summed == ours(both[part])
+    again = tmp_path / "all"
+    assert dumps(learn_flow(Layout.at(again), "shop", now_ms=0)).encode() == dumps(both).encode()
+
+
+def test_a_bad_manifest_and_a_bad_flow_are_refused_by_field(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"domain": "shop", "tools": {"a": "read", "b": "sometimes"}}))
+    with pytest.raises(
+        FlowError, match=r"m\.json: field `tools\.b`: expected read, write or generic"
+    ):
+        load_manifest(manifest)
+    done = learn_cli(
+        REFERENCE_HOME / "logs/shop",
+        tmp_path / "x.json",
+        tmp_path / "home",
+        "--manifest",
+        str(manifest),
+    )
+    assert done.returncode == 1 and "field `tools.b`" in done.stderr
+
+    out = tmp_path / "shop.flow.json"
+    assert learn_cli(REFERENCE_HOME / "logs/shop", out, tmp_path / "home").returncode == 0
+    flow = json.loads(out.read_text())
+    flow["habit"]["levels"][1][0]["total"] = -3
+    bad = tmp_path / "bad.flow.json"
+    bad.write_text(json.dumps(flow))
+    with pytest.raises(FlowError, match=r"field `habit\.levels\[1\]\[0\]\.total`"):
+        load_flow(bad)
+    flow = json.loads(out.read_text())
+    flow["program"]["body"] = []
+    bad.write_text(json.dumps(flow))
+    with pytest.raises(FlowError, match="field `program`: not the standard program"):
+        load_flow(bad)
+
+
+def test_a_manifest_sets_the_kinds(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "domain": "shop",
+                "tools": {
+                    "find_user_id_by_email": "read",
+                    "get_user_details": "read",
+                    "get_order_details": "generic",
+                    "cancel_pending_order": "write",
+                },
+            }
+        )
+    )
+    out = tmp_path / "shop.flow.json"
+    done = learn_cli(
+        REFERENCE_HOME / "logs/shop", out, tmp_path / "home", "--manifest", str(manifest)
+    )
+    assert done.returncode == 0, done.stderr
+    flow = load_flow(out)
+    assert flow["manifest"]["tools"]["get_order_details"] == "generic"
+    assert flow["sites"]["reads"] == ["find_user_id_by_email", "get_user_details"]
+    # a generic tool is no lookup: nothing follows get_user_details as a site any more
+    assert [s["after"] for s in flow["sites"]["next"]] == ["find_user_id_by_email"]
+
+
+def test_without_habit_only_the_command_says_the_arbiter_is_not_there(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            STRETTO,
+            "learn",
+            "--sessions",
+            str(tmp_path),
+            "--domain",
+            "x",
+            "--out",
+            str(tmp_path / "x.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "the arbiter is not available yet" in done.stderr
+    shutil.rmtree(tmp_path)

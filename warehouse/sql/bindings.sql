@@ -1,0 +1,65 @@
+-- Where each lookup's arguments came from (../shared/spec/algorithms.md §5.1), as joins of
+-- argument values to the leaves of earlier results. Input: `wanted(session, session_order)`
+-- and `kinds(tool, kind)`.
+
+-- name: read_calls
+-- Every call of a read tool in the sessions learned from.
+CREATE OR REPLACE TEMP TABLE read_calls AS
+SELECT c.session, c.sent_seq, c.sent_sub, c.tool, c.arguments
+FROM calls c SEMI JOIN wanted w USING (session)
+WHERE c.tool IN (SELECT tool FROM kinds WHERE kind = 'read');
+
+-- name: args
+-- For each lookup: its calls, and how many passed each argument.
+SELECT tool, NULL AS arg, count(*) AS n FROM read_calls GROUP BY tool
+UNION ALL
+SELECT r.tool, e.key, count(*) FROM read_calls r, json_each(r.arguments) AS e GROUP BY ALL;
+
+-- name: string_values
+-- Each string an argument of a lookup took.
+CREATE OR REPLACE TEMP TABLE string_values AS
+SELECT r.session, r.sent_seq, r.sent_sub, r.tool, e.key AS arg, e.value ->> '$' AS v,
+       regexp_full_match(e.value ->> '$', '[A-Za-z0-9 _.:#@+,=-]*') AS plain
+FROM read_calls r, json_each(r.arguments) AS e
+WHERE json_type(e.value) = 'VARCHAR';
+
+-- name: sources
+-- For each string value: the most recent earlier successful result holding it as a string
+-- leaf (the first path in document order, array indices as [*]); a result that is not JSON
+-- is its lines (`$[*]`) when it has two or more, else its text (`$`).
+WITH outputs AS (
+    SELECT session, tool AS source, answered_seq, result_text,
+           json_valid(result_text) AS is_json
+    FROM calls SEMI JOIN wanted USING (session)
+    WHERE status = 'ok'
+), pairs AS (
+    SELECT v.session, v.sent_seq, v.sent_sub, v.tool, v.arg, v.v,
+           o.source, o.answered_seq, o.result_text, o.is_json
+    FROM string_values v JOIN outputs o
+      ON o.session = v.session AND o.answered_seq < v.sent_seq
+     AND (contains(o.result_text, v.v) OR (NOT v.plain AND contains(o.result_text, '\')))
+), json_hits AS (
+    SELECT p.session, p.sent_seq, p.sent_sub, p.tool, p.arg, p.source, p.answered_seq,
+           regexp_replace(t.fullkey, '\[[0-9]+\]', '[*]', 'g') AS path, t.id AS position
+    FROM pairs p, json_tree(p.result_text) AS t
+    WHERE p.is_json AND t.type = 'VARCHAR' AND t.value ->> '$' = p.v
+), text_hits AS (
+    SELECT session, sent_seq, sent_sub, tool, arg, source, answered_seq,
+           CASE WHEN len(lines) >= 2 THEN '$[*]' ELSE '$' END AS path, 0 AS position
+    FROM (SELECT *, list_filter(list_transform(string_split(result_text, chr(10)),
+                                               lambda x: trim(x)), lambda x: x <> '') AS lines
+          FROM pairs WHERE NOT is_json)
+    WHERE (len(lines) >= 2 AND list_contains(lines, v)) OR (len(lines) < 2 AND result_text = v)
+), hits AS (
+    SELECT * FROM json_hits UNION ALL SELECT * FROM text_hits
+), first_hit AS (
+    SELECT * FROM hits
+    QUALIFY row_number() OVER (PARTITION BY session, sent_seq, sent_sub, arg
+                               ORDER BY answered_seq DESC, position) = 1
+)
+SELECT v.tool, v.arg, count(*) AS "values",
+       list(struct_pack(source := h.source, path := h.path)) FILTER (WHERE h.source IS NOT NULL)
+           AS found
+FROM string_values v
+LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
+GROUP BY v.tool, v.arg;
