@@ -101,7 +101,7 @@ def build_flow(
                 for after, failed in sorted(sites)
             ],
         },
-        "bindings": bindings or {"args": {}, "sources": []},
+        "bindings": bindings or {"args": {}, "sources": [], "agreed": {}},
         "contracts": {t: c for t, c in sorted(contracts.items()) if c is not None},
         "program": STANDARD_PROGRAM,
     }

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stretto.binding import Rules, agreement
 from stretto.flow import build_flow
 from stretto.habit import fit_alpha
 from warehouse import store
@@ -124,6 +125,42 @@ def learn_bindings(con) -> dict:
     }
 
 
+def session_events(con):
+    """Each wanted session's events for the binding replay (stretto.binding.agreement): user
+    messages, the calls of each LLM turn, and results, in log order."""
+    rows = con.execute("""
+        SELECT session, session_order, seq, 0 AS sub, 'user' AS kind, content AS text,
+               NULL AS turn, NULL AS tool, NULL AS arguments, NULL AS ok
+        FROM context JOIN wanted USING (session) WHERE role = 'user'
+        UNION ALL
+        SELECT session, session_order, sent_seq, sent_sub, 'call', NULL, turn, tool,
+               arguments::VARCHAR, NULL
+        FROM calls JOIN wanted USING (session)
+        UNION ALL
+        SELECT session, session_order, answered_seq, 0, 'result', result_text, NULL, tool,
+               NULL, status = 'ok'
+        FROM calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
+        ORDER BY session_order, seq, sub
+    """).fetchall()
+    current, events, turn_of = None, [], None
+    for session, _, _, _, kind, text, turn, tool, arguments, ok in rows:
+        if session != current:
+            if current is not None:
+                yield events
+            current, events, turn_of = session, [], None
+        if kind == "user":
+            events.append(("user", text or ""))
+        elif kind == "result":
+            events.append(("result", tool, bool(ok), text or ""))
+        elif events and events[-1][0] == "turn" and turn_of == turn:
+            events[-1][1].append((tool, json.loads(arguments)))
+        else:
+            events.append(("turn", [(tool, json.loads(arguments))]))
+            turn_of = turn
+    if current is not None:
+        yield events
+
+
 def domains(layout: Layout) -> list[str]:
     return [
         r["domain"]
@@ -167,6 +204,9 @@ def learn_flow(
             kinds,
         )
         bindings = learn_bindings(con)
+        rules = Rules.from_flow(bindings)
+        reads = {t for t, k in kinds.items() if k == "read"}
+        bindings["agreed"] = agreement(rules, session_events(con), reads)
     finally:
         con.close()
     if not order:

@@ -126,6 +126,7 @@ def test_the_reference_shop_logs_learn_what_the_reference_learned(tmp_path: Path
         )
         for s in flow["bindings"]["sources"]
     } == ref_sources
+    assert flow["bindings"]["agreed"] == reference["bindings"]["agreed"]
     assert flow["provenance"]["sources"] == ["quickstart"]
     assert flow["provenance"]["habit_episodes"] == 6
     # α from a grid posterior, not the reference's sampler: close, not equal

@@ -1,0 +1,302 @@
+"""Binding a lookup's arguments from earlier results (../shared/spec/algorithms.md §5.2–5.5).
+
+`pick` is the one implementation: the proxy binds its lookups with it and learning replays it
+over every training call to measure how often it reproduces the agent's own arguments.
+`SessionState` keeps what the pick needs up to date as a session goes on (parsed outputs,
+what the customer said, what was passed), so one pick costs the outputs it scans, not the
+whole session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+REQUIRED_SHARE = 0.9  # an argument passed in this share of a lookup's calls is required
+MIN_SOURCE_FOUND = 2  # a source is usable when found this often ...
+MIN_SOURCE_SHARE = 0.1  # ... and for this share of the argument's values
+MIN_MENTION = 4  # a sibling this long, named by the customer, marks its value as named
+
+PICKED, OTHER, DESCRIBED, NONE = "picked", "other", "described", "none"
+
+
+def value_text(value: Any) -> str:
+    """A JSON string as itself; anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_output(content: str) -> Any:
+    """A result as the binding sees it: JSON if it parses; else its non-empty trimmed lines
+    when there are two or more; else the text."""
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError):
+        lines = [line.strip() for line in content.split("\n") if line.strip()]
+        return lines if len(lines) >= 2 else content
+
+
+_STEP = re.compile(r'\.(?:"((?:[^"\\]|\\.)*)"|([^.\[]+))|\[\*\]')
+
+
+def parse_path(path: str) -> list[str | None]:
+    """`$.orders[*].id` -> ["orders", None, "id"] (None = every array element)."""
+    if not path.startswith("$"):
+        raise ValueError(f"a path starts with $: {path!r}")
+    steps, rest = [], path[1:]
+    while rest:
+        match = _STEP.match(rest)
+        if not match:
+            raise ValueError(f"cannot read the path {path!r}")
+        if match.group(0) == "[*]":
+            steps.append(None)
+        else:
+            quoted, plain = match.group(1), match.group(2)
+            steps.append(json.loads(f'"{quoted}"') if quoted is not None else plain)
+        rest = rest[match.end() :]
+    return steps
+
+
+def values_at(document: Any, steps: list[str | None]) -> list[tuple[str, list[str]]]:
+    """The string values at a path, in document order, each with its siblings: the other
+    string values of the object it belongs to."""
+    out: list[tuple[str, list[str]]] = []
+
+    def walk(node: Any, index: int, parent: dict | None) -> None:
+        if index == len(steps):
+            if isinstance(node, str):
+                siblings = (
+                    [v for v in parent.values() if isinstance(v, str) and v is not node]
+                    if parent is not None
+                    else []
+                )
+                out.append((node, siblings))
+            return
+        step = steps[index]
+        if step is None:
+            if isinstance(node, list):
+                for item in node:
+                    walk(item, index + 1, None)
+        elif isinstance(node, dict) and step in node:
+            walk(node[step], index + 1, node if index + 1 == len(steps) else None)
+
+    walk(document, 0, None)
+    return out
+
+
+def scalar_leaves(document: Any, out: set[str]) -> set[str]:
+    if isinstance(document, dict):
+        for item in document.values():
+            scalar_leaves(item, out)
+    elif isinstance(document, list):
+        for item in document:
+            scalar_leaves(item, out)
+    elif isinstance(document, str):
+        out.add(document.strip().lower())
+    elif isinstance(document, int | float) and not isinstance(document, bool):
+        out.add(value_text(document))
+    return out
+
+
+def keyish(text: str) -> bool:
+    return len(text) >= 4 and any(ch.isdigit() for ch in text)
+
+
+@dataclass
+class Rules:
+    """A flow's bindings, prepared for picking."""
+
+    required: dict[str, list[str]]  # lookup -> its required arguments
+    sources: dict[tuple[str, str], list[tuple[str, list[str | None]]]]  # (tool, arg) -> usable
+    traced: set[tuple[str, str]]  # (tool, arg) that took strings in training
+    agreed: dict[str, list[list[int]]]
+    bare: dict[str, int]
+    calls: dict[str, int]
+    named_other: dict[str, list[int]] = field(default_factory=dict)
+    described_read: dict[str, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def from_flow(cls, bindings: dict) -> Rules:
+        required, calls = {}, {}
+        for tool, entry in bindings.get("args", {}).items():
+            calls[tool] = entry["calls"]
+            required[tool] = sorted(
+                arg for arg, n in entry["passed"].items() if n >= REQUIRED_SHARE * entry["calls"]
+            )
+        sources, traced = {}, set()
+        for entry in bindings.get("sources", []):
+            key = (entry["tool"], entry["arg"])
+            traced.add(key)
+            usable = [
+                (f["source"], parse_path(f["path"]))
+                for f in entry["found"]
+                if f["count"] >= MIN_SOURCE_FOUND
+                and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
+            ]
+            sources[key] = usable
+        return cls(
+            required,
+            sources,
+            traced,
+            bindings.get("agreed", {}),
+            bindings.get("bare", {}),
+            calls,
+            bindings.get("named_other", {}),
+            bindings.get("described_read", {}),
+        )
+
+
+@dataclass
+class Pick:
+    arguments: dict[str, str] | None  # None when it cannot bind
+    mention: str = NONE
+    error: str | None = None
+
+
+@dataclass
+class SessionState:
+    """What the pick knows of a session so far."""
+
+    customer: str = ""
+    outputs: list[tuple[str, Any]] = field(default_factory=list)  # successful results
+    seen: set[str] = field(default_factory=set)
+    given: set[str] = field(default_factory=set)
+    used: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # tool -> (arg, value)
+    called: set[str] = field(default_factory=set)
+
+    def add_user(self, text: str) -> None:
+        self.customer += text.lower() + "\n"
+
+    def add_call(self, tool: str, arguments: dict) -> None:
+        self.called.add(tool)
+        used = self.used.setdefault(tool, set())
+        for arg, value in arguments.items():
+            used.add((arg, value_text(value)))
+        for leaf in scalar_leaves(arguments, set()):
+            if keyish(leaf) and leaf not in self.seen:
+                self.given.add(leaf)
+
+    def add_result(self, tool: str, ok: bool, content: str) -> None:
+        if ok:
+            parsed = parse_output(content)
+            self.outputs.append((tool, parsed))
+            scalar_leaves(parsed, self.seen)
+
+    def mentions(self, value: str) -> bool:
+        text = value.strip().lower()
+        if not text:
+            return False
+        return text in self.customer or (
+            text.startswith("#") and text[1:] != "" and text[1:] in self.customer
+        )
+
+
+def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dict]] = ()) -> Pick:
+    """Bind `tool`'s arguments from the session so far; `also` = calls already sent in this
+    turn (they count as made)."""
+    if tool not in rules.calls:
+        return Pick(None, error="never called in training")
+    used = set(state.used.get(tool, set()))
+    called = tool in state.called
+    for other, arguments in also:
+        if other == tool:
+            called = True
+            used |= {(a, value_text(v)) for a, v in arguments.items()}
+    required = rules.required.get(tool, [])
+    if not required:
+        if called:
+            return Pick(None, error="already looked up")
+        return Pick({}, PICKED)
+    bound: dict[str, str] = {}
+    all_mentioned, other_named = True, False
+    for arg in required:
+        if (tool, arg) not in rules.traced:
+            return Pick(None, error=f"`{arg}` never took a string in training")
+        usable = rules.sources.get((tool, arg), [])
+        if not usable:
+            return Pick(None, error=f"no source for `{arg}` (the LLM supplies it)")
+        candidates: list[tuple[str, bool]] = []
+        any_mentioned = False
+        for source_tool, parsed in reversed(state.outputs):
+            for rule_tool, steps in usable:
+                if rule_tool != source_tool:
+                    continue
+                for value, siblings in values_at(parsed, steps):
+                    named = state.mentions(value) or any(
+                        len(s) >= MIN_MENTION and state.mentions(s) for s in siblings
+                    )
+                    any_mentioned |= named
+                    if (arg, value) in used or any(c == value for c, _ in candidates):
+                        continue
+                    candidates.append((value, named))
+        if not candidates:
+            return Pick(None, error=f"nothing left to pass as `{arg}`")
+        chosen = next((c for c in candidates if c[1]), candidates[0])
+        bound[arg] = chosen[0]
+        all_mentioned &= chosen[1]
+        other_named |= not chosen[1] and any_mentioned
+    mention = PICKED if all_mentioned else OTHER if other_named else NONE
+    return Pick(bound, mention)
+
+
+def smooth(agreed: int, tried: int) -> float:
+    return (agreed + 1) / (tried + 2)
+
+
+def chance(rules: Rules, tool: str, result: Pick) -> float:
+    """How likely the bound arguments are the agent's own (§5.3)."""
+    if result.arguments is None:
+        return 0.0
+    if not result.arguments:
+        if tool in rules.bare:
+            return smooth(rules.bare[tool], rules.calls.get(tool, 0))
+        return 1.0
+    buckets = rules.agreed.get(tool, [[0, 0], [0, 0]])
+    c0 = smooth(*buckets[0])
+    if result.mention == PICKED:
+        return smooth(*buckets[1])
+    shrink = {OTHER: rules.named_other, DESCRIBED: rules.described_read}.get(result.mention)
+    if shrink and tool in shrink:
+        used, picks = shrink[tool]
+        return (used + 2 * c0) / (picks + 2)
+    return c0
+
+
+def same_arguments(bound: dict[str, str], agent: dict) -> bool:
+    return all(arg in agent and value_text(agent[arg]) == value for arg, value in bound.items())
+
+
+def agreement(rules: Rules, sessions, reads: set[str]) -> dict[str, list[list[int]]]:
+    """Replay the pick at every read call of the training sessions (§5.5): per lookup,
+    [[agreed, tried] where the customer had not named the pick, [agreed, tried] where they had].
+
+    `sessions` yields each session's events in order: ("user", text), ("turn", [(tool,
+    arguments), ...]) for the calls of one LLM turn, ("result", tool, ok, content).
+    """
+    tally: dict[str, list[list[int]]] = {}
+    for events in sessions:
+        state = SessionState()
+        for event in events:
+            kind = event[0]
+            if kind == "user":
+                state.add_user(event[1])
+            elif kind == "result":
+                state.add_result(event[1], event[2], event[3])
+            else:
+                calls = event[1]
+                for j, (tool, arguments) in enumerate(calls):
+                    if tool not in reads:
+                        continue
+                    result = pick(rules, state, tool, calls[:j])
+                    if not result.arguments:
+                        continue
+                    bucket = 1 if result.mention == PICKED else 0
+                    counts = tally.setdefault(tool, [[0, 0], [0, 0]])[bucket]
+                    counts[0] += same_arguments(result.arguments, arguments)
+                    counts[1] += 1
+                for tool, arguments in calls:
+                    state.add_call(tool, arguments)
+    return {tool: tally[tool] for tool in sorted(tally)}
