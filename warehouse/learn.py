@@ -42,20 +42,11 @@ def _levels(rows: list[tuple]) -> dict[tuple[str, ...], dict[str, float]]:
 def count_steps(con, steps_query: str, kinds: dict[str, str]) -> Counts:
     """Counts over the steps `steps_query` selects (session, step, action, kind, outcome,
     session_order), on an open connection to the warehouse."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE learn_source AS {steps_query}")
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE learn_steps AS "
-        "SELECT session, step, action, kind, outcome FROM learn_source"
-    )
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE session_order AS "
-        "SELECT DISTINCT session, session_order FROM learn_source"
-    )
+    con.execute(f"CREATE OR REPLACE TEMP VIEW learn_steps AS {steps_query}")
     con.execute("CREATE OR REPLACE TEMP TABLE kinds (tool VARCHAR, kind VARCHAR)")
     if kinds:
         con.executemany("INSERT INTO kinds VALUES (?, ?)", sorted(kinds.items()))
     queries = dict(sql_statements("counts"))
-    con.execute(queries["symbols"])
     con.execute(queries["histories"])
     counts = Counts()
     counts.habit = _levels(con.execute(queries["habit"]).fetchall())

@@ -1,28 +1,31 @@
 -- The counts a flow is made of (../shared/spec/algorithms.md §2–4), as group-bys over steps.
--- Input: `learn_steps(session, step, action, kind, outcome)` — the steps of the sessions to
--- learn from, sessions in the order they are learned — and `kinds(tool, kind)` (the manifest).
+-- Input: `learn_steps(session, step, action, kind, outcome, session_order)` — the steps of the
+-- sessions to learn from, and the order they are learned in — and `kinds(tool, kind)`.
 -- Histories are readable step names: `tool`, `tool (error)`, `respond` (a reply the user
 -- answered), `respond (end)`; `<start>` pads a history shorter than two steps.
 
--- name: symbols
-CREATE OR REPLACE TEMP TABLE symbols AS
-SELECT s.session, s.step, s.action, s.kind, s.outcome,
-       CASE WHEN s.kind = 'tool' THEN s.action || CASE WHEN s.outcome = 'failed' THEN ' (error)' ELSE '' END
-            WHEN s.outcome = 'reply' THEN 'respond'
-            ELSE 'respond (end)' END AS symbol,
-       s.kind = 'tool' AND coalesce(k.kind = 'write', false) AS is_write,
-       CASE WHEN s.kind = 'tool' THEN coalesce(k.kind, 'generic') END AS tool_kind
-FROM learn_steps s LEFT JOIN kinds k ON k.tool = s.action;
-
 -- name: histories
+-- Each step with its name, its last two steps, the segment it is in (steps between two writes
+-- share one; for reach) and the step after it (for sites): one pass over the steps.
 CREATE OR REPLACE TEMP TABLE histories AS
-SELECT session, step, action, is_write, kind, outcome, tool_kind,
+WITH named AS (
+    SELECT s.session, s.step, s.action, s.kind, s.outcome, s.session_order,
+           CASE WHEN s.kind = 'tool'
+                    THEN s.action || CASE WHEN s.outcome = 'failed' THEN ' (error)' ELSE '' END
+                WHEN s.outcome = 'reply' THEN 'respond'
+                ELSE 'respond (end)' END AS symbol,
+           s.kind = 'tool' AND coalesce(k.kind = 'write', false) AS is_write,
+           CASE WHEN s.kind = 'tool' THEN coalesce(k.kind, 'generic') END AS tool_kind
+    FROM learn_steps s LEFT JOIN kinds k ON k.tool = s.action
+)
+SELECT session, step, action, is_write, kind, outcome, session_order,
        coalesce(lag(symbol, 1) OVER w, '<start>') AS h1,
        coalesce(lag(symbol, 2) OVER w, '<start>') AS h2,
-       -- the writes before this step: steps between two writes share a segment (for reach)
-       coalesce(sum(is_write::INTEGER) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-           AS segment
-FROM symbols
+       coalesce(sum(is_write::INTEGER) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                0) AS segment,
+       lead(action) OVER w AS next_action, lead(kind) OVER w AS next_kind,
+       lead(tool_kind) OVER w AS next_tool_kind
+FROM named
 WINDOW w AS (PARTITION BY session ORDER BY step);
 
 -- name: habit
@@ -49,21 +52,25 @@ GROUP BY GROUPING SETS ((l.action), (h.h1, l.action), (h.h2, h.h1, l.action));
 
 -- name: sites
 -- After each call that succeeded or failed: the reads the agent made right after it.
-WITH pairs AS (
-    SELECT action, kind, outcome,
-           lead(action) OVER w AS next_action, lead(kind) OVER w AS next_kind,
-           lead(tool_kind) OVER w AS next_tool_kind
-    FROM histories
-    WINDOW w AS (PARTITION BY session ORDER BY step)
-)
 SELECT action AS after, outcome = 'failed' AS failed, next_action AS lookup, count(*) AS n
-FROM pairs
+FROM histories
 WHERE kind = 'tool' AND next_kind = 'tool' AND next_tool_kind = 'read'
 GROUP BY ALL;
 
 -- name: prequential
--- For fitting α: each step in learning order with what an online learner had seen before
--- it, at each level: n(c) and n(c, a) over the steps before it.
+-- For fitting α: the steps of the first sessions (up to $max_steps steps, whole sessions) in
+-- learning order, each with what an online learner had seen before it, at each level: n(c)
+-- and n(c, a) over the steps before it.
+WITH sizes AS (
+    SELECT session_order, count(*) AS n FROM histories GROUP BY session_order
+), cutoff AS (
+    SELECT coalesce(max(session_order), -1) AS last_order FROM (
+        SELECT session_order, sum(n) OVER (ORDER BY session_order) AS upto FROM sizes)
+    WHERE upto <= $max_steps
+), early AS (
+    SELECT *, row_number() OVER (ORDER BY session_order, step) AS g
+    FROM histories WHERE session_order <= (SELECT last_order FROM cutoff)
+)
 SELECT
     count(*) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n0,
     count(*) OVER (PARTITION BY action ORDER BY g
@@ -76,6 +83,4 @@ SELECT
                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n2,
     count(*) OVER (PARTITION BY h2, h1, action ORDER BY g
                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na2
-FROM (SELECT *, row_number() OVER (ORDER BY session_order, step) AS g
-      FROM histories JOIN session_order USING (session))
-WHERE g <= $max_steps;
+FROM early;

@@ -1,0 +1,207 @@
+"""Learning throughput: a flow's counts from Parquet steps, DuckDB against a plain Python
+dict counter over the same rows.
+
+Generates synthetic steps (sessions of about 20 steps over 30 tools, a third of them writes,
+replies now and then) as Parquet, 1M and 10M rows by default. For each size, in one run:
+
+- ours: the habit, reach and sites counts (warehouse/sql/counts.sql, DuckDB from the Parquet
+  file) and the α fit (stretto.habit), in a process of its own (for its peak memory);
+- baseline: the same counts by a Python loop with dicts over the same rows (read with
+  pyarrow), in a process of its own. The two sets of counts are checked to be equal.
+
+Prints seconds, rows/s, the ratio baseline/ours and peak memory. Goals: 10M steps counted in
+under 15 s, under 4 GB.
+
+    .venv/bin/python bench/learn.py [--sizes 1000000,10000000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TOOLS = 30
+KINDS = {f"tool_{i:02d}": ("write" if i % 3 == 0 else "read") for i in range(TOOLS)}
+
+
+def generate(path: Path, rows: int) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    # A step's action depends on the one before it (a skewed chain), so contexts repeat.
+    con.execute(f"""
+        COPY (
+            SELECT 's' || (i // 20)::VARCHAR AS session, (i % 20)::INTEGER AS step,
+                   CASE WHEN a = {TOOLS} THEN 'respond' ELSE 'tool_' || lpad(a::VARCHAR, 2, '0') END
+                       AS action,
+                   CASE WHEN a = {TOOLS} THEN 'reply' ELSE 'tool' END AS kind,
+                   CASE WHEN a = {TOOLS}
+                        THEN (CASE WHEN hash(i) % 2 = 0 THEN 'reply' ELSE 'end' END)
+                        WHEN hash(i * 7) % 10 = 0 THEN 'failed' ELSE 'ok' END AS outcome,
+                   (i // 20)::BIGINT AS session_order
+            FROM (SELECT range AS i,
+                         CAST(floor(pow((hash(range // 3) % 1000) / 1000.0, 2) * {TOOLS + 1})
+                              AS INTEGER) AS a
+                  FROM range({rows}))
+        ) TO '{path}' (FORMAT parquet)
+    """)
+
+
+def side_ours(path: Path) -> dict:
+    import duckdb
+
+    from stretto.habit import fit_alpha
+    from warehouse.learn import count_steps
+
+    started = time.perf_counter()
+    con = duckdb.connect()
+    counts = count_steps(con, f"SELECT * FROM read_parquet('{path}')", KINDS)
+    counted = time.perf_counter() - started
+    fit = fit_alpha(counts.prequential, TOOLS + 2)
+    return {
+        "seconds": time.perf_counter() - started,
+        "count_seconds": counted,
+        "alpha": fit["alpha"],
+        "digest": digest(counts.habit, counts.reach, counts.sites),
+    }
+
+
+def side_baseline(path: Path) -> dict:
+    import pyarrow.parquet as pq
+
+    started = time.perf_counter()
+    table = pq.read_table(
+        path, columns=["session", "step", "action", "kind", "outcome", "session_order"]
+    )
+    table = table.sort_by([("session_order", "ascending"), ("step", "ascending")])
+    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    habit: dict = {}
+    reach: dict = {}
+    sites: dict = {}
+    n = table.num_rows
+    i = 0
+    while i < n:
+        j = i
+        while j < n and cols["session"][j] == cols["session"][i]:
+            j += 1
+        symbols, actions, writes = [], [], []
+        for k in range(i, j):
+            action, kind, outcome = cols["action"][k], cols["kind"][k], cols["outcome"][k]
+            if kind == "tool":
+                symbols.append(action + (" (error)" if outcome == "failed" else ""))
+            else:
+                symbols.append("respond" if outcome == "reply" else "respond (end)")
+            actions.append(action)
+            writes.append(kind == "tool" and KINDS.get(action) == "write")
+        for t, action in enumerate(actions):
+            h1 = symbols[t - 1] if t >= 1 else "<start>"
+            h2 = symbols[t - 2] if t >= 2 else "<start>"
+            for history in ((), (h1,), (h2, h1)):
+                level = habit.setdefault(history, {})
+                level[action] = level.get(action, 0.0) + 1
+            seen = set()
+            for u in range(t, len(actions)):
+                if writes[u]:
+                    break
+                seen.add(actions[u])
+            for history in ((), (h1,), (h2, h1)):
+                level = reach.setdefault(history, {})
+                for a in seen:
+                    level[a] = level.get(a, 0.0) + 1
+            if (
+                t + 1 < len(actions)
+                and cols["kind"][i + t] == "tool"
+                and cols["kind"][i + t + 1] == "tool"
+                and KINDS.get(actions[t + 1]) == "read"
+            ):
+                key = (action, cols["outcome"][i + t] == "failed")
+                site = sites.setdefault(key, {})
+                site[actions[t + 1]] = site.get(actions[t + 1], 0) + 1
+        i = j
+    return {"seconds": time.perf_counter() - started, "digest": digest(habit, reach, sites)}
+
+
+def digest(habit: dict, reach: dict, sites: dict) -> str:
+    import hashlib
+
+    def norm(levels: dict) -> list:
+        return sorted((list(h), sorted(c.items())) for h, c in levels.items() if c)
+
+    text = json.dumps(
+        [norm(habit), norm(reach), sorted([list(k), sorted(v.items())] for k, v in sites.items())]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_side(args: list[str]) -> tuple[dict, float]:
+    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise SystemExit(f"bench side {args[:2]} failed with status {status}")
+    return json.loads(out), usage.ru_maxrss / 1024 / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000000,10000000")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--side", choices=("ours", "baseline"), help=argparse.SUPPRESS)
+    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:
+        side = side_ours if args.side == "ours" else side_baseline
+        print(json.dumps(side(args.path)))
+        return 0
+    results = []
+    with tempfile.TemporaryDirectory(prefix="stretto-bench-learn-") as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            path = Path(tmp) / f"steps-{size}.parquet"
+            generate(path, size)
+            ours, ours_gb = run_side(["--side", "ours", "--path", str(path)])
+            base, base_gb = run_side(["--side", "baseline", "--path", str(path)])
+            results.append(
+                {
+                    "rows": size,
+                    "ours_s": round(ours["seconds"], 2),
+                    "ours_count_s": round(ours["count_seconds"], 2),
+                    "baseline_s": round(base["seconds"], 2),
+                    "speedup": round(base["seconds"] / ours["seconds"], 1),
+                    "ours_peak_gb": round(ours_gb, 2),
+                    "baseline_peak_gb": round(base_gb, 2),
+                    "same_counts": ours["digest"] == base["digest"],
+                    "alpha": ours["alpha"],
+                }
+            )
+            print(f"  {size:,} rows done", file=sys.stderr)
+    print(
+        "\nlearning a flow's counts: DuckDB (ours) vs a Python dict counter (baseline), "
+        "each in its own process\n"
+    )
+    print(
+        f"  {'rows':>12}{'ours s':>9}{'(count)':>9}{'rows/s':>12}{'baseline s':>12}"
+        f"{'speedup':>9}{'ours GB':>9}{'base GB':>9}  same counts"
+    )
+    for r in results:
+        print(
+            f"  {r['rows']:>12,}{r['ours_s']:>9.1f}{r['ours_count_s']:>9.1f}"
+            f"{r['rows'] / r['ours_s']:>12,.0f}{r['baseline_s']:>12.1f}{r['speedup']:>8.1f}x"
+            f"{r['ours_peak_gb']:>9.2f}{r['baseline_peak_gb']:>9.2f}  {r['same_counts']}"
+        )
+    print("\n  goals: 10M steps in under 15 s, under 4 GB (ours includes the α fit)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
