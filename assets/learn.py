@@ -17,6 +17,7 @@ class FlowConfig(dg.Config):
     domain: str | None = None
     manifest: str | None = None  # a tool manifest file instead of the logs' tool lists
     out: str | None = None
+    constants: bool = False  # learn arguments the agent always passes the same way
 
 
 def flow_path(home: Path, domain: str) -> Path:
@@ -40,7 +41,13 @@ def flow(
         plan = [(d, True, None) for d in domains(layout)]
     written = {}
     for domain, only_domain, out in plan:
-        learned = learn_flow(layout, domain, manifest=manifest, only_domain=only_domain)
+        learned = learn_flow(
+            layout,
+            domain,
+            manifest=manifest,
+            only_domain=only_domain,
+            with_constants=config.constants,
+        )
         path = out or flow_path(layout.home, domain)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(dumps(learned))

@@ -20,6 +20,9 @@ MIN_SOURCE_SHARE = 0.1  # ... and for this share of the argument's values
 MIN_MENTION = 4  # a sibling this long, named by the customer, marks its value as named
 
 PICKED, OTHER, DESCRIBED, NONE = "picked", "other", "described", "none"
+# A constant argument: taken in at least this many calls and this share of the lookup's calls.
+MIN_CONSTANT_CALLS = 5
+MIN_CONSTANT_SHARE = 0.5
 
 
 def value_text(value: Any) -> str:
@@ -115,6 +118,7 @@ class Rules:
     agreed: dict[str, list[list[int]]]
     bare: dict[str, int]
     calls: dict[str, int]
+    constants: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool -> arg -> value
     named_other: dict[str, list[int]] = field(default_factory=dict)
     described_read: dict[str, list[int]] = field(default_factory=dict)
 
@@ -137,6 +141,11 @@ class Rules:
                 and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
             ]
             sources[key] = usable
+        constants: dict[str, dict[str, Any]] = {}
+        for entry in bindings.get("constants", []):
+            constants.setdefault(entry["tool"], {})[entry["arg"]] = entry["value"]
+        for tool, fixed in constants.items():  # a constant is passed, not looked for
+            required[tool] = [a for a in required.get(tool, []) if a not in fixed]
         return cls(
             required,
             sources,
@@ -144,8 +153,9 @@ class Rules:
             bindings.get("agreed", {}),
             bindings.get("bare", {}),
             calls,
-            bindings.get("named_other", {}),
-            bindings.get("described_read", {}),
+            constants=constants,
+            named_other=bindings.get("named_other", {}),
+            described_read=bindings.get("described_read", {}),
         )
 
 
@@ -206,11 +216,12 @@ def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dic
             called = True
             used |= {(a, value_text(v)) for a, v in arguments.items()}
     required = rules.required.get(tool, [])
+    constants = rules.constants.get(tool, {})
     if not required:
         if called:
             return Pick(None, error="already looked up")
-        return Pick({}, PICKED)
-    bound: dict[str, str] = {}
+        return Pick(dict(constants), PICKED)
+    bound: dict[str, Any] = {}
     all_mentioned, other_named = True, False
     for arg in required:
         if (tool, arg) not in rules.traced:
@@ -239,7 +250,36 @@ def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dic
         all_mentioned &= chosen[1]
         other_named |= not chosen[1] and any_mentioned
     mention = PICKED if all_mentioned else OTHER if other_named else NONE
-    return Pick(bound, mention)
+    return Pick({**constants, **bound}, mention)
+
+
+def bare_lookups(args: dict[str, dict], empty: dict[str, int]) -> dict[str, int]:
+    """Lookups with no required argument that the agent sometimes called with some
+    argument: how often it called them with none (their binding's chance)."""
+    out = {}
+    for tool, entry in args.items():
+        required = [a for a, n in entry["passed"].items() if n >= REQUIRED_SHARE * entry["calls"]]
+        if not required and empty.get(tool, 0) < entry["calls"]:
+            out[tool] = empty.get(tool, 0)
+    return dict(sorted(out.items()))
+
+
+def learn_constants(
+    calls: dict[str, int], single_valued: list[tuple[str, str, Any, int]], found: set
+) -> list[dict]:
+    """Arguments the agent always passes the same way (§5.4): one value in every call that
+    passed it, in at least 5 calls and half of the lookup's calls, never found in an earlier
+    result, and not a string with a digit or an @ in it (an id or an email)."""
+    out = []
+    for tool, arg, value, n in single_valued:
+        if n < MIN_CONSTANT_CALLS or n < MIN_CONSTANT_SHARE * calls.get(tool, 0):
+            continue
+        if (tool, arg) in found:
+            continue
+        if isinstance(value, str) and any(ch.isdigit() or ch == "@" for ch in value):
+            continue
+        out.append({"tool": tool, "arg": arg, "value": value})
+    return sorted(out, key=lambda e: (e["tool"], e["arg"]))
 
 
 def smooth(agreed: int, tried: int) -> float:

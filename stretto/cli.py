@@ -117,7 +117,7 @@ def _learn(args: argparse.Namespace) -> int:
         importlib.import_module("assets.learn").flow,
     ]
     out = Path(args.out).expanduser().resolve()
-    config = {"domain": args.domain, "out": str(out)}
+    config = {"domain": args.domain, "out": str(out), "constants": args.constants}
     if args.manifest:
         config["manifest"] = str(Path(args.manifest).expanduser().resolve())
     result = run.materialize(assets, str(Layout.at(home).home), args.wait, {"flow": config})
@@ -212,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help='tool kinds from a manifest {"domain", "tools": {name: kind}} '
         "instead of the logs' tool lists",
+    )
+    learn.add_argument(
+        "--constants",
+        action="store_true",
+        help="also learn arguments the agent always passes the same way",
     )
     learn.add_argument("--home", metavar="DIR", help=home_help)
     learn.add_argument(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stretto.binding import Rules, agreement
+from stretto.binding import Rules, agreement, bare_lookups, learn_constants
 from stretto.flow import build_flow
 from stretto.habit import fit_alpha
 from warehouse import store
@@ -77,16 +77,19 @@ def _manifest_from_sessions(con, sessions: list[str]) -> tuple[dict, dict, dict]
     return kinds, docs, contracts
 
 
-def learn_bindings(con) -> dict:
+def learn_bindings(con, with_constants: bool = False) -> dict:
     """`args` and `sources` of the flow's bindings (docs/formats.md §3), from the tables
     `wanted` and `kinds` already on the connection."""
     queries = dict(sql_statements("bindings"))
     con.execute(queries["read_calls"])
     args: dict[str, dict] = {}
+    empty: dict[str, int] = {}
     for tool, arg, n in con.execute(queries["args"]).fetchall():
         entry = args.setdefault(tool, {"calls": 0, "passed": {}})
         if arg is None:
             entry["calls"] = int(n)
+        elif arg == "":
+            empty[tool] = int(n)
         else:
             entry["passed"][arg] = int(n)
     con.execute(queries["string_values"])
@@ -107,13 +110,23 @@ def learn_bindings(con) -> dict:
             }
         )
     sources.sort(key=lambda e: (e["tool"], e["arg"]))
-    return {
+    bindings = {
         "args": {
             t: {"calls": e["calls"], "passed": dict(sorted(e["passed"].items()))}
             for t, e in sorted(args.items())
         },
         "sources": sources,
+        "bare": bare_lookups(args, empty),
     }
+    if with_constants:
+        found = {(e["tool"], e["arg"]) for e in sources if e["found"]}
+        rows = con.execute(queries["constants"]).fetchall()
+        bindings["constants"] = learn_constants(
+            {t: e["calls"] for t, e in args.items()},
+            [(tool, arg, json.loads(value), int(n)) for tool, arg, value, n in rows],
+            found,
+        )
+    return bindings
 
 
 def session_events(con):
@@ -166,6 +179,7 @@ def learn_flow(
     domain: str,
     manifest: dict | None = None,
     only_domain: bool = False,
+    with_constants: bool = False,
     now_ms: int | None = None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's current sessions (all of them, or with
@@ -194,7 +208,7 @@ def learn_flow(
             "FROM steps s JOIN wanted w USING (session)",
             kinds,
         )
-        bindings = learn_bindings(con)
+        bindings = learn_bindings(con, with_constants)
         rules = Rules.from_flow(bindings)
         reads = {t for t, k in kinds.items() if k == "read"}
         bindings["agreed"] = agreement(rules, session_events(con), reads)

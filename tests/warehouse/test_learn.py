@@ -308,3 +308,39 @@ def test_without_habit_only_the_command_says_the_arbiter_is_not_there(tmp_path: 
     )
     assert done.returncode == 2 and "the arbiter is not available yet" in done.stderr
     shutil.rmtree(tmp_path)
+
+
+def test_constants_and_bare_lookups(tmp_path: Path) -> None:
+    builders = []
+    for i in range(6):
+        b = shop_log(i)
+        for line in b.lines:
+            params = line.get("message", {}).get("params", {})
+            if params.get("name") == "get_order":
+                params["arguments"]["fields"] = "status"  # always the same, no digit: a constant
+        b.client_call(7000, 9, "list_recent").result(7001, 9, "[]")
+        b.client_call(8000, 10, "list_recent", since=f"day {i}").result(8001, 10, "[]")
+        b.lines[2]["message"]["result"]["tools"].append(
+            {"name": "list_recent", "annotations": {"readOnlyHint": True}}
+        )
+        builders.append(b)
+    logs = write_logs(tmp_path / "logs", builders)
+    out = tmp_path / "shop.flow.json"
+    done = learn_cli(logs, out, tmp_path / "home", "--constants")
+    assert done.returncode == 0, done.stderr
+    bindings = load_flow(out)["bindings"]
+    assert bindings["constants"] == [{"tool": "get_order", "arg": "fields", "value": "status"}]
+    assert bindings["bare"] == {"list_recent": 6}  # called 12 times, 6 of them with nothing
+
+    from stretto.binding import Rules, SessionState, chance, pick
+
+    rules = Rules.from_flow(bindings)
+    state = SessionState()
+    state.add_result("get_account", True, '{"orders": ["X1"]}')
+    assert pick(rules, state, "get_order").arguments == {"order": "X1", "fields": "status"}
+    bare = pick(rules, state, "list_recent")
+    assert bare.arguments == {} and chance(rules, "list_recent", bare) == 7 / 14
+    # without --constants there are none
+    plain = tmp_path / "plain.flow.json"
+    assert learn_cli(logs, plain, tmp_path / "home").returncode == 0
+    assert "constants" not in load_flow(plain)["bindings"]

@@ -10,10 +10,21 @@ FROM calls c SEMI JOIN wanted w USING (session)
 WHERE c.tool IN (SELECT tool FROM kinds WHERE kind = 'read');
 
 -- name: args
--- For each lookup: its calls, and how many passed each argument.
+-- For each lookup: its calls, how many passed no argument at all (`arg` ''), and how many
+-- passed each argument.
 SELECT tool, NULL AS arg, count(*) AS n FROM read_calls GROUP BY tool
 UNION ALL
+SELECT tool, '', count(*) FROM read_calls WHERE arguments::VARCHAR = '{}' GROUP BY tool
+UNION ALL
 SELECT r.tool, e.key, count(*) FROM read_calls r, json_each(r.arguments) AS e GROUP BY ALL;
+
+-- name: constants
+-- Arguments a lookup always took with one and the same value: the value, and in how many
+-- calls (stretto.binding decides which become constants).
+SELECT r.tool, e.key AS arg, any_value(e.value::VARCHAR) AS value, count(*) AS n
+FROM read_calls r, json_each(r.arguments) AS e
+GROUP BY r.tool, e.key
+HAVING count(DISTINCT e.value::VARCHAR) = 1;
 
 -- name: string_values
 -- Each string an argument of a lookup took.
