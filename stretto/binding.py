@@ -119,6 +119,7 @@ class Rules:
     bare: dict[str, int]
     calls: dict[str, int]
     constants: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool -> arg -> value
+    lists: dict[tuple[str, str], list[tuple[str, list[str | None]]]] = field(default_factory=dict)
     named_other: dict[str, list[int]] = field(default_factory=dict)
     described_read: dict[str, list[int]] = field(default_factory=dict)
 
@@ -132,15 +133,9 @@ class Rules:
             )
         sources, traced = {}, set()
         for entry in bindings.get("sources", []):
-            key = (entry["tool"], entry["arg"])
-            traced.add(key)
-            usable = [
-                (f["source"], parse_path(f["path"]))
-                for f in entry["found"]
-                if f["count"] >= MIN_SOURCE_FOUND
-                and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
-            ]
-            sources[key] = usable
+            traced.add((entry["tool"], entry["arg"]))
+            sources[(entry["tool"], entry["arg"])] = usable_sources(entry)
+        lists = {(e["tool"], e["arg"]): usable_sources(e) for e in bindings.get("lists", [])}
         constants: dict[str, dict[str, Any]] = {}
         for entry in bindings.get("constants", []):
             constants.setdefault(entry["tool"], {})[entry["arg"]] = entry["value"]
@@ -154,6 +149,7 @@ class Rules:
             bindings.get("bare", {}),
             calls,
             constants=constants,
+            lists=lists,
             named_other=bindings.get("named_other", {}),
             described_read=bindings.get("described_read", {}),
         )
@@ -224,6 +220,12 @@ def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dic
     bound: dict[str, Any] = {}
     all_mentioned, other_named = True, False
     for arg in required:
+        if (tool, arg) in rules.lists:
+            chosen_list = _pick_list(rules.lists[(tool, arg)], state, arg, used)
+            if isinstance(chosen_list, str):
+                return Pick(None, error=chosen_list)
+            bound[arg] = chosen_list
+            continue
         if (tool, arg) not in rules.traced:
             return Pick(None, error=f"`{arg}` never took a string in training")
         usable = rules.sources.get((tool, arg), [])
@@ -280,6 +282,30 @@ def learn_constants(
             continue
         out.append({"tool": tool, "arg": arg, "value": value})
     return sorted(out, key=lambda e: (e["tool"], e["arg"]))
+
+
+def usable_sources(entry: dict) -> list[tuple[str, list[str | None]]]:
+    """A `sources` or `lists` entry's sources found often enough to bind from."""
+    return [
+        (f["source"], parse_path(f["path"]))
+        for f in entry["found"]
+        if f["count"] >= MIN_SOURCE_FOUND and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
+    ]
+
+
+def _pick_list(usable, state: SessionState, arg: str, used: set) -> list[str] | str:
+    """Every string at a usable source of the most recent output that has some, unless that
+    very list was passed already; else the reason it cannot."""
+    if not usable:
+        return f"no source for the list `{arg}` (the LLM supplies it)"
+    for source_tool, parsed in reversed(state.outputs):
+        for rule_tool, steps in usable:
+            if rule_tool != source_tool:
+                continue
+            values = [v for v, _ in values_at(parsed, steps)]
+            if values and (arg, value_text(values)) not in used:
+                return values
+    return f"no list left to pass as `{arg}`"
 
 
 def smooth(agreed: int, tried: int) -> float:

@@ -77,6 +77,27 @@ def _manifest_from_sessions(con, sessions: list[str]) -> tuple[dict, dict, dict]
     return kinds, docs, contracts
 
 
+def _found(rows: list[tuple]) -> list[dict]:
+    """Per lookup argument: how many values it took, and where they were found."""
+    out = []
+    for tool, arg, values, found in rows:
+        tally: dict[tuple[str, str], int] = {}
+        for hit in found or []:
+            key = (hit["source"], hit["path"])
+            tally[key] = tally.get(key, 0) + 1
+        out.append(
+            {
+                "tool": tool,
+                "arg": arg,
+                "values": int(values),
+                "found": [
+                    {"source": s, "path": p, "count": n} for (s, p), n in sorted(tally.items())
+                ],
+            }
+        )
+    return sorted(out, key=lambda e: (e["tool"], e["arg"]))
+
+
 def learn_bindings(con, with_constants: bool = False) -> dict:
     """`args` and `sources` of the flow's bindings (docs/formats.md §3), from the tables
     `wanted` and `kinds` already on the connection."""
@@ -93,23 +114,8 @@ def learn_bindings(con, with_constants: bool = False) -> dict:
         else:
             entry["passed"][arg] = int(n)
     con.execute(queries["string_values"])
-    sources = []
-    for tool, arg, values, found in con.execute(queries["sources"]).fetchall():
-        tally: dict[tuple[str, str], int] = {}
-        for hit in found or []:
-            key = (hit["source"], hit["path"])
-            tally[key] = tally.get(key, 0) + 1
-        sources.append(
-            {
-                "tool": tool,
-                "arg": arg,
-                "values": int(values),
-                "found": [
-                    {"source": s, "path": p, "count": n} for (s, p), n in sorted(tally.items())
-                ],
-            }
-        )
-    sources.sort(key=lambda e: (e["tool"], e["arg"]))
+    sources = _found(con.execute(queries["sources"]).fetchall())
+    lists = _found(con.execute(queries["lists"]).fetchall())
     bindings = {
         "args": {
             t: {"calls": e["calls"], "passed": dict(sorted(e["passed"].items()))}
@@ -118,6 +124,8 @@ def learn_bindings(con, with_constants: bool = False) -> dict:
         "sources": sources,
         "bare": bare_lookups(args, empty),
     }
+    if lists:
+        bindings["lists"] = lists
     if with_constants:
         found = {(e["tool"], e["arg"]) for e in sources if e["found"]}
         rows = con.execute(queries["constants"]).fetchall()

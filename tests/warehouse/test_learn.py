@@ -344,3 +344,35 @@ def test_constants_and_bare_lookups(tmp_path: Path) -> None:
     plain = tmp_path / "plain.flow.json"
     assert learn_cli(logs, plain, tmp_path / "home").returncode == 0
     assert "constants" not in load_flow(plain)["bindings"]
+
+
+def test_list_arguments(tmp_path: Path) -> None:
+    builders = []
+    for i in range(4):
+        b = shop_log(i)
+        b.client_call(2500, 7, "get_orders", orders=[f"X{i}", f"Y{i}"]).result(2501, 7, "[]")
+        b.lines[2]["message"]["result"]["tools"].append(
+            {"name": "get_orders", "annotations": {"readOnlyHint": True}}
+        )
+        builders.append(b)
+    out = tmp_path / "shop.flow.json"
+    done = learn_cli(write_logs(tmp_path / "logs", builders), out, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    bindings = load_flow(out)["bindings"]
+    assert bindings["lists"] == [
+        {
+            "tool": "get_orders",
+            "arg": "orders",
+            "values": 4,
+            "found": [{"source": "get_account", "path": "$.orders[*]", "count": 4}],
+        }
+    ]
+
+    from stretto.binding import Rules, SessionState, pick
+
+    rules = Rules.from_flow(bindings)
+    state = SessionState()
+    state.add_result("get_account", True, '{"orders": ["A", "B", "C"]}')
+    assert pick(rules, state, "get_orders").arguments == {"orders": ["A", "B", "C"]}
+    state.add_call("get_orders", {"orders": ["A", "B", "C"]})
+    assert pick(rules, state, "get_orders").error == "no list left to pass as `orders`"

@@ -74,3 +74,53 @@ SELECT v.tool, v.arg, count(*) AS "values",
 FROM string_values v
 LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
 GROUP BY v.tool, v.arg;
+
+-- name: lists
+-- Arguments that took a list of strings: for each such list, the most recent earlier
+-- successful result with a path holding every value of it (the path is found by locating the
+-- list's first value; array indices as [*]; a result that is not JSON is its lines, `$[*]`).
+WITH list_values AS (
+    SELECT r.session, r.sent_seq, r.sent_sub, r.tool, e.key AS arg,
+           CAST(e.value AS VARCHAR[]) AS items
+    FROM read_calls r, json_each(r.arguments) AS e
+    WHERE json_type(e.value) = 'ARRAY' AND json_array_length(e.value) > 0
+      AND list_bool_and(list_transform(json_extract(e.value, '$[*]'),
+                                       lambda x: json_type(x) = 'VARCHAR'))
+), outputs AS (
+    SELECT session, tool AS source, answered_seq, result_text, json_valid(result_text) AS is_json
+    FROM calls SEMI JOIN wanted USING (session)
+    WHERE status = 'ok'
+), pairs AS (
+    SELECT l.*, o.source, o.answered_seq, o.result_text, o.is_json
+    FROM list_values l JOIN outputs o
+      ON o.session = l.session AND o.answered_seq < l.sent_seq
+     AND contains(o.result_text, l.items[1])
+), json_paths AS (
+    -- every string at each path of the output, for the paths where the first value is
+    SELECT p.session, p.sent_seq, p.sent_sub, p.arg, p.items, p.source, p.answered_seq,
+           regexp_replace(t.fullkey, '\[[0-9]+\]', '[*]', 'g') AS path,
+           list(t.value ->> '$') AS strings, bool_or(t.value ->> '$' = p.items[1]) AS has_first,
+           min(t.id) AS position
+    FROM pairs p, json_tree(p.result_text) AS t
+    WHERE p.is_json AND t.type = 'VARCHAR'
+    GROUP BY ALL
+), text_paths AS (
+    SELECT session, sent_seq, sent_sub, arg, items, source, answered_seq, '$[*]' AS path,
+           list_filter(list_transform(string_split(result_text, chr(10)), lambda x: trim(x)),
+                       lambda x: x <> '') AS strings, true AS has_first, 0 AS position
+    FROM pairs WHERE NOT is_json
+), hits AS (
+    SELECT * FROM json_paths WHERE has_first AND list_has_all(strings, items)
+    UNION ALL
+    SELECT * FROM text_paths WHERE list_has_all(strings, items)
+), first_hit AS (
+    SELECT * FROM hits
+    QUALIFY row_number() OVER (PARTITION BY session, sent_seq, sent_sub, arg
+                               ORDER BY answered_seq DESC, position) = 1
+)
+SELECT l.tool, l.arg, count(*) AS "values",
+       list(struct_pack(source := h.source, path := h.path)) FILTER (WHERE h.source IS NOT NULL)
+           AS found
+FROM list_values l
+LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
+GROUP BY l.tool, l.arg;
