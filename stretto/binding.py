@@ -90,24 +90,6 @@ def values_at(document: Any, steps: list[str | None]) -> list[tuple[str, list[st
     return out
 
 
-def scalar_leaves(document: Any, out: set[str]) -> set[str]:
-    if isinstance(document, dict):
-        for item in document.values():
-            scalar_leaves(item, out)
-    elif isinstance(document, list):
-        for item in document:
-            scalar_leaves(item, out)
-    elif isinstance(document, str):
-        out.add(document.strip().lower())
-    elif isinstance(document, int | float) and not isinstance(document, bool):
-        out.add(value_text(document))
-    return out
-
-
-def keyish(text: str) -> bool:
-    return len(text) >= 4 and any(ch.isdigit() for ch in text)
-
-
 @dataclass
 class Rules:
     """A flow's bindings, prepared for picking."""
@@ -122,6 +104,11 @@ class Rules:
     lists: dict[tuple[str, str], list[tuple[str, list[str | None]]]] = field(default_factory=dict)
     named_other: dict[str, list[int]] = field(default_factory=dict)
     described_read: dict[str, list[int]] = field(default_factory=dict)
+
+    def source_tools(self) -> frozenset[str]:
+        return frozenset(
+            t for rules in (*self.sources.values(), *self.lists.values()) for t, _ in rules
+        )
 
     @classmethod
     def from_flow(cls, bindings: dict) -> Rules:
@@ -164,12 +151,12 @@ class Pick:
 
 @dataclass
 class SessionState:
-    """What the pick knows of a session so far."""
+    """What the pick knows of a session so far. Results are parsed only when a pick reads
+    them, and only results of tools that are some binding's source are kept."""
 
+    source_tools: frozenset[str] | None = None  # None: keep every result
     customer: str = ""
-    outputs: list[tuple[str, Any]] = field(default_factory=list)  # successful results
-    seen: set[str] = field(default_factory=set)
-    given: set[str] = field(default_factory=set)
+    outputs: list[list] = field(default_factory=list)  # [tool, content, parsed or _UNPARSED]
     used: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # tool -> (arg, value)
     called: set[str] = field(default_factory=set)
 
@@ -181,15 +168,17 @@ class SessionState:
         used = self.used.setdefault(tool, set())
         for arg, value in arguments.items():
             used.add((arg, value_text(value)))
-        for leaf in scalar_leaves(arguments, set()):
-            if keyish(leaf) and leaf not in self.seen:
-                self.given.add(leaf)
 
     def add_result(self, tool: str, ok: bool, content: str) -> None:
-        if ok:
-            parsed = parse_output(content)
-            self.outputs.append((tool, parsed))
-            scalar_leaves(parsed, self.seen)
+        if ok and (self.source_tools is None or tool in self.source_tools):
+            self.outputs.append([tool, content, _UNPARSED])
+
+    def recent_outputs(self):
+        """(tool, parsed result), the most recent first."""
+        for output in reversed(self.outputs):
+            if output[2] is _UNPARSED:
+                output[2] = parse_output(output[1])
+            yield output[0], output[2]
 
     def mentions(self, value: str) -> bool:
         text = value.strip().lower()
@@ -198,6 +187,9 @@ class SessionState:
         return text in self.customer or (
             text.startswith("#") and text[1:] != "" and text[1:] in self.customer
         )
+
+
+_UNPARSED = object()
 
 
 def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dict]] = ()) -> Pick:
@@ -233,7 +225,7 @@ def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dic
             return Pick(None, error=f"no source for `{arg}` (the LLM supplies it)")
         candidates: list[tuple[str, bool]] = []
         any_mentioned = False
-        for source_tool, parsed in reversed(state.outputs):
+        for source_tool, parsed in state.recent_outputs():
             for rule_tool, steps in usable:
                 if rule_tool != source_tool:
                     continue
@@ -298,7 +290,7 @@ def _pick_list(usable, state: SessionState, arg: str, used: set) -> list[str] | 
     very list was passed already; else the reason it cannot."""
     if not usable:
         return f"no source for the list `{arg}` (the LLM supplies it)"
-    for source_tool, parsed in reversed(state.outputs):
+    for source_tool, parsed in state.recent_outputs():
         for rule_tool, steps in usable:
             if rule_tool != source_tool:
                 continue
@@ -343,8 +335,9 @@ def agreement(rules: Rules, sessions, reads: set[str]) -> dict[str, list[list[in
     arguments), ...]) for the calls of one LLM turn, ("result", tool, ok, content).
     """
     tally: dict[str, list[list[int]]] = {}
+    sources = rules.source_tools()
     for events in sessions:
-        state = SessionState()
+        state = SessionState(sources)
         for event in events:
             kind = event[0]
             if kind == "user":
