@@ -376,3 +376,52 @@ def test_list_arguments(tmp_path: Path) -> None:
     assert pick(rules, state, "get_orders").arguments == {"orders": ["A", "B", "C"]}
     state.add_call("get_orders", {"orders": ["A", "B", "C"]})
     assert pick(rules, state, "get_orders").error == "no list left to pass as `orders`"
+
+
+def test_back_off_by_hand_and_lines_as_a_source(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    builders = []
+    for i in range(3):
+        b = LogBuilder()
+        b.lines[0] = {**HEADER, "session": f"n-{i}", "started_unix_ms": i, "domain": "notes"}
+        b._add(0, "client", {"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
+        b._add(
+            1,
+            "server",
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "result": {
+                    "tools": [
+                        {"name": "search", "annotations": {"readOnlyHint": True}},
+                        {"name": "read", "annotations": {"readOnlyHint": True}},
+                    ]
+                },
+            },
+        )
+        b.client_call(10, 1, "search", pattern="x").result(11, 1, f"/n/a{i}.md\n/n/b{i}.md\n")
+        b.client_call(1000, 2, "read", path=f"/n/a{i}.md").result(1001, 2, "text")
+        b.client_call(2000, 3, "read", path=f"/n/b{i}.md").result(2001, 3, "text")
+        builders.append(b)
+    write_logs(home / "logs/notes", builders)
+    ingest(home)
+    flow = learn_flow(Layout.at(home), "notes")
+    (source,) = [s for s in flow["bindings"]["sources"] if s["tool"] == "read"]
+    assert source["found"] == [{"source": "search", "path": "$[*]", "count": 6}]
+    assert flow["bindings"]["agreed"]["read"] == [[6, 6], [0, 0]]
+
+    # P(read | [search]) through the levels, by hand: actions respond, read, search (+ unseen)
+    a, vocab = flow["habit"]["alpha"], 4
+    p = 1 / vocab
+    p = (6 + a * p) / (9 + a)  # level 0: read 6 of 9 steps
+    p = (3 + a * p) / (3 + a)  # [search]: read 3 of 3
+    p = (3 + a * p) / (3 + a)  # [<start>, search]: read 3 of 3
+    p = (3 + a * p) / (3 + a)  # the group layer applies the longest context once more
+    assert habit_model(flow).prob("read", ["search"]) == pytest.approx(p, rel=1e-12)
+    # R(read | the start): each session's steps search, read, read reach {search, read},
+    # {read}, {read} (no writes): read 9 of 9 at level 0, 3 of 3 after <start>, <start><start>
+    r = 1 / vocab
+    r = (9 + a * r) / (9 + a)
+    r = (3 + a * r) / (3 + a)
+    r = (3 + a * r) / (3 + a)
+    assert reach_model(flow).prob("read", []) == pytest.approx(r, rel=1e-12)
