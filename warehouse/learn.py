@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from stretto.binding import Rules, agreement, bare_lookups, learn_constants
 from stretto.flow import build_flow
@@ -201,11 +202,17 @@ def learn_flow(
             {"domain": domain} if only_domain else {},
         ).fetchall()
         order = [r[0] for r in rows]
-        con.execute("CREATE OR REPLACE TEMP TABLE wanted (session VARCHAR, session_order INTEGER)")
-        if order:
-            con.executemany(
-                "INSERT INTO wanted VALUES (?, ?)", [(s, i) for i, s in enumerate(order)]
-            )
+        # one insert of the whole list, not a statement per session
+        con.register(
+            "wanted_arrow",
+            pa.table(
+                {
+                    "session": pa.array(order, pa.string()),
+                    "session_order": pa.array(range(len(order)), pa.int64()),
+                }
+            ),
+        )
+        con.execute("CREATE OR REPLACE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
         kinds, docs, contracts = _manifest_from_sessions(con, order)
         if manifest is not None:
             kinds = dict(manifest["tools"])
