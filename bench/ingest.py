@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.sides import run_side  # noqa: E402
 
 
 def side_floor(logs: Path, out: Path) -> dict:
@@ -118,16 +119,6 @@ def side_ours(home: Path) -> dict:
     }
 
 
-def run_side(args: list[str]) -> tuple[dict, float]:
-    """Run this script as one side in a child process: its figures and its peak RSS in GB."""
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"bench side {args[:2]} failed with status {status}")
-    return json.loads(out), usage.ru_maxrss / 1024 / 1024
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=50_000)
@@ -163,11 +154,13 @@ def main() -> int:
                 out.mkdir()
                 if side == "floor":
                     floors.append(
-                        run_side(["--side", "floor", "--logs", str(archive), "--out", str(out)])
+                        run_side(
+                            __file__, ["--side", "floor", "--logs", str(archive), "--out", str(out)]
+                        )
                     )
                 else:
                     (out / "logs").symlink_to(archive.resolve())
-                    ours.append(run_side(["--side", "ours", "--out", str(out)]))
+                    ours.append(run_side(__file__, ["--side", "ours", "--out", str(out)]))
                 shutil.rmtree(out)
                 print(f"  rep {rep + 1}: {side} done", file=sys.stderr)
         # ours: sampled over the process and its ingest workers together

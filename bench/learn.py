@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.sides import run_side  # noqa: E402
 
 TOOLS = 30
 KINDS = {f"tool_{i:02d}": ("write" if i % 3 == 0 else "read") for i in range(TOOLS)}
@@ -142,15 +142,6 @@ def digest(habit: dict, reach: dict, sites: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def run_side(args: list[str]) -> tuple[dict, float]:
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"bench side {args[:2]} failed with status {status}")
-    return json.loads(out), usage.ru_maxrss / 1024 / 1024
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000000,10000000")
@@ -167,8 +158,8 @@ def main() -> int:
         for size in (int(s) for s in args.sizes.split(",")):
             path = Path(tmp) / f"steps-{size}.parquet"
             generate(path, size)
-            ours, ours_gb = run_side(["--side", "ours", "--path", str(path)])
-            base, base_gb = run_side(["--side", "baseline", "--path", str(path)])
+            ours, ours_gb = run_side(__file__, ["--side", "ours", "--path", str(path)])
+            base, base_gb = run_side(__file__, ["--side", "baseline", "--path", str(path)])
             results.append(
                 {
                     "rows": size,

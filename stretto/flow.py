@@ -141,15 +141,17 @@ def validate(flow: Any, source: str = "flow") -> dict:
     return flow
 
 
-def load_flow(path: str | Path) -> dict:
-    path = Path(path)
+def _read_json(path: Path) -> Any:
     try:
-        flow = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except OSError as exc:
         raise FlowError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except ValueError as exc:
         raise FlowError(f"{path}: not JSON ({exc})") from exc
-    return validate(flow, str(path))
+
+
+def load_flow(path: str | Path) -> dict:
+    return validate(_read_json(Path(path)), str(path))
 
 
 def _model_parts(part: dict) -> tuple[dict, dict]:
@@ -179,12 +181,7 @@ def reach_model(flow: dict) -> BackoffModel:
 def load_manifest(path: str | Path) -> dict:
     """A tool manifest file: `{"domain", "tools": {name: read|write|generic}, "docs"?}`."""
     path = Path(path)
-    try:
-        manifest = json.loads(path.read_text())
-    except OSError as exc:
-        raise FlowError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise FlowError(f"{path}: not JSON ({exc})") from exc
+    manifest = _read_json(path)
     if not isinstance(manifest, dict):
         raise FlowError(f"{path}: a manifest is a JSON object")
     tools = manifest.get("tools")
