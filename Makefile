@@ -38,6 +38,7 @@ lint: setup
 bench: setup
 	$(BIN)/python bench/proxy_overhead.py
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/learn.py
 
 clean:
 	rm -rf $(VENV) node/node_modules *.egg-info
