@@ -1,0 +1,194 @@
+"""The decision after each call (../shared/spec/algorithms.md §6.1–6.3, reasons §6.6).
+
+One implementation for everything that decides: the proxy (serving), and later audit and the
+replay benchmark. Given the session so far — its step names, and what the binding knows —
+it says which lookup to make, if any, with every option's probability, or why it hands back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stretto.binding import Rules, SessionState, chance, pick
+from stretto.flow import habit_model, reach_model
+
+DEFAULT_THRESHOLD = 0.3
+RESPOND = "respond"
+
+
+def theta_text(theta: float) -> str:
+    """A threshold as the reference prints it: 0.3, 0.25, 1."""
+    text = repr(float(theta))
+    return text[:-2] if text.endswith(".0") else text
+
+
+@dataclass
+class Option:
+    tool: str
+    prob: float  # the decider's probability
+    habit: float  # the habit's, for the log and review
+    chance: float | None = None  # the binding's chance, when it binds
+    arguments: dict | None = None
+    reason: str | None = None  # why it does not bind
+
+
+@dataclass
+class Decision:
+    site: str | None
+    action: str  # "lookup" or "hand_back"
+    tool: str | None = None
+    arguments: dict | None = None
+    prob: float | None = None
+    binding: float | None = None
+    reason: str | None = None
+    probs: dict[str, float] = field(default_factory=dict)  # every option, respond included
+    options: list[Option] = field(default_factory=list)
+
+    @property
+    def looks_up(self) -> bool:
+        return self.action == "lookup"
+
+
+def site_name(tool: str, failed: bool) -> str:
+    return tool + (" (error)" if failed else "")
+
+
+class Decider:
+    """A flow's decider: `reach` (default when the flow has reach counts) or `habit`."""
+
+    def __init__(
+        self, flow: dict, decider: str | None = None, threshold: float = DEFAULT_THRESHOLD
+    ) -> None:
+        self.flow = flow
+        self.kind = decider or ("reach" if flow.get("reach") else "habit")
+        if self.kind not in ("reach", "habit"):
+            raise ValueError(f"unknown decider {self.kind!r} (reach or habit)")
+        self.threshold = threshold
+        self.habit = habit_model(flow)
+        self.reach = reach_model(flow) if self.kind == "reach" else None
+        self.rules = Rules.from_flow(flow["bindings"])
+        self.options = {
+            (s["after"], s["failed"]): sorted(s["lookups"]) for s in flow["sites"]["next"]
+        }
+        self.thresholds = flow.get("thresholds", {})
+        promoted = flow.get("promoted")
+        self.promoted = (
+            None
+            if promoted is None
+            else {
+                site for site, entry in promoted.get("sites", {}).items() if entry.get("promoted")
+            }
+        )
+
+    def decide(
+        self,
+        history: list[str],
+        last: tuple[str, bool] | None,
+        state: SessionState,
+        also: list[tuple[str, dict]] = (),
+    ) -> Decision:
+        """Decide after the call `last` = (tool, failed) — the last of `history`, the session's
+        step names so far — with `state` what the binding knows and `also` the calls already
+        on their way in this turn."""
+        if last is None:
+            return Decision(None, "hand_back", reason="the last step is not a tool call")
+        site = site_name(*last)
+        if self.promoted is not None and site not in self.promoted:
+            return Decision(site, "hand_back", reason="the site is not promoted")
+        theta = self.threshold
+        if site in self.thresholds:
+            if self.thresholds[site] > 1:
+                return Decision(site, "hand_back", reason="the site is switched off")
+            theta = self.thresholds[site]
+        lookups = self.options.get(last, [])
+        if not lookups:
+            return Decision(site, "hand_back", reason="no lookups followed here in training")
+        habit = {tool: self.habit.prob(tool, history) for tool in lookups}
+        if self.kind == "reach":
+            probs = {tool: self.reach.prob(tool, history) for tool in lookups}
+            probs[RESPOND] = 0.0
+        else:
+            probs = dict(habit)
+            probs[RESPOND] = max(0.0, 1.0 - sum(habit.values()))
+        options = [Option(tool, probs[tool], habit[tool]) for tool in lookups]
+        for option in options:
+            bound = pick(self.rules, state, option.tool, list(also))
+            if bound.arguments is None:
+                option.reason = f"{option.tool}: {bound.error}"
+            else:
+                option.arguments = bound.arguments
+                option.chance = chance(self.rules, option.tool, bound)
+        rule = self._reach_rule if self.kind == "reach" else self._habit_rule
+        decision = rule(options, theta)
+        decision.site = site
+        decision.probs = {name: probs[name] for name in sorted(probs)}
+        decision.options = options
+        return decision
+
+    @staticmethod
+    def _habit_rule(options: list[Option], theta: float) -> Decision:
+        """The likeliest lookup, if it clears θ and binds (no fall-back to the next one)."""
+        best = None
+        for option in options:  # ties: the first in name order
+            if best is None or option.prob > best.prob:
+                best = option
+        if best is None:
+            return Decision(None, "hand_back", reason="no lookup to make")
+        if best.prob < theta:
+            return Decision(
+                None,
+                "hand_back",
+                prob=best.prob,
+                reason=f"{best.tool} at {best.prob:.2f}, below {theta_text(theta)}",
+            )
+        return Decider._clear(best, theta)
+
+    @staticmethod
+    def _reach_rule(options: list[Option], theta: float) -> Decision:
+        """Each lookup judged on its own: the best probability × chance among those that
+        clear θ and bind."""
+        best, last_error = None, None
+        for option in options:
+            if option.prob < theta:
+                continue
+            if option.arguments is None:
+                last_error = option.reason
+                continue
+            if best is None or option.prob * option.chance > best.prob * best.chance:
+                best = option
+        if best is None:
+            if last_error:
+                return Decision(None, "hand_back", reason=last_error)
+            likeliest = max(options, key=lambda o: o.prob, default=None)  # first of equals
+            if likeliest is None:
+                return Decision(None, "hand_back", reason="no lookup to make")
+            return Decision(
+                None,
+                "hand_back",
+                prob=likeliest.prob,
+                reason=f"{likeliest.tool} at {likeliest.prob:.2f}, below {theta_text(theta)}",
+            )
+        return Decider._clear(best, theta)
+
+    @staticmethod
+    def _clear(best: Option, theta: float) -> Decision:
+        if best.arguments is None:
+            return Decision(None, "hand_back", tool=best.tool, prob=best.prob, reason=best.reason)
+        if best.prob * best.chance < theta:
+            return Decision(
+                None,
+                "hand_back",
+                tool=best.tool,
+                prob=best.prob,
+                binding=best.chance,
+                reason=f"{best.tool} at {best.prob:.2f}, times {best.chance:.2f} "
+                f"for its arguments, below {theta_text(theta)}",
+            )
+        return Decision(
+            None,
+            "lookup",
+            tool=best.tool,
+            arguments=best.arguments,
+            prob=best.prob,
+            binding=best.chance,
+        )

@@ -1,0 +1,118 @@
+"""The decision after each call, held to the reference proxy's own decisions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stretto.binding import SessionState
+from stretto.decide import Decider, theta_text
+from stretto.episode import Assistant, ToolResult, User, read_episode
+from stretto.flow import load_flow
+from stretto.steps import episode_steps
+from tests.conftest import REFERENCE_HOME
+
+STRETTO = str(Path(sys.executable).parent / "stretto")
+SERVED = REFERENCE_HOME / "served/shop"
+
+
+@pytest.fixture(scope="module")
+def shop_flow(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("flow")
+    out = tmp / "shop.flow.json"
+    done = subprocess.run(
+        [
+            STRETTO,
+            "learn",
+            "--sessions",
+            str(REFERENCE_HOME / "logs/shop"),
+            "--domain",
+            "shop",
+            "--habit-only",
+            "--out",
+            str(out),
+            "--home",
+            str(tmp / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    flow = load_flow(out)
+    # the same counts as the reference's flow; take its α so that probabilities match exactly
+    reference = json.loads((REFERENCE_HOME / "shop.flow.json").read_text())
+    flow["habit"]["alpha"] = flow["reach"]["alpha"] = reference["habit"]["base"]["alpha"]
+    return flow
+
+
+def replay(flow: dict, session: Path) -> list:
+    """Re-decide, at each of the reference proxy's decisions in a served session."""
+    episode = read_episode(session)
+    steps = {s.call_id: s for s in episode_steps(episode)}
+    decider = Decider(flow)
+    state = SessionState()
+    history: list[str] = []
+    decisions = []
+    for event in episode.events:
+        if isinstance(event, User):
+            state.add_user(event.text)
+        elif isinstance(event, Assistant):
+            for call in event.calls:
+                state.add_call(call.name, call.arguments)
+                history.append(steps[call.id].name())
+            if not event.calls:
+                history.append("respond")
+        elif isinstance(event, ToolResult):
+            state.add_result(event.name, not event.error, event.content)
+            decisions.append(
+                (event, decider.decide(list(history), (event.name, event.error), state))
+            )
+    return decisions
+
+
+def test_reach_decisions_match_the_reference_proxy(shop_flow: dict) -> None:
+    session = SERVED / "20260928T020401.117Z-14662.jsonl"
+    flow_log = SERVED / "20260928T020401.117Z-14662.flow.jsonl"
+    logged = [json.loads(line) for line in flow_log.read_text().splitlines()]
+    logged = [d for d in logged if "action" in d]
+    ours = [d for _, d in replay(shop_flow, session)]
+    assert len(ours) == len(logged) == 5  # four in the first run, one after the write
+    for mine, theirs in zip(ours, logged, strict=True):
+        assert mine.site == theirs["site"]
+        assert mine.action == theirs["action"]
+        assert mine.probs == pytest.approx(theirs["probs"], abs=1e-12)
+        assert mine.prob == pytest.approx(theirs["prob"], abs=1e-12)
+        if theirs["action"] == "lookup":
+            assert (mine.tool, mine.arguments) == (theirs["tool"], theirs["arguments"])
+            assert mine.binding == pytest.approx(theirs["binding"], abs=1e-12)
+        else:
+            assert mine.reason == theirs["reason"]
+
+
+def test_hand_back_reasons(shop_flow: dict) -> None:
+    decider = Decider(shop_flow)
+    state = SessionState()
+    assert decider.decide([], None, state).reason == "the last step is not a tool call"
+    lonely = decider.decide(["cancel_pending_order"], ("cancel_pending_order", False), state)
+    assert (lonely.site, lonely.reason) == (
+        "cancel_pending_order",
+        "no lookups followed here in training",
+    )
+    # the site's lookup cannot bind: nothing found yet to pass
+    nothing = decider.decide(["get_user_details"], ("get_user_details", False), state)
+    assert nothing.reason == "get_order_details: nothing left to pass as `order_id`"
+    off = Decider({**shop_flow, "thresholds": {"find_user_id_by_email": 2.0}})
+    assert (
+        off.decide(["find_user_id_by_email"], ("find_user_id_by_email", False), state).reason
+        == "the site is switched off"
+    )
+    habit = Decider(shop_flow, "habit", threshold=0.999)
+    state.add_result("find_user_id_by_email", True, "user_9")
+    low = habit.decide(["find_user_id_by_email"], ("find_user_id_by_email", False), state)
+    assert low.reason == "get_user_details at 1.00, times 0.88 for its arguments, below 0.999"
+    assert theta_text(0.3) == "0.3" and theta_text(1.0) == "1"
