@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 START = "<start>"
 ORDER = 2
-# The grid for log α and its prior: log α ~ Normal(0, 2).
-LOG_ALPHA_GRID = np.linspace(-5.0, 5.0, 201)
+# The grid for log α and its prior: log α ~ Normal(0, 2). (numpy is imported by the fit only:
+# the proxy uses the models and starts without it.)
+LOG_ALPHA_POINTS = 201
+LOG_ALPHA_RANGE = (-5.0, 5.0)
 LOG_ALPHA_PRIOR_SD = 2.0
 
 Levels = Mapping[tuple[str, ...], Mapping[str, float]]
@@ -69,12 +69,12 @@ class BackoffModel:
         return {a: self.prob(a, history) for a in actions}
 
 
-def prequential_loglik(
-    counts: Mapping[str, np.ndarray], alphas: np.ndarray, vocab_size: int
-) -> np.ndarray:
+def prequential_loglik(counts: Mapping, alphas, vocab_size: int):
     """The online log-likelihood of the steps for each α: each step predicted from the steps
     before it, then observed. `counts` holds, per step, n(c_j) and n(c_j, a) over the earlier
     steps at levels 0–2 (`n0, na0, n1, na1, n2, na2`)."""
+    import numpy as np
+
     out = np.empty(len(alphas))
     for i, alpha in enumerate(alphas):
         p = np.full(len(counts["n0"]), 1.0 / vocab_size)
@@ -86,18 +86,21 @@ def prequential_loglik(
     return out
 
 
-def fit_alpha(counts: Mapping[str, np.ndarray], vocab_size: int) -> dict:
+def fit_alpha(counts: Mapping, vocab_size: int) -> dict:
     """The posterior median of α on a grid of log α (deterministic): prior log α ~ N(0, 2),
     likelihood the prequential log-likelihood of the steps."""
+    import numpy as np
+
     if not len(counts.get("n0", [])):
         return {"alpha": 1.0, "method": "default (no steps)"}
-    loglik = prequential_loglik(counts, np.exp(LOG_ALPHA_GRID), vocab_size)
-    log_post = loglik - 0.5 * (LOG_ALPHA_GRID / LOG_ALPHA_PRIOR_SD) ** 2
+    grid = np.linspace(*LOG_ALPHA_RANGE, LOG_ALPHA_POINTS)
+    loglik = prequential_loglik(counts, np.exp(grid), vocab_size)
+    log_post = loglik - 0.5 * (grid / LOG_ALPHA_PRIOR_SD) ** 2
     weights = np.exp(log_post - log_post.max())
     cdf = np.cumsum(weights) / weights.sum()
 
     def quantile(q: float) -> float:
-        return float(np.exp(LOG_ALPHA_GRID[int(np.searchsorted(cdf, q))]))
+        return float(np.exp(grid[int(np.searchsorted(cdf, q))]))
 
     return {
         "alpha": quantile(0.5),
