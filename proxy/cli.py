@@ -45,6 +45,61 @@ def _parser() -> argparse.ArgumentParser:
         help="a JSONL file of conversation messages ({role, content}) the host appends to; "
         "new lines are logged as 'context' before the next tool call",
     )
+    flows = p.add_argument_group("serving a flow")
+    flows.add_argument(
+        "--flow",
+        metavar="FILE",
+        help="after each of the agent's calls, make the lookups this flow expects",
+    )
+    flows.add_argument(
+        "--flow-decider",
+        choices=("reach", "habit"),
+        help="reach (the default when the flow has reach counts) or habit",
+    )
+    flows.add_argument(
+        "--flow-threshold",
+        type=float,
+        default=0.3,
+        metavar="P",
+        help="make a lookup when probability x binding chance reaches P (0.3)",
+    )
+    flows.add_argument(
+        "--flow-per-call",
+        type=int,
+        default=8,
+        metavar="N",
+        help="at most N lookups after one call (8)",
+    )
+    flows.add_argument(
+        "--flow-per-session",
+        type=int,
+        default=40,
+        metavar="N",
+        help="at most N lookups in a session (40)",
+    )
+    flows.add_argument(
+        "--flow-tools",
+        action="append",
+        metavar="A,B",
+        help="only these lookups (comma-separated, repeatable)",
+    )
+    flows.add_argument(
+        "--flow-log",
+        metavar="FILE",
+        help="the flow log (default: <record dir>/<session>.flow.jsonl)",
+    )
+    flows.add_argument(
+        "--flow-shadow",
+        action="store_true",
+        help="decide and log, never look up: the agent gets the server's bytes",
+    )
+    flows.add_argument(
+        "--flow-budget",
+        type=int,
+        default=40_000,
+        metavar="CHARS",
+        help="at most this many characters appended to a result (40000)",
+    )
     srv = p.add_argument_group("server")
     srv.add_argument(
         "--upstream",
@@ -75,6 +130,14 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.error("no server to wrap: give its command after -- (or --upstream URL)")
     if args.upstream_header and not args.upstream:
         parser.error("--upstream-header needs --upstream")
+    flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow")
+    if not args.flow and any(getattr(args, o) for o in flow_options):
+        parser.error("the --flow-* options need --flow")
+    if args.flow and not (args.record or args.flow_log):
+        parser.error(
+            "--flow needs --record DIR (the flow log goes beside the session log) "
+            "or --flow-log FILE"
+        )
     return args, command
 
 
@@ -100,6 +163,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from proxy.redact import redact_command, redact_url
     from proxy.relay import Relay
+
+    flow = None
+    if args.flow:  # refuse a bad flow before starting anything
+        from stretto.flow import FlowError, load_flow
+
+        try:
+            flow = load_flow(os.path.expanduser(args.flow))
+        except FlowError as exc:
+            _say(str(exc))
+            return EXIT_USAGE
 
     try:
         if args.upstream:
@@ -148,7 +221,35 @@ def main(argv: list[str] | None = None) -> int:
     relay = Relay(server, log, context)
     if hasattr(server, "set_error_handler"):
         server.set_error_handler(relay.answer_errors)
+    if flow is not None:
+        relay.flow = _flow_server(flow, args, relay, server, log)
     return _run(relay, server, log)
+
+
+def _flow_server(flow, args, relay, server, log):
+    """What serves the flow in this session."""
+    from proxy.serve import FlowServer
+
+    tools = None
+    if args.flow_tools:
+        tools = {t.strip() for spec in args.flow_tools for t in spec.split(",") if t.strip()}
+    log_path = args.flow_log or os.path.join(os.path.dirname(log.path), f"{log.session}.flow.jsonl")
+    record = log.record if log is not None else (lambda sender, line, parsed: None)
+    _say(f"serving the flow {args.flow}; its log: {log_path}")
+    return FlowServer(
+        flow,
+        decider=args.flow_decider,
+        threshold=args.flow_threshold,
+        per_call=args.flow_per_call,
+        per_session=args.flow_per_session,
+        tools=tools,
+        log_path=os.path.expanduser(log_path),
+        shadow=args.flow_shadow,
+        budget_chars=args.flow_budget,
+        send=server.send,
+        to_host=relay.to_host,
+        record=record,
+    )
 
 
 def _run(relay, server, log) -> int:
@@ -193,6 +294,8 @@ def _run(relay, server, log) -> int:
     if server_status:
         status = server_status[0]
         server.finish_reading(DRAIN_S)
+        if relay.flow is not None:
+            relay.flow.abandon()
         answered = relay.fail_pending(f"the MCP server exited (status {status}) before answering")
         note = f"; answered {answered} waiting request(s) with an error" if answered else ""
         _say(f"the server exited with status {status}{note}")

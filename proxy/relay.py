@@ -34,6 +34,7 @@ class Relay:
         self._pending: dict[str, object] = {}
         self._pending_lock = threading.Lock()
         self.host_gone = threading.Event()
+        self.flow = None  # a proxy.serve.FlowServer when serving a flow
 
     # host -> server ------------------------------------------------------------------------
 
@@ -44,6 +45,8 @@ class Relay:
             if _calls_a_tool(value):
                 self.log_context()
             self._track_host_message(value)
+            if self.flow is not None:
+                self.flow.from_host(value)
         if self.log is not None:
             self.log.record("client", line, parsed)
         if not self.upstream.send(line) and parsed is not None:
@@ -64,6 +67,8 @@ class Relay:
                 )
             if self.log is not None:
                 self.log.record("context", entry, parsed)
+            if self.flow is not None and parsed is not None:
+                self.flow.said(parsed[0])
 
     def _track_host_message(self, value: object) -> None:
         with self._pending_lock:
@@ -87,6 +92,8 @@ class Relay:
                         self._pending.pop(id_key(message["id"]), None)
         if self.log is not None:
             self.log.record("server", line, parsed)
+        if self.flow is not None and parsed is not None and self.flow.from_server(parsed[0], line):
+            return  # a lookup's answer, or an answer the flow sends on with its lookups
         self.to_host(line)
 
     def to_host(self, line: bytes) -> None:

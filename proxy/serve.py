@@ -1,0 +1,334 @@
+"""`--flow`: after each of the agent's calls, make the lookups the flow expects, and hand the
+agent its own result with theirs appended (../shared/spec/algorithms.md §6.5).
+
+The relay tells this module what passes (the host's calls, the conversation, the server's
+answers); it keeps the session's state as it goes, and never re-reads its own log. A run
+holds the agent's answer, decides with stretto.decide, sends lookups with ids of its own
+(`stretto-<n>`), and writes one line per decision and one per run to the flow log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+
+from proxy.recorder import parse_json_line
+from proxy.wire import id_key, messages
+from stretto.binding import SessionState
+from stretto.decide import Decider
+from stretto.episode import result_content
+from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+from stretto.toollist import READ, WRITE, tools_from_result
+
+APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
+PATIENCE_S = 60.0  # a lookup not answered by then is abandoned
+DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
+
+
+def _compact(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class FlowServer:
+    def __init__(
+        self,
+        flow: dict,
+        *,
+        decider: str | None,
+        threshold: float,
+        per_call: int,
+        per_session: int,
+        tools: set[str] | None,
+        log_path: str,
+        shadow: bool,
+        budget_chars: int,
+        send,
+        to_host,
+        record,
+    ) -> None:
+        self.flow = flow
+        self.decider = Decider(flow, decider, threshold)
+        self.dists = FlowDistributions(flow)
+        self.per_call, self.per_session = per_call, per_session
+        self.allowed = tools
+        self.shadow = shadow
+        self.budget = budget_chars
+        self._send, self._to_host, self._record = send, to_host, record
+        self.state = SessionState()
+        self.history: list[str] = []
+        self.lock = threading.RLock()
+        self.agent_calls: dict[str, tuple[object, str, dict]] = {}  # id -> id, tool, args
+        self.list_requests: set[str] = set()
+        self.listed: dict[str, tuple[str, str | None]] | None = None  # tool -> kind, contract
+        self.session_lookups = 0
+        self.next_id = 1
+        self.waiting: dict[str, list] = {}  # lookup id -> [event, answer]
+        self.running = False
+        self.warned: set[str] = set()
+        self._log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    # what passes through the relay ----------------------------------------------------------
+
+    def from_host(self, value) -> None:
+        with self.lock:
+            for message in messages(value):
+                method, request_id = message.get("method"), message.get("id")
+                if request_id is None:
+                    continue
+                params = message.get("params") if isinstance(message.get("params"), dict) else {}
+                if method == "tools/call" and isinstance(params.get("name"), str):
+                    arguments = params.get("arguments")
+                    arguments = arguments if isinstance(arguments, dict) else {}
+                    self.agent_calls[id_key(request_id)] = (request_id, params["name"], arguments)
+                    self.state.add_call(params["name"], arguments)
+                elif method == "tools/list":
+                    self.list_requests.add(id_key(request_id))
+
+    def said(self, value) -> None:
+        if not isinstance(value, dict):
+            return
+        role, content = value.get("role"), value.get("content")
+        text = content if isinstance(content, str) else ""
+        with self.lock:
+            if role == "user":
+                self.state.add_user(text)
+                if self.history and self.history[-1] == "respond (end)":
+                    self.history[-1] = "respond"  # the user answered the reply
+            elif role == "assistant" and text.strip():
+                self.history.append("respond (end)")
+
+    def from_server(self, value, line: bytes) -> bool:
+        """True when the line is the flow's: a lookup's answer, or an agent's answer held for a
+        run (the run sends it on); False to forward it as it is."""
+        if not isinstance(value, dict) or "method" in value or "id" not in value:
+            return False
+        key = id_key(value["id"])
+        with self.lock:
+            waiter = self.waiting.pop(key, None)
+            if waiter is not None:
+                waiter[1] = value
+                waiter[0].set()
+                return True
+            if key in self.list_requests and isinstance(value.get("result"), dict):
+                self.list_requests.discard(key)
+                listed = self.listed or {}
+                for info in tools_from_result(value["result"]):
+                    listed[info.name] = (info.kind, info.contract)
+                self.listed = listed
+                return False
+            call = self.agent_calls.pop(key, None)
+            if call is None:
+                return False
+            request_id, tool, _ = call
+            failed = "error" in value or (
+                isinstance(value.get("result"), dict) and value["result"].get("isError") is True
+            )
+            content = (
+                value["error"].get("message", "")
+                if isinstance(value.get("error"), dict)
+                else result_content(value.get("result"))
+            )
+            self.history.append(tool + (" (error)" if failed else ""))
+            self.state.add_result(tool, not failed, content)
+            if "result" not in value or self.running or self.session_lookups >= self.per_session:
+                return False
+            self.running = True
+        threading.Thread(
+            target=self._run,
+            args=(request_id, tool, failed, value, line),
+            name="flow-run",
+            daemon=True,
+        ).start()
+        return True
+
+    # a run -----------------------------------------------------------------------------------
+
+    def _run(self, request_id, tool: str, failed: bool, answer: dict, line: bytes) -> None:
+        made: list[tuple[str, dict, bool, str]] = []
+        pending: dict[str, dict] = {}
+        try:
+
+            def decide(address: str, prev: int, prev_failed: bool) -> int:
+                if len(made) >= self.per_call or self.session_lookups >= self.per_session:
+                    return 0
+                last = self.dists.tools[prev] if prev < len(self.dists.tools) else None
+                with self.lock:
+                    decision = self.decider.decide(
+                        list(self.history), (last, bool(prev_failed)) if last else None, self.state
+                    )
+                entry = {
+                    "address": address,
+                    "after": request_id,
+                    "site": decision.site,
+                    "probs": decision.probs,
+                    "prob": decision.prob,
+                    "binding": decision.binding,
+                    "shadow": self.shadow,
+                }
+                take = decision.looks_up
+                if take:
+                    entry.update(action="lookup", tool=decision.tool, arguments=decision.arguments)
+                    refusal = None if self.shadow else self._refusal(decision.tool)
+                    if refusal:
+                        entry["withheld"] = refusal
+                        take = False
+                    if self.shadow:
+                        take = False
+                else:
+                    entry.update(action="hand_back", reason=decision.reason)
+                self._write_log(entry)
+                if not take:
+                    return 0
+                pending[address.replace("decide", "outcome")] = decision
+                return self.dists.tool_id(decision.tool)
+
+            def look_up(address: str, tool_id: int) -> bool:
+                decision = pending[address]
+                ok, text = self._look_up(decision.tool, decision.arguments)
+                made.append((decision.tool, decision.arguments, ok, text))
+                return ok
+
+            started = time.monotonic()
+            max_lookups = 1 if self.shadow else self.per_call
+            _, trace = run(
+                STANDARD_PROGRAM,
+                self.dists,
+                Execute(decide, look_up),
+                call=tool,
+                call_failed=failed,
+                max_lookups=max_lookups,
+            )
+            surprise = -sum(lp for _, _, lp in trace)
+            self._write_log(
+                {
+                    "after": request_id,
+                    "ms": int((time.monotonic() - started) * 1000),
+                    "run": {
+                        "call": tool,
+                        "failed": failed,
+                        "max_lookups": max_lookups,
+                        "sites": [[a, v, lp] for a, v, lp in trace],
+                        "surprise": 0.0 if surprise == 0 else surprise,
+                    },
+                }
+            )
+        except Exception as exc:  # noqa: BLE001 - a flow must never lose the agent's answer
+            print(
+                f"stretto-proxy: the flow failed after {tool}: {exc}", file=sys.stderr, flush=True
+            )
+        finally:
+            with self.lock:
+                self.running = False
+            if made:
+                self._answer_with(answer, made)
+            else:
+                self._to_host(line)
+
+    def _refusal(self, tool: str) -> str | None:
+        """Why the proxy will not make this lookup, or None."""
+        if self.flow["manifest"]["tools"].get(tool) != READ:
+            return "the flow does not know it as a read"
+        if self.allowed is not None and tool not in self.allowed:
+            return "not in --flow-tools"
+        if self.listed is not None:
+            if tool not in self.listed:
+                return "the server does not list it"
+            kind, contract = self.listed[tool]
+            if kind == WRITE:
+                return "the server marks it readOnlyHint: false"
+            pinned = self.flow.get("contracts", {}).get(tool)
+            if pinned is not None and contract != pinned:
+                if tool not in self.warned:
+                    self.warned.add(tool)
+                    print(
+                        f"stretto-proxy: {tool}'s input contract changed ({pinned!r} in the "
+                        f"flow, {contract!r} now); the agent makes that call itself",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                return "its input contract changed"
+        return None
+
+    def _look_up(self, tool: str, arguments: dict) -> tuple[bool, str]:
+        with self.lock:
+            lookup_id = f"stretto-{self.next_id}"
+            self.next_id += 1
+            waiter = [threading.Event(), None]
+            self.waiting[id_key(lookup_id)] = waiter
+            self.state.add_call(tool, arguments)
+            self.session_lookups += 1
+        request = {
+            "jsonrpc": "2.0",
+            "id": lookup_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        line = _compact(request).encode() + b"\n"
+        self._record("proxy", line, parse_json_line(line))
+        self._send(line)
+        if not waiter[0].wait(PATIENCE_S):
+            with self.lock:
+                self.waiting.pop(id_key(lookup_id), None)
+            return False, "(no answer in time; abandoned)"
+        answer = waiter[1]
+        if answer is None:
+            return False, "(the server went away before answering)"
+        failed = "error" in answer or (
+            isinstance(answer.get("result"), dict) and answer["result"].get("isError") is True
+        )
+        text = (
+            answer["error"].get("message", "")
+            if isinstance(answer.get("error"), dict)
+            else result_content(answer.get("result"))
+        )
+        with self.lock:
+            self.history.append(tool + (" (error)" if failed else ""))
+            self.state.add_result(tool, not failed, text)
+        return not failed, text
+
+    def _answer_with(self, answer: dict, made: list[tuple[str, dict, bool, str]]) -> None:
+        """The agent's own result, plus one text item with the lookups' results."""
+        text, left = APPENDIX, self.budget - len(APPENDIX)
+        for tool, arguments, ok, result in made:
+            head = f"\n\n{tool} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
+            if len(head) + len(result) > left:
+                keep = max(0, left - len(head) - 80)
+                result = (
+                    result[:keep] + f"\n[... cut: {len(result) - keep} more characters; "
+                    "call the tool to see all]"
+                )
+            text += head + result
+            left = self.budget - len(text)
+        message = dict(answer)
+        result = dict(message["result"]) if isinstance(message.get("result"), dict) else {}
+        content = list(result.get("content") or [])
+        content.append({"type": "text", "text": text})
+        result["content"] = content
+        message["result"] = result
+        line = _compact(message).encode() + b"\n"
+        self._record("proxy", line, parse_json_line(line))
+        self._to_host(line)
+
+    def _write_log(self, entry: dict) -> None:
+        clean = {k: v for k, v in entry.items() if v is not None or k in ("binding", "prob")}
+        data = json.dumps(
+            clean,
+            sort_keys=True,
+            ensure_ascii=False,
+            default=lambda v: None if isinstance(v, float) and math.isnan(v) else v,
+        )
+        os.write(self._log, data.encode() + b"\n")
+
+    def abandon(self) -> None:
+        """The server is gone: release every lookup still waiting for it."""
+        with self.lock:
+            waiting, self.waiting = list(self.waiting.values()), {}
+        for waiter in waiting:
+            waiter[0].set()
+
+    def close(self) -> None:
+        os.close(self._log)

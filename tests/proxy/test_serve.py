@@ -1,0 +1,185 @@
+"""Serving a flow: the proxy makes the lookups, with the real filesystem server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stretto.sessionlog import read_session_log
+from stretto.stdio_client import StdioClient, result_text
+from tests.conftest import filesystem_server, proxy
+from tests.warehouse.helpers import ingest, rows
+
+STRETTO = str(Path(sys.executable).parent / "stretto")
+APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
+PATTERNS = ["**/2026-08-*", "**/2026-09-*", "**/*beta*", "**/2026-10-2*", "**/*alpha*"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """Notes, a flow learned from sessions that search and then read what they found."""
+    base = tmp_path_factory.mktemp("serve")
+    notes = base / "notes"
+    notes.mkdir()
+    for day in ("08-12", "08-26", "09-03", "09-17", "09-28", "10-05", "10-14", "10-26"):
+        (notes / f"2026-{day}.md").write_text(f"# Meeting 2026-{day}\nDecisions of the day.\n")
+    (notes / "alpha.md").write_text("# Alpha\nOn track.\n")
+    (notes / "beta.md").write_text("# Beta\nAt risk.\n")
+    logs = base / "logs"
+    for pattern in PATTERNS:
+        with StdioClient(
+            proxy("--record", str(logs), "--domain", "notes", server=filesystem_server(notes))
+        ) as agent:
+            agent.initialize()
+            agent.list_tools()
+            found = agent.call_tool("search_files", {"path": str(notes), "pattern": pattern})
+            for path in sorted(result_text(found).splitlines()):
+                agent.call_tool("read_text_file", {"path": path})
+            agent.close()
+    flow = base / "notes.flow.json"
+    done = subprocess.run(
+        [
+            STRETTO,
+            "learn",
+            "--sessions",
+            str(logs),
+            "--domain",
+            "notes",
+            "--habit-only",
+            "--out",
+            str(flow),
+            "--home",
+            str(base / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return notes, flow, base
+
+
+def serve(notes: Path, flow: Path, logs: Path, *options: str, pattern: str = "**/2026-10-*"):
+    command = proxy(
+        "--record",
+        str(logs),
+        "--domain",
+        "notes",
+        "--flow",
+        str(flow),
+        *options,
+        server=filesystem_server(notes),
+    )
+    with StdioClient(command) as agent:
+        agent.initialize()
+        agent.list_tools()
+        answer = agent.call_tool("search_files", {"path": str(notes), "pattern": pattern})
+        agent.close()
+    (log,) = logs.glob("*[0-9].jsonl")
+    flow_log = (
+        [json.loads(line) for line in log.with_suffix(".flow.jsonl").read_text().splitlines()]
+        if log.with_suffix(".flow.jsonl").exists()
+        else []
+    )
+    return answer, log, flow_log, agent.stderr_text
+
+
+def test_after_a_search_the_flow_reads_the_found_files_then_hands_back(trained, tmp_path) -> None:
+    notes, flow, _ = trained
+    answer, log, flow_log, _ = serve(notes, flow, tmp_path / "logs")
+    content = answer["result"]["content"]
+    assert content[0]["text"].count("2026-10-") == 3  # the server's own answer, unchanged
+    appended = content[-1]["text"]
+    assert appended.startswith(APPENDIX)
+    for day in ("10-05", "10-14", "10-26"):
+        assert (
+            f'read_text_file {{"path":"{notes}/2026-{day}.md"}}:\n# Meeting 2026-{day}' in appended
+        )
+    decisions = [d for d in flow_log if "action" in d]
+    assert [d["action"] for d in decisions] == ["lookup", "lookup", "lookup", "hand_back"]
+    assert decisions[-1]["reason"] == "read_text_file: nothing left to pass as `path`"
+    (run,) = [d for d in flow_log if "run" in d]
+    assert run["run"]["call"] == "search_files" and run["run"]["surprise"] > 0
+    senders = [line.sender for line in read_session_log(log).lines]
+    assert senders.count("proxy") == 4  # three lookups and the extended answer
+
+
+def test_caps_shadow_and_tools(trained, tmp_path) -> None:
+    notes, flow, _ = trained
+    capped, _, flow_log, _ = serve(notes, flow, tmp_path / "a", "--flow-per-call", "1")
+    assert capped["result"]["content"][-1]["text"].count("read_text_file {") == 1
+
+    shadow, log, flow_log, _ = serve(notes, flow, tmp_path / "b", "--flow-shadow")
+    assert len(shadow["result"]["content"]) == 1  # the server's answer, nothing appended
+    lines = read_session_log(log).lines
+    assert not any(line.sender == "proxy" for line in lines)
+    assert flow_log[0]["shadow"] is True and flow_log[0]["action"] == "lookup"
+    raw = log.read_bytes()
+    server_answer = [line for line in lines if line.sender == "server"][-1].message
+    assert server_answer["result"] == shadow["result"]
+    assert b'"from":"server"' in raw
+
+    none, _, flow_log, _ = serve(notes, flow, tmp_path / "c", "--flow-tools", "directory_tree")
+    assert len(none["result"]["content"]) == 1
+    assert flow_log[0]["withheld"] == "not in --flow-tools"
+
+
+def test_a_changed_contract_and_a_write_hint_stop_the_lookup(trained, tmp_path) -> None:
+    notes, flow_path, _ = trained
+    flow = json.loads(flow_path.read_text())
+    flow["contracts"]["read_text_file"] = "path:string!, encoding:string"
+    changed = tmp_path / "changed.flow.json"
+    changed.write_text(json.dumps(flow))
+    answer, _, flow_log, stderr = serve(notes, changed, tmp_path / "a")
+    assert len(answer["result"]["content"]) == 1
+    assert flow_log[0]["withheld"] == "its input contract changed"
+    assert stderr.count("read_text_file's input contract changed") == 1
+
+    flow = json.loads(flow_path.read_text())
+    flow["manifest"]["tools"]["write_file"] = "read"  # the flow is wrong; the server knows
+    flow["sites"]["next"] = [
+        {"after": "search_files", "failed": False, "lookups": {"write_file": 5}}
+    ]
+    flow["sites"]["reads"] = sorted([*flow["sites"]["reads"], "write_file"])
+    flow["bindings"]["args"]["write_file"] = {"calls": 5, "passed": {}}
+    writes = tmp_path / "writes.flow.json"
+    writes.write_text(json.dumps(flow))
+    answer, log, flow_log, _ = serve(notes, writes, tmp_path / "b", "--flow-threshold", "0")
+    assert len(answer["result"]["content"]) == 1
+    assert not any(line.sender == "proxy" for line in read_session_log(log).lines)
+    assert any(d.get("withheld") == "the server marks it readOnlyHint: false" for d in flow_log)
+
+
+def test_a_served_session_is_learned_from_again_with_lookups_told_apart(trained, tmp_path) -> None:
+    notes, flow, _ = trained
+    home = tmp_path / "home"
+    serve(notes, flow, home / "logs/notes")
+    ingest(home)
+    assert rows(
+        home, "SELECT tool, by_proxy, count(*) AS n FROM calls GROUP BY ALL ORDER BY by_proxy, tool"
+    ) == [
+        {"tool": "search_files", "by_proxy": False, "n": 1},
+        {"tool": "read_text_file", "by_proxy": True, "n": 3},
+    ]
+    (call,) = rows(home, "SELECT result_text FROM calls WHERE tool = 'search_files'")
+    assert APPENDIX not in call["result_text"]  # the server's answer, not the extended one
+
+
+def test_a_bad_flow_is_refused_before_anything_starts(tmp_path) -> None:
+    bad = tmp_path / "bad.flow.json"
+    bad.write_text('{"stretto_flow": 1}')
+    done = subprocess.run(
+        proxy("--record", str(tmp_path / "logs"), "--flow", str(bad), server=["cat"]),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "bad.flow.json: field `(the whole flow)`: 'provenance' is a required property" in (
+        done.stderr
+    )
+    assert not (tmp_path / "logs").exists()
