@@ -94,6 +94,21 @@ def _parser() -> argparse.ArgumentParser:
         help="decide and log, never look up: the agent gets the server's bytes",
     )
     flows.add_argument(
+        "--flow-explore",
+        type=float,
+        default=0.0,
+        metavar="EPSILON",
+        help="with probability EPSILON take another option that binds, and log every option "
+        "and the propensity of what was taken",
+    )
+    flows.add_argument(
+        "--flow-explore-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the exploration's draws (0)",
+    )
+    flows.add_argument(
         "--flow-budget",
         type=int,
         default=40_000,
@@ -130,9 +145,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.error("no server to wrap: give its command after -- (or --upstream URL)")
     if args.upstream_header and not args.upstream:
         parser.error("--upstream-header needs --upstream")
-    flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow")
+    flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow", "flow_explore")
     if not args.flow and any(getattr(args, o) for o in flow_options):
         parser.error("the --flow-* options need --flow")
+    if not 0.0 <= args.flow_explore <= 1.0:
+        parser.error("--flow-explore wants a probability in [0, 1]")
     if args.flow and not (args.record or args.flow_log):
         parser.error(
             "--flow needs --record DIR (the flow log goes beside the session log) "
@@ -249,6 +266,9 @@ def _flow_server(flow, args, relay, server, log):
         send=server.send,
         to_host=relay.to_host,
         record=record,
+        explore=args.flow_explore,
+        explore_seed=args.flow_explore_seed,
+        session=log.session if log is not None else "",
     )
 
 

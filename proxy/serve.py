@@ -19,7 +19,8 @@ import time
 from proxy.recorder import parse_json_line
 from proxy.wire import id_key, messages
 from stretto.binding import SessionState
-from stretto.decide import Decider
+from stretto.decide import Decider, SplitMix64, fnv1a64
+from stretto.decide import explore as explore_options
 from stretto.episode import result_content
 from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.toollist import READ, WRITE, tools_from_result
@@ -49,6 +50,9 @@ class FlowServer:
         send,
         to_host,
         record,
+        explore: float = 0.0,
+        explore_seed: int = 0,
+        session: str = "",
     ) -> None:
         self.flow = flow
         self.decider = Decider(flow, decider, threshold)
@@ -57,6 +61,8 @@ class FlowServer:
         self.allowed = tools
         self.shadow = shadow
         self.budget = budget_chars
+        self.epsilon, self.seed, self.session = explore, explore_seed, session
+        self.runs = 0
         self._send, self._to_host, self._record = send, to_host, record
         self.state = SessionState()
         self.history: list[str] = []
@@ -149,6 +155,9 @@ class FlowServer:
 
     def _run(self, request_id, tool: str, failed: bool, answer: dict, line: bytes) -> None:
         made: list[tuple[str, dict, bool, str]] = []
+        with self.lock:
+            self.runs += 1
+            run_index = self.runs
         pending: dict[str, dict] = {}
         try:
 
@@ -160,6 +169,11 @@ class FlowServer:
                     decision = self.decider.decide(
                         list(self.history), (last, bool(prev_failed)) if last else None, self.state
                     )
+                exploration = None
+                if self.epsilon > 0 and decision.site is not None:
+                    # seeded by the session, the run and the address: reproducible draws
+                    rng = SplitMix64(self.seed ^ fnv1a64(f"{self.session}/{run_index}/{address}"))
+                    decision, exploration = explore_options(decision, self.epsilon, rng)
                 entry = {
                     "address": address,
                     "after": request_id,
@@ -168,6 +182,7 @@ class FlowServer:
                     "prob": decision.prob,
                     "binding": decision.binding,
                     "shadow": self.shadow,
+                    "explore": exploration,
                 }
                 take = decision.looks_up
                 if take:

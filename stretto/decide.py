@@ -192,3 +192,77 @@ class Decider:
             prob=best.prob,
             binding=best.chance,
         )
+
+
+# --- exploration (--flow-explore ε) -----------------------------------------------------
+
+MASK = (1 << 64) - 1
+
+
+def fnv1a64(text: str) -> int:
+    h = 1469598103934665603
+    for byte in text.encode():
+        h = ((h ^ byte) * 1099511628211) & MASK
+    return h
+
+
+class SplitMix64:
+    """A small seeded stream of uniforms in [0, 1): reproducible draws for exploration."""
+
+    def __init__(self, seed: int) -> None:
+        self.state = seed & MASK
+
+    def uniform(self) -> float:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        z ^= z >> 31
+        return (z >> 11) / float(1 << 53)
+
+
+def explore(decision: Decision, epsilon: float, rng: SplitMix64) -> tuple[Decision, dict]:
+    """With probability ε, take another option that binds instead of the rule's choice, in
+    proportion to its probability (../shared/spec/algorithms.md §6.4). Returns the decision
+    taken and what the flow log records: every option, whether it explored, the propensity."""
+    view = [
+        {
+            "tool": o.tool,
+            "prob": o.prob,
+            "habit": o.habit,
+            "binding": o.chance,
+            "arguments": o.arguments,
+            "unbound": o.reason,
+        }
+        for o in decision.options
+    ]
+    greedy = decision.tool if decision.looks_up else None
+    alternatives = [
+        o for o in decision.options if o.arguments is not None and o.prob > 0 and o.tool != greedy
+    ]
+    record = {"epsilon": epsilon, "options": view, "explored": False, "propensity": 1.0}
+    if not alternatives or epsilon <= 0:
+        return decision, record
+    if rng.uniform() >= epsilon:
+        record["propensity"] = 1.0 - epsilon
+        return decision, record
+    total = sum(o.prob for o in alternatives)
+    left = rng.uniform() * total
+    chosen = alternatives[-1]
+    for option in alternatives:
+        left -= option.prob
+        if left < 0:
+            chosen = option
+            break
+    record.update(explored=True, propensity=epsilon * chosen.prob / total)
+    taken = Decision(
+        decision.site,
+        "lookup",
+        tool=chosen.tool,
+        arguments=chosen.arguments,
+        prob=chosen.prob,
+        binding=chosen.chance,
+        probs=decision.probs,
+        options=decision.options,
+    )
+    return taken, record

@@ -183,3 +183,35 @@ def test_a_bad_flow_is_refused_before_anything_starts(tmp_path) -> None:
         done.stderr
     )
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_failed_lookup_says_error_and_a_long_one_is_cut(trained, tmp_path) -> None:
+    import shutil
+
+    notes, flow, _ = trained
+    copy = tmp_path / "notes"
+    shutil.copytree(notes, copy)
+    (copy / "2026-10-09.md").mkdir()  # found by the search, but reading it fails
+    answer, _, flow_log, _ = serve(copy, flow, tmp_path / "a")
+    appended = answer["result"]["content"][-1]["text"]
+    assert f'read_text_file {{"path":"{copy}/2026-10-09.md"}} (error):\n' in appended
+    # nothing followed a failed read in training: the flow hands back after it
+    assert appended.count("read_text_file {") == 2
+    last = [d for d in flow_log if "action" in d][-1]
+    assert (last["site"], last["reason"]) == (
+        "read_text_file (error)",
+        "no lookups followed here in training",
+    )
+
+    small, _, _, _ = serve(notes, flow, tmp_path / "b", "--flow-budget", "400")
+    text = small["result"]["content"][-1]["text"]
+    assert len(text) <= 400 + 120 and "[... cut:" in text
+
+
+def test_exploration_is_logged_with_its_propensity(trained, tmp_path) -> None:
+    notes, flow, _ = trained
+    _, _, flow_log, _ = serve(notes, flow, tmp_path / "a", "--flow-explore", "0.5")
+    first = flow_log[0]["explore"]
+    # one lookup at this site: nothing else to explore, the rule's choice with propensity 1
+    assert first["epsilon"] == 0.5 and first["explored"] is False and first["propensity"] == 1
+    assert first["options"][0]["tool"] == "read_text_file"

@@ -116,3 +116,31 @@ def test_hand_back_reasons(shop_flow: dict) -> None:
     low = habit.decide(["find_user_id_by_email"], ("find_user_id_by_email", False), state)
     assert low.reason == "get_user_details at 1.00, times 0.88 for its arguments, below 0.999"
     assert theta_text(0.3) == "0.3" and theta_text(1.0) == "1"
+
+
+def test_exploration_draws_and_propensities() -> None:
+    from stretto.decide import Decision, Option, SplitMix64, explore
+
+    options = [
+        Option("a", 0.9, 0.9, 1.0, {"k": "1"}),
+        Option("b", 0.6, 0.6, 1.0, {"k": "2"}),
+        Option("c", 0.2, 0.2, 1.0, {"k": "3"}),
+        Option("d", 0.5, 0.5, None, None, "no"),
+    ]
+    greedy = Decision(
+        "s", "lookup", tool="a", arguments={"k": "1"}, prob=0.9, binding=1.0, options=options
+    )
+    taken = {"a": 0, "b": 0, "c": 0}
+    for seed in range(4000):
+        decision, record = explore(greedy, 0.5, SplitMix64(seed))
+        taken[decision.tool] += 1
+        expected = {"a": 0.5, "b": 0.5 * 0.6 / 0.8, "c": 0.5 * 0.2 / 0.8}[decision.tool]
+        assert record["propensity"] == pytest.approx(expected)
+        assert record["explored"] == (decision.tool != "a")
+    assert taken["a"] / 4000 == pytest.approx(0.5, abs=0.03)
+    assert taken["b"] / 4000 == pytest.approx(0.375, abs=0.03)
+    assert taken["c"] / 4000 == pytest.approx(0.125, abs=0.03)
+    # the same seed draws the same way
+    assert (
+        explore(greedy, 0.5, SplitMix64(7))[0].tool == explore(greedy, 0.5, SplitMix64(7))[0].tool
+    )
