@@ -167,7 +167,10 @@ class FlowServer:
                 last = self.dists.tools[prev] if prev < len(self.dists.tools) else None
                 with self.lock:
                     decision = self.decider.decide(
-                        list(self.history), (last, bool(prev_failed)) if last else None, self.state
+                        list(self.history),
+                        (last, bool(prev_failed)) if last else None,
+                        self.state,
+                        every_option=self.epsilon > 0,
                     )
                 exploration = None
                 if self.epsilon > 0 and decision.site is not None:

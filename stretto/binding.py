@@ -223,28 +223,48 @@ def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dic
         usable = rules.sources.get((tool, arg), [])
         if not usable:
             return Pick(None, error=f"no source for `{arg}` (the LLM supplies it)")
-        candidates: list[tuple[str, bool]] = []
-        any_mentioned = False
-        for source_tool, parsed in state.recent_outputs():
-            for rule_tool, steps in usable:
-                if rule_tool != source_tool:
-                    continue
-                for value, siblings in values_at(parsed, steps):
-                    named = state.mentions(value) or any(
-                        len(s) >= MIN_MENTION and state.mentions(s) for s in siblings
-                    )
-                    any_mentioned |= named
-                    if (arg, value) in used or any(c == value for c, _ in candidates):
-                        continue
-                    candidates.append((value, named))
-        if not candidates:
+        chosen = _pick_value(usable, state, arg, used)
+        if chosen is None:
             return Pick(None, error=f"nothing left to pass as `{arg}`")
-        chosen = next((c for c in candidates if c[1]), candidates[0])
-        bound[arg] = chosen[0]
-        all_mentioned &= chosen[1]
-        other_named |= not chosen[1] and any_mentioned
+        value, named, any_mentioned = chosen
+        bound[arg] = value
+        all_mentioned &= named
+        other_named |= not named and any_mentioned
     mention = PICKED if all_mentioned else OTHER if other_named else NONE
     return Pick({**constants, **bound}, mention)
+
+
+def _pick_value(usable, state: SessionState, arg: str, used: set) -> tuple[str, bool, bool] | None:
+    """The value to pass as `arg`: the first value at a usable source (most recent result
+    first, then document order) that the customer named, else the first; not one already
+    passed. With whether it was named, and whether any value there was. None if none is left.
+
+    The scan stops as soon as the answer cannot change: at a named value, or at the first
+    value when the customer has said nothing."""
+    first: str | None = None
+    seen: set[str] = set()
+    any_mentioned = False
+    can_name = bool(state.customer)
+    for source_tool, parsed in state.recent_outputs():
+        for rule_tool, steps in usable:
+            if rule_tool != source_tool:
+                continue
+            for value, siblings in values_at(parsed, steps):
+                named = can_name and (
+                    state.mentions(value)
+                    or any(len(s) >= MIN_MENTION and state.mentions(s) for s in siblings)
+                )
+                any_mentioned |= named
+                if value in seen or (arg, value) in used:
+                    continue
+                seen.add(value)
+                if named:
+                    return value, True, True
+                if first is None:
+                    first = value
+                    if not can_name:
+                        return first, False, False
+    return None if first is None else (first, False, any_mentioned)
 
 
 def bare_lookups(args: dict[str, dict], empty: dict[str, int]) -> dict[str, int]:

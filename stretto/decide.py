@@ -26,7 +26,7 @@ def theta_text(theta: float) -> str:
 class Option:
     tool: str
     prob: float  # the decider's probability
-    habit: float  # the habit's, for the log and review
+    habit: float | None  # the habit's, for the log and review (None: not computed)
     chance: float | None = None  # the binding's chance, when it binds
     arguments: dict | None = None
     reason: str | None = None  # why it does not bind
@@ -86,10 +86,12 @@ class Decider:
         last: tuple[str, bool] | None,
         state: SessionState,
         also: list[tuple[str, dict]] = (),
+        every_option: bool = False,
     ) -> Decision:
         """Decide after the call `last` = (tool, failed) — the last of `history`, the session's
         step names so far — with `state` what the binding knows and `also` the calls already
-        on their way in this turn."""
+        on their way in this turn. `every_option` binds every option, not only those the rule
+        can take (for exploration and review)."""
         if last is None:
             return Decision(None, "hand_back", reason="the last step is not a tool call")
         site = site_name(*last)
@@ -103,15 +105,28 @@ class Decider:
         lookups = self.options.get(last, [])
         if not lookups:
             return Decision(site, "hand_back", reason="no lookups followed here in training")
-        habit = {tool: self.habit.prob(tool, history) for tool in lookups}
         if self.kind == "reach":
             probs = {tool: self.reach.prob(tool, history) for tool in lookups}
             probs[RESPOND] = 0.0
+            habit = (
+                {tool: self.habit.prob(tool, history) for tool in lookups}
+                if every_option
+                else dict.fromkeys(lookups)
+            )
         else:
+            habit = {tool: self.habit.prob(tool, history) for tool in lookups}
             probs = dict(habit)
             probs[RESPOND] = max(0.0, 1.0 - sum(habit.values()))
         options = [Option(tool, probs[tool], habit[tool]) for tool in lookups]
-        for option in options:
+        # Bind only the options the rule can take (binding is the costly part), unless every
+        # option is wanted (exploration shows them all).
+        if every_option:
+            to_bind = options
+        elif self.kind == "reach":
+            to_bind = [o for o in options if o.prob >= theta]
+        else:
+            to_bind = [max(options, key=lambda o: o.prob)]
+        for option in to_bind:
             bound = pick(self.rules, state, option.tool, list(also))
             if bound.arguments is None:
                 option.reason = f"{option.tool}: {bound.error}"
