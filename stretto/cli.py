@@ -151,6 +151,51 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    import json
+
+    from stretto.hosts import host_config, next_steps, server_name
+
+    if not args.server:
+        print(
+            "stretto: give the server's command after --, e.g. "
+            "stretto init -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
+            file=sys.stderr,
+        )
+        return 2
+    if args.flow:
+        from stretto.flow import FlowError, load_flow
+
+        try:
+            load_flow(args.flow)
+        except FlowError as exc:
+            print(f"stretto: {exc}", file=sys.stderr)
+            return 1
+    name = args.name or server_name(args.server)
+    home = args.home or "~/.stretto"
+    config = host_config(
+        args.host, args.server, name=name, home=home, flow=args.flow, decider=args.decider
+    )
+    print(json.dumps(config, indent=2))
+    print(next_steps(args.host, name, home, args.flow), file=sys.stderr)
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from stretto.doctor import checks, render
+    from warehouse.layout import default_home
+
+    rows = checks(Path(args.home).expanduser() if args.home else default_home())
+    sys.stdout.write(render(rows))
+    problems = [what for what, ok, _ in rows if not ok]
+    if problems:
+        print(f"stretto: {len(problems)} problem(s): {', '.join(problems)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stretto",
@@ -228,6 +273,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     learn.set_defaults(run=_learn)
 
+    init = commands.add_parser(
+        "init",
+        help="print the host configuration that wraps an MCP server in stretto-proxy",
+        description="Print (JSON, on stdout) the MCP host configuration that runs SERVER "
+        "behind stretto-proxy, recording every session (and serving FLOW when given), and on "
+        "stderr the steps from there to a served flow.",
+        usage="stretto init [--host HOST] [--flow FLOW] [--name NAME] -- SERVER COMMAND...",
+    )
+    init.add_argument(
+        "--host",
+        choices=("claude-desktop", "claude-code", "cursor", "vscode"),
+        default="claude-desktop",
+    )
+    init.add_argument("--flow", metavar="FLOW", help="serve this flow")
+    init.add_argument(
+        "--decider",
+        choices=("reach", "habit"),
+        help="with --flow: the decider (default: the flow's)",
+    )
+    init.add_argument("--name", help="the server's name and domain (default: from its command)")
+    init.add_argument(
+        "--home", metavar="DIR", help="STRETTO_HOME in the configuration (default ~/.stretto)"
+    )
+    init.add_argument("server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    init.set_defaults(run=_init)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the installation",
+        description="Check Python and the packages, node and the filesystem server the "
+        "walkthrough runs, that STRETTO_HOME is writable, and DAGSTER_HOME with dagster.yaml "
+        "and telemetry off. Prints a table; exits 1 on a problem.",
+    )
+    doctor.add_argument("--home", metavar="DIR", help=home_help)
+    doctor.set_defaults(run=_doctor)
+
     sql = commands.add_parser(
         "sql",
         help="query the warehouse with SQL",
@@ -244,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "server", None) and args.server[0] == "--":
+        args.server = args.server[1:]
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
