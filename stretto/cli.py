@@ -181,6 +181,38 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flow_show(args: argparse.Namespace) -> int:
+    import json
+
+    from stretto.flow import FlowError, load_flow
+    from stretto.review import markdown, summary
+
+    try:
+        flow = load_flow(args.flow)
+    except FlowError as exc:
+        print(f"stretto: {exc}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps(summary(flow, args.threshold), indent=1, ensure_ascii=False))
+    else:
+        sys.stdout.write(markdown(flow, args.threshold))
+    return 0
+
+
+def _flow_diff(args: argparse.Namespace) -> int:
+    from stretto.flow import FlowError, load_flow
+    from stretto.review import diff, diff_markdown
+
+    try:
+        old, new = load_flow(args.old), load_flow(args.new)
+    except FlowError as exc:
+        print(f"stretto: {exc}", file=sys.stderr)
+        return 2
+    review, other = diff(old, new)
+    sys.stdout.write(diff_markdown(review, other))
+    return 1 if review else 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -298,6 +330,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     init.set_defaults(run=_init)
+
+    show = commands.add_parser(
+        "flow-show",
+        help="show what a flow may do, for a reviewer",
+        description="Markdown for a reviewer: the tools a flow may call and those it never "
+        "calls, each site's lookups with what it would do (reach × binding chance against the "
+        "threshold), each lookup's argument sources and binding chance, the program, and where "
+        "the flow came from. --format json gives the same as data.",
+    )
+    show.add_argument("flow", metavar="FLOW")
+    show.add_argument("--threshold", type=float, default=0.3)
+    show.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    show.set_defaults(run=_flow_show)
+
+    flow_diff = commands.add_parser(
+        "flow-diff",
+        help="list what changed between two flows (exit 1: needs review)",
+        description="A change list for a pull request. Exit 0 when NEW can do nothing OLD "
+        "could not; exit 1 when it can (a new lookup, a new source for an argument, a new "
+        "constant, a changed program, a site switched on or a threshold lowered, a new tool it "
+        "may call, a site promoted), listed under 'Needs review'; exit 2 on an error. Changed "
+        "probabilities and counts are listed but need no review.",
+    )
+    flow_diff.add_argument("old", metavar="OLD")
+    flow_diff.add_argument("new", metavar="NEW")
+    flow_diff.set_defaults(run=_flow_diff)
 
     doctor = commands.add_parser(
         "doctor",

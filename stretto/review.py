@@ -1,0 +1,264 @@
+"""Reviewing flows like code: `flow-show` (what a flow may do) and `flow-diff` (what changed,
+and which changes need a reviewer's eyes) — ../shared/spec/algorithms.md §12."""
+
+from __future__ import annotations
+
+import time
+
+from stretto.binding import Rules, smooth
+from stretto.decide import DEFAULT_THRESHOLD, theta_text
+from stretto.flow import reach_model
+from stretto.program import is_standard
+
+PROGRAM_TEXT = """let prev = call;
+let failed = call_failed;
+for i in 0..max_lookups {
+    let d <- sample(addr!("decide", i), Decide(prev, failed));
+    if d == 0 { break; }
+    let ok <- sample(addr!("outcome", i), Outcome(d));
+    prev = d;
+    failed = !ok;
+}
+pure(prev)"""
+
+
+def _site(after: str, failed: bool) -> str:
+    return after + (" (error)" if failed else "")
+
+
+def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """What `flow-show` shows, as data."""
+    tools = flow["manifest"]["tools"]
+    rules = Rules.from_flow(flow["bindings"])
+    reach = reach_model(flow)
+    level1 = {tuple(e["history"]): e for e in flow["habit"]["levels"][1]}
+    sites = []
+    for entry in flow["sites"]["next"]:
+        name = _site(entry["after"], entry["failed"])
+        theta = flow.get("thresholds", {}).get(name, threshold)
+        followed = level1.get((name,), {"counts": {}, "total": 0})
+        total = followed["total"] or 1
+        next_steps = sorted(
+            ((a, n / total) for a, n in followed["counts"].items()), key=lambda x: (-x[1], x[0])
+        )
+        lookups = []
+        for tool, seen in sorted(entry["lookups"].items()):
+            prob = reach.prob(tool, [name])
+            buckets = flow["bindings"].get("agreed", {}).get(tool, [[0, 0], [0, 0]])
+            pooled = smooth(buckets[0][0] + buckets[1][0], buckets[0][1] + buckets[1][1])
+            required = rules.required.get(tool, [])
+            bindable = all(
+                rules.sources.get((tool, a))
+                or rules.lists.get((tool, a))
+                or a in rules.constants.get(tool, {})
+                for a in required
+            )
+            chance = (1.0 if not required else pooled) if bindable else None
+            score = None if chance is None else prob * chance
+            if theta > 1:
+                verdict = "hands back: switched off"
+            elif score is None:
+                verdict = "hands back: its arguments cannot be bound from earlier results"
+            elif score >= theta:
+                verdict = f"looks up {tool}: {prob:.2f} × {chance:.2f} = {score:.2f}"
+            else:
+                verdict = (
+                    f"hands back: {prob:.2f} × {chance:.2f} = {score:.2f}, "
+                    f"below {theta_text(theta)}"
+                )
+            lookups.append(
+                {"tool": tool, "seen": seen, "reach": prob, "chance": chance, "verdict": verdict}
+            )
+        sites.append(
+            {
+                "site": name,
+                "threshold": theta,
+                "lookups": lookups,
+                "next_in_training": [{"action": a, "share": s} for a, s in next_steps],
+            }
+        )
+    bindings = []
+    for tool, entry in flow["bindings"]["args"].items():
+        required = rules.required.get(tool, [])
+        buckets = flow["bindings"].get("agreed", {}).get(tool, [[0, 0], [0, 0]])
+        sources = {(s["tool"], s["arg"]): s for s in flow["bindings"]["sources"]}
+        lists = {(s["tool"], s["arg"]): s for s in flow["bindings"].get("lists", [])}
+        args = []
+        for arg in required:
+            source = lists.get((tool, arg)) or sources.get((tool, arg))
+            args.append(
+                {
+                    "arg": arg,
+                    "list": (tool, arg) in lists,
+                    "values": source["values"] if source else 0,
+                    "found": source["found"] if source else [],
+                }
+            )
+        bindings.append(
+            {
+                "tool": tool,
+                "calls": entry["calls"],
+                "required": args,
+                "constants": rules.constants.get(tool, {}),
+                "chance": {"unnamed": smooth(*buckets[0]), "named": smooth(*buckets[1])},
+            }
+        )
+    return {
+        "domain": flow["manifest"]["domain"],
+        "reads": sorted(t for t, k in tools.items() if k == "read"),
+        "writes": sorted(t for t, k in tools.items() if k == "write"),
+        "generic": sorted(t for t, k in tools.items() if k == "generic"),
+        "sites": sites,
+        "bindings": bindings,
+        "program": "standard" if is_standard(flow["program"]) else "custom",
+        "provenance": flow["provenance"],
+    }
+
+
+def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
+    s = summary(flow, threshold)
+    p = s["provenance"]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(p["compiled_unix_ms"] / 1000))
+    agents = ", ".join(p["sources"]) or "no agent named"
+    out = [
+        f"# The {s['domain']} flow",
+        "",
+        f"Learned from {p['habit_episodes']} sessions ({agents}) by stretto {p['stretto']} "
+        f"on {when}; α = {flow['habit']['alpha']:.3f}.",
+        "",
+        "## Tools",
+        "",
+        f"- **May call** (reads): {', '.join(s['reads']) or 'none'}",
+        f"- **Never calls** (writes): {', '.join(s['writes']) or 'none'}",
+        f"- **Never calls** (no readOnlyHint): {', '.join(s['generic']) or 'none'}",
+        "",
+        "## Sites",
+        "",
+        f"After each call, what the flow may look up (reach × binding chance against the "
+        f"threshold, {theta_text(threshold)} unless the site has its own).",
+        "",
+    ]
+    for site in s["sites"]:
+        out.append(f"### After `{site['site']}`")
+        out.append("")
+        nexts = ", ".join(f"{n['action']} {n['share']:.0%}" for n in site["next_in_training"][:5])
+        out.append(f"What the agent did next in training: {nexts or 'nothing recorded'}.")
+        out.append("")
+        out.append("| lookup | seen | reach | binding chance | verdict |")
+        out.append("|---|---|---|---|---|")
+        for lookup in site["lookups"]:
+            chance = "—" if lookup["chance"] is None else f"{lookup['chance']:.2f}"
+            out.append(
+                f"| {lookup['tool']} | {lookup['seen']} | {lookup['reach']:.2f} | "
+                f"{chance} | {lookup['verdict']} |"
+            )
+        out.append("")
+    out += ["## Bindings", ""]
+    for binding in s["bindings"]:
+        out.append(f"### `{binding['tool']}` ({binding['calls']} calls in training)")
+        out.append("")
+        for arg in binding["required"]:
+            kind = "list " if arg["list"] else ""
+            found = (
+                "; ".join(
+                    f"{f['source']} `{f['path']}` ({f['count']} of {arg['values']})"
+                    for f in arg["found"]
+                )
+                or "nowhere: the LLM supplies it"
+            )
+            out.append(f"- {kind}`{arg['arg']}` from {found}")
+        for arg, value in binding["constants"].items():
+            out.append(f"- `{arg}` always {value!r} (a constant)")
+        if not binding["required"] and not binding["constants"]:
+            out.append("- no arguments")
+        chance = binding["chance"]
+        out.append(
+            f"- chance the binding is the agent's own: {chance['unnamed']:.2f} when the "
+            f"customer did not name the value, {chance['named']:.2f} when they did"
+        )
+        out.append("")
+    out += [
+        "## Program",
+        "",
+        "```",
+        PROGRAM_TEXT if s["program"] == "standard" else "(a custom program)",
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+# --- flow-diff ---------------------------------------------------------------------------
+
+
+def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
+    """(changes that need review: the new flow can do something the old could not; other
+    changes: probabilities and counts)."""
+    review, other = [], []
+    old_reads, new_reads = set(old["sites"]["reads"]), set(new["sites"]["reads"])
+    for tool in sorted(new_reads - old_reads):
+        review.append(f"a new tool it may call: {tool}")
+    old_sites = {_site(s["after"], s["failed"]): s["lookups"] for s in old["sites"]["next"]}
+    for entry in new["sites"]["next"]:
+        name = _site(entry["after"], entry["failed"])
+        before = old_sites.get(name, {})
+        for tool, count in sorted(entry["lookups"].items()):
+            if tool not in before:
+                review.append(f"a new lookup after {name}: {tool}")
+            elif before[tool] != count:
+                other.append(f"after {name}: {tool} seen {before[tool]} -> {count} times")
+    for key in ("sources", "lists"):
+        old_found = {
+            (s["tool"], s["arg"], f["source"], f["path"])
+            for s in old["bindings"].get(key, [])
+            for f in s["found"]
+        }
+        for s in new["bindings"].get(key, []):
+            for f in s["found"]:
+                if (s["tool"], s["arg"], f["source"], f["path"]) not in old_found:
+                    review.append(
+                        f"a new source for {s['tool']}.{s['arg']}: {f['source']} `{f['path']}`"
+                    )
+    old_constants = {
+        (c["tool"], c["arg"]): c["value"] for c in old["bindings"].get("constants", [])
+    }
+    for c in new["bindings"].get("constants", []):
+        if old_constants.get((c["tool"], c["arg"]), object()) != c["value"]:
+            review.append(f"a new constant: {c['tool']}.{c['arg']} = {c['value']!r}")
+    if old["program"] != new["program"]:
+        review.append("the program changed: it is code the proxy runs")
+    old_t, new_t = old.get("thresholds", {}), new.get("thresholds", {})
+    for site in sorted(set(old_t) | set(new_t)):
+        before, after = old_t.get(site), new_t.get(site)
+        if before is not None and before > 1 and (after is None or after <= 1):
+            review.append(f"a site switched on: {site}")
+        elif after is not None and (before is None or after < before) and after <= 1:
+            review.append(f"a lower threshold at {site}: {before} -> {after}")
+    old_promoted = set((old.get("promoted") or {}).get("sites", {}))
+    if "promoted" in new:
+        for site, entry in (new["promoted"].get("sites") or {}).items():
+            if entry.get("promoted") and site not in old_promoted:
+                review.append(f"a site promoted: {site}")
+    if old["habit"]["alpha"] != new["habit"]["alpha"]:
+        other.append(f"α {old['habit']['alpha']:.3f} -> {new['habit']['alpha']:.3f}")
+    old_ep, new_ep = old["provenance"]["habit_episodes"], new["provenance"]["habit_episodes"]
+    if old_ep != new_ep:
+        other.append(f"learned from {old_ep} -> {new_ep} sessions")
+    old_agreed, new_agreed = old["bindings"].get("agreed", {}), new["bindings"].get("agreed", {})
+    for tool in sorted(set(old_agreed) | set(new_agreed)):
+        if old_agreed.get(tool) != new_agreed.get(tool):
+            other.append(
+                f"{tool}'s binding agreement {old_agreed.get(tool)} -> {new_agreed.get(tool)}"
+            )
+    if old["habit"]["levels"] != new["habit"]["levels"]:
+        other.append("habit counts changed")
+    if old["reach"]["levels"] != new["reach"]["levels"]:
+        other.append("reach counts changed")
+    return review, other
+
+
+def diff_markdown(review: list[str], other: list[str]) -> str:
+    out = ["# Flow changes", ""]
+    out += ["## Needs review", ""] + ([f"- {r}" for r in review] or ["- nothing"]) + [""]
+    out += ["## Changed (no review needed)", ""] + ([f"- {o}" for o in other] or ["- nothing"])
+    return "\n".join(out) + "\n"

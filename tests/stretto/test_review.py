@@ -1,0 +1,126 @@
+"""flow-show and flow-diff on learned and hand-edited flows."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stretto.review import diff
+from tests.conftest import REFERENCE_HOME
+
+STRETTO = str(Path(sys.executable).parent / "stretto")
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("review")
+    out = tmp / "shop.flow.json"
+    done = subprocess.run(
+        [
+            STRETTO,
+            "learn",
+            "--sessions",
+            str(REFERENCE_HOME / "logs/shop"),
+            "--domain",
+            "shop",
+            "--habit-only",
+            "--out",
+            str(out),
+            "--home",
+            str(tmp / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_flow_show(shop: Path) -> None:
+    done = subprocess.run([STRETTO, "flow-show", str(shop)], capture_output=True, text=True)
+    assert done.returncode == 0
+    text = done.stdout
+    assert "- **Never calls** (writes): cancel_pending_order" in text
+    assert (
+        "| get_user_details | 6 | 0.99 | 0.88 | looks up get_user_details: 0.99 × 0.88 = 0.87 |"
+        in text
+    )
+    assert "- `order_id` from get_user_details `$.orders[*]` (12 of 12)" in text
+    assert "Decide(prev, failed)" in text
+    data = json.loads(
+        subprocess.run(
+            [STRETTO, "flow-show", str(shop), "--format", "json"], capture_output=True, text=True
+        ).stdout
+    )
+    assert data["writes"] == ["cancel_pending_order"] and data["program"] == "standard"
+    strict = subprocess.run(
+        [STRETTO, "flow-show", str(shop), "--threshold", "0.9"], capture_output=True, text=True
+    ).stdout
+    assert "hands back: 0.99 × 0.88 = 0.87, below 0.9" in strict
+
+
+def changed(flow: dict, edit) -> dict:
+    new = copy.deepcopy(flow)
+    edit(new)
+    return new
+
+
+def test_flow_diff_lists_what_needs_review(shop: Path, tmp_path: Path) -> None:
+    flow = json.loads(shop.read_text())
+    cases = {
+        "a new lookup after find_user_id_by_email: get_order_details": lambda f: f["sites"]["next"][
+            0
+        ]["lookups"].update(get_order_details=1),
+        "a new tool it may call: list_orders": lambda f: f["sites"]["reads"].append("list_orders"),
+        "a new source for get_order_details.order_id: find_user_id_by_email `$`": lambda f: f[
+            "bindings"
+        ]["sources"][1]["found"].append(
+            {"source": "find_user_id_by_email", "path": "$", "count": 2}
+        ),
+        "a new constant: get_order_details.order_id = 'x'": lambda f: f["bindings"].update(
+            constants=[{"tool": "get_order_details", "arg": "order_id", "value": "x"}]
+        ),
+        "the program changed: it is code the proxy runs": lambda f: f["program"]["body"].pop(),
+    }
+    for expected, edit in cases.items():
+        review, _ = diff(flow, changed(flow, edit))
+        assert expected in review, (expected, review)
+    # thresholds: switched on, lowered; raised needs no review
+    old = changed(flow, lambda f: f.update(thresholds={"a": 2.0, "b": 0.5, "c": 0.5}))
+    new = changed(flow, lambda f: f.update(thresholds={"a": 0.4, "b": 0.4, "c": 0.6}))
+    review, _ = diff(old, new)
+    assert review == ["a site switched on: a", "a lower threshold at b: 0.5 -> 0.4"]
+    # counts and probabilities only
+    recount = changed(
+        flow,
+        lambda f: (
+            f["sites"]["next"][0]["lookups"].update(get_user_details=9),
+            f["habit"].update(alpha=1.5),
+        ),
+    )
+    review, other = diff(flow, recount)
+    assert review == []
+    assert "after find_user_id_by_email: get_user_details seen 6 -> 9 times" in other
+
+    new_path = tmp_path / "new.flow.json"
+    new_path.write_text(json.dumps(changed(flow, cases[next(iter(cases))])))
+    done = subprocess.run(
+        [STRETTO, "flow-diff", str(shop), str(new_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "## Needs review" in done.stdout
+    same = subprocess.run(
+        [STRETTO, "flow-diff", str(shop), str(shop)], capture_output=True, text=True
+    )
+    assert same.returncode == 0
+    broken = subprocess.run(
+        [STRETTO, "flow-diff", str(shop), str(tmp_path / "missing.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert broken.returncode == 2 and "cannot read" in broken.stderr
