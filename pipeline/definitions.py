@@ -4,6 +4,7 @@ import os
 
 import dagster as dg
 
+from assets.audit import audit
 from assets.ingest import INGEST_ASSETS
 from assets.learn import flow
 from assets.resources import StrettoHome
@@ -54,7 +55,7 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 
 
 defs = dg.Definitions(
-    assets=[*INGEST_ASSETS, flow],
+    assets=[*INGEST_ASSETS, flow, audit],
     jobs=[ingest_job, relearn_job],
     schedules=[nightly],
     sensors=[new_logs],

@@ -213,6 +213,39 @@ def _flow_diff(args: argparse.Namespace) -> int:
     return 1 if review else 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from stretto.audit import audit, markdown, write_tables
+    from stretto.episode import read_episodes
+    from stretto.flow import FlowError, load_flow
+    from stretto.sessionlog import LogError
+    from warehouse.layout import default_home
+
+    try:
+        flow = load_flow(args.flow)
+        episodes = read_episodes(args.sessions)
+    except (FlowError, LogError) as exc:
+        print(f"stretto: {exc}", file=sys.stderr)
+        return 1
+    if args.decider == "reach" and not flow.get("reach"):
+        print("stretto: this flow has no reach counts", file=sys.stderr)
+        return 1
+    result = audit(flow, episodes, args.decider)
+    sys.stdout.write(markdown(result))
+    home = Path(args.home).expanduser() if args.home else default_home()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    folder = (
+        Path(args.out)
+        if args.out
+        else (home / "reports" / flow["manifest"]["domain"] / f"audit-{stamp}")
+    )
+    written = write_tables(result, folder)
+    print(f"stretto: audit tables and plot in {folder} ({len(written)} files)", file=sys.stderr)
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -356,6 +389,28 @@ def build_parser() -> argparse.ArgumentParser:
     flow_diff.add_argument("old", metavar="OLD")
     flow_diff.add_argument("new", metavar="NEW")
     flow_diff.set_defaults(run=_flow_diff)
+
+    audit_cmd = commands.add_parser(
+        "audit",
+        help="score a flow on sessions it never saw",
+        description="Run the flow's decider at each decision point of the sessions in DIR: "
+        "per site, decisions, agreement (the likeliest option was the agent's next step) and "
+        "nats per decision; and the calibration of the served score (probability × binding "
+        "chance) against whether the agent made that call before its next write (ECE, Brier, "
+        "a reliability plot). Markdown on stdout; the tables as Parquet and the plot as PNG in "
+        "--out (default HOME/reports/<domain>/audit-<time>/).",
+    )
+    audit_cmd.add_argument("--flow", required=True, metavar="FLOW")
+    audit_cmd.add_argument("--sessions", required=True, metavar="DIR")
+    audit_cmd.add_argument(
+        "--decider",
+        choices=("habit", "reach"),
+        default="habit",
+        help="the next-step probabilities scored (default habit)",
+    )
+    audit_cmd.add_argument("--out", metavar="DIR", help="where to write the tables and plot")
+    audit_cmd.add_argument("--home", metavar="DIR", help=home_help)
+    audit_cmd.set_defaults(run=_audit)
 
     doctor = commands.add_parser(
         "doctor",

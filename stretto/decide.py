@@ -140,6 +140,20 @@ class Decider:
         decision.options = options
         return decision
 
+    def probabilities(self, history: list[str], last: tuple[str, bool]) -> dict[str, float]:
+        """The decider's probability of each option at the site after `last` (the lookups
+        learned there, and respond), without binding; {} when the site offers none."""
+        lookups = self.options.get(last, [])
+        if not lookups:
+            return {}
+        if self.kind == "reach":
+            probs = {tool: self.reach.prob(tool, history) for tool in lookups}
+            probs[RESPOND] = 0.0
+        else:
+            probs = {tool: self.habit.prob(tool, history) for tool in lookups}
+            probs[RESPOND] = max(0.0, 1.0 - sum(probs.values()))
+        return probs
+
     @staticmethod
     def _habit_rule(options: list[Option], theta: float) -> Decision:
         """The likeliest lookup, if it clears θ and binds (no fall-back to the next one)."""

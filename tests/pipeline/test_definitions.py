@@ -22,7 +22,7 @@ DAGSTER = str(Path(sys.executable).parent / "dagster")
 def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
     repo = defs.get_repository_def()
     keys = {key.to_user_string() for key in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"log_files", "session_tables", "steps", "flow"}
+    assert keys == {"log_files", "session_tables", "steps", "flow", "audit"}
     assert defs.resolve_job_def("ingest") is not None
     assert defs.resolve_schedule_def("nightly").cron_schedule == "0 3 * * *"
     assert defs.resolve_schedule_def("nightly").job_name == "relearn"
@@ -99,3 +99,40 @@ def test_the_nightly_relearn_writes_a_flow_per_domain(tmp_path: Path) -> None:
     retail = load_flow(home / "flows/retail.flow.json")
     assert shop["provenance"]["habit_episodes"] == 6 and retail["provenance"]["habit_episodes"] == 1
     assert shop["manifest"]["domain"] == "shop"
+
+
+def test_the_audit_asset_shows_its_table_and_plot(tmp_path: Path) -> None:
+    from assets.audit import audit
+    from pipeline.run import materialize, output_metadata
+
+    flow_path = tmp_path / "shop.flow.json"
+    learned = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "stretto"),
+            "learn",
+            "--sessions",
+            str(REFERENCE_HOME / "logs/shop"),
+            "--domain",
+            "shop",
+            "--habit-only",
+            "--out",
+            str(flow_path),
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert learned.returncode == 0, learned.stderr
+    result = materialize(
+        [audit],
+        str(tmp_path / "home"),
+        10,
+        {"audit": {"flow": str(flow_path), "sessions": str(REFERENCE_HOME / "shadow/shop")}},
+    )
+    assert result.success
+    metadata = output_metadata(result, "audit")
+    assert metadata["agreement"] == 1.0
+    assert metadata["reliability"].startswith("![reliability](data:image/png;base64,")
+    assert "| get_order_details | 6 |" in metadata["report"]
+    assert list((tmp_path / "home/reports/shop").glob("audit-*/sites.parquet"))

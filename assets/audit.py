@@ -1,0 +1,58 @@
+"""Asset: a flow audited on sessions it never saw (stretto.audit), with its tables and plot."""
+
+import base64
+import time
+
+import dagster as dg
+
+from assets.resources import StrettoHome
+from stretto.audit import audit as run_audit
+from stretto.audit import markdown, write_tables
+from stretto.episode import read_episodes
+from stretto.flow import load_flow
+
+
+class AuditConfig(dg.Config):
+    flow: str  # the flow file
+    sessions: str  # a folder of session logs the flow did not learn from
+    decider: str = "habit"
+
+
+@dg.asset(
+    group_name="learning",
+    description="A flow audited on held-out sessions: "
+    "agreement, nats per decision, and the served score's calibration (ECE, Brier).",
+)
+def audit(
+    context: dg.AssetExecutionContext, config: AuditConfig, stretto: StrettoHome
+) -> dg.MaterializeResult:
+    flow = load_flow(config.flow)
+    result = run_audit(flow, read_episodes(config.sessions), config.decider)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    folder = stretto.layout().home / "reports" / flow["manifest"]["domain"] / f"audit-{stamp}"
+    write_tables(result, folder)
+    plot = base64.b64encode((folder / "reliability.png").read_bytes()).decode()
+    totals = result.totals()
+    context.log.info(f"audit of {config.flow}: {folder}")
+    return dg.MaterializeResult(
+        metadata={
+            "report": dg.MetadataValue.md(markdown(result)),
+            "reliability": dg.MetadataValue.md(f"![reliability](data:image/png;base64,{plot})"),
+            "agreement": totals["agreement"],
+            "nats per decision": totals["nats_per_decision"],
+            "ece": totals["ece"],
+            "brier": totals["brier"],
+            "tables": dg.MetadataValue.path(str(folder)),
+            "sites": dg.MetadataValue.table(
+                records=[dg.TableRecord(row) for row in result.sites()],
+                schema=dg.TableSchema(
+                    columns=[
+                        dg.TableColumn("site", "string"),
+                        dg.TableColumn("decisions", "int"),
+                        dg.TableColumn("agreement", "float"),
+                        dg.TableColumn("nats_per_decision", "float"),
+                    ]
+                ),
+            ),
+        }
+    )

@@ -1,0 +1,112 @@
+"""stretto audit: next-step scores and the served score's calibration."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from stretto.audit import audit, brier, ece, reliability
+from stretto.episode import read_episodes
+from stretto.flow import habit_model, load_flow
+from tests.conftest import REFERENCE_HOME
+
+STRETTO = str(Path(sys.executable).parent / "stretto")
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("audit")
+    out = tmp / "shop.flow.json"
+    done = subprocess.run(
+        [
+            STRETTO,
+            "learn",
+            "--sessions",
+            str(REFERENCE_HOME / "logs/shop"),
+            "--domain",
+            "shop",
+            "--habit-only",
+            "--out",
+            str(out),
+            "--home",
+            str(tmp / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_calibration_by_hand() -> None:
+    served = [
+        {"score": 0.8, "used": True},
+        {"score": 0.8, "used": False},
+        {"score": 0.2, "used": False},
+    ]
+    assert reliability(served) == [
+        {"from": 0.2, "decisions": 1, "mean_score": 0.2, "used": 0.0},
+        {"from": 0.8, "decisions": 2, "mean_score": 0.8, "used": 0.5},
+    ]
+    assert ece(served) == pytest.approx(2 / 3 * 0.3 + 1 / 3 * 0.2)
+    assert brier(served) == pytest.approx((0.04 + 0.64 + 0.04) / 3)
+
+
+def test_a_decision_scored_by_hand(shop: Path) -> None:
+    flow = load_flow(shop)
+    episodes = read_episodes(REFERENCE_HOME / "shadow/shop")
+    result = audit(flow, episodes)
+    first = result.decisions[0]
+    # after find_user_id_by_email the options are get_user_details and respond, plus other
+    habit = habit_model(flow)
+    p = habit.prob("get_user_details", ["find_user_id_by_email"])
+    probs = {"get_user_details": p, "respond": max(0.0, 1 - p), "other": 0.0}
+    floored = {k: max(v, 1e-6) for k, v in probs.items()}
+    expected = math.log(floored["get_user_details"] / sum(floored.values()))
+    assert (first["site"], first["actual"], first["hit"]) == (
+        "find_user_id_by_email",
+        "get_user_details",
+        True,
+    )
+    assert first["log_prob"] == pytest.approx(expected, rel=1e-12)
+    totals = result.totals()
+    assert totals["decisions"] == len(result.decisions) == 12
+    assert totals["nats_per_decision"] == pytest.approx(
+        -sum(d["log_prob"] for d in result.decisions) / 12
+    )
+
+
+def test_the_command_writes_markdown_tables_and_a_plot(shop: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [
+            STRETTO,
+            "audit",
+            "--flow",
+            str(shop),
+            "--sessions",
+            str(REFERENCE_HOME / "shadow/shop"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Audit (habit decider)\n\n3 episodes, 12 decisions scored.")
+    assert "| get_order_details | 6 |" in done.stdout
+    assert pq.read_table(out / "sites.parquet").num_rows == 3
+    assert pq.read_table(out / "decisions.parquet").num_rows == 12
+    assert (out / "reliability.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    missing = subprocess.run(
+        [STRETTO, "audit", "--flow", str(shop), "--sessions", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 1 and "not a directory of session logs" in missing.stderr
