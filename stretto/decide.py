@@ -105,18 +105,13 @@ class Decider:
         lookups = self.options.get(last, [])
         if not lookups:
             return Decision(site, "hand_back", reason="no lookups followed here in training")
-        if self.kind == "reach":
-            probs = {tool: self.reach.prob(tool, history) for tool in lookups}
-            probs[RESPOND] = 0.0
-            habit = (
-                {tool: self.habit.prob(tool, history) for tool in lookups}
-                if every_option
-                else dict.fromkeys(lookups)
-            )
-        else:
+        probs = self.probabilities(history, last)
+        if self.kind == "habit":
+            habit = {tool: probs[tool] for tool in lookups}
+        elif every_option:
             habit = {tool: self.habit.prob(tool, history) for tool in lookups}
-            probs = dict(habit)
-            probs[RESPOND] = max(0.0, 1.0 - sum(habit.values()))
+        else:
+            habit = dict.fromkeys(lookups)
         options = [Option(tool, probs[tool], habit[tool]) for tool in lookups]
         # Bind only the options the rule can take (binding is the costly part), unless every
         # option is wanted (exploration shows them all).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,3 +45,30 @@ def free_port() -> int:
 @pytest.fixture
 def logs(tmp_path: Path) -> Path:
     return tmp_path / "logs"
+
+
+@pytest.fixture(scope="session")
+def shop_flow_path(tmp_path_factory) -> Path:
+    """A flow learned (once per test run, by the real command) from the reference's shop logs."""
+    tmp = tmp_path_factory.mktemp("shop-flow")
+    out = tmp / "shop.flow.json"
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "stretto"),
+            "learn",
+            "--sessions",
+            str(REFERENCE_HOME / "logs/shop"),
+            "--domain",
+            "shop",
+            "--habit-only",
+            "--out",
+            str(out),
+            "--home",
+            str(tmp / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return out

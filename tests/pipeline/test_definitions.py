@@ -101,29 +101,11 @@ def test_the_nightly_relearn_writes_a_flow_per_domain(tmp_path: Path) -> None:
     assert shop["manifest"]["domain"] == "shop"
 
 
-def test_the_audit_asset_shows_its_table_and_plot(tmp_path: Path) -> None:
+def test_the_audit_asset_shows_its_table_and_plot(tmp_path: Path, shop_flow_path: Path) -> None:
     from assets.audit import audit
     from pipeline.run import materialize, output_metadata
 
-    flow_path = tmp_path / "shop.flow.json"
-    learned = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "stretto"),
-            "learn",
-            "--sessions",
-            str(REFERENCE_HOME / "logs/shop"),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(flow_path),
-            "--home",
-            str(tmp_path / "home"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert learned.returncode == 0, learned.stderr
+    flow_path = shop_flow_path
     result = materialize(
         [audit],
         str(tmp_path / "home"),

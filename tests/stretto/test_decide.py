@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,30 +19,9 @@ STRETTO = str(Path(sys.executable).parent / "stretto")
 SERVED = REFERENCE_HOME / "served/shop"
 
 
-@pytest.fixture(scope="module")
-def shop_flow(tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("flow")
-    out = tmp / "shop.flow.json"
-    done = subprocess.run(
-        [
-            STRETTO,
-            "learn",
-            "--sessions",
-            str(REFERENCE_HOME / "logs/shop"),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(out),
-            "--home",
-            str(tmp / "home"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    flow = load_flow(out)
+@pytest.fixture
+def shop_flow(shop_flow_path: Path) -> dict:
+    flow = load_flow(shop_flow_path)
     # the same counts as the reference's flow; take its α so that probabilities match exactly
     reference = json.loads((REFERENCE_HOME / "shop.flow.json").read_text())
     flow["habit"]["alpha"] = flow["reach"]["alpha"] = reference["habit"]["base"]["alpha"]

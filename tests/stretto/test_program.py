@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,30 +24,9 @@ from tests.conftest import REFERENCE_HOME
 STRETTO = str(Path(sys.executable).parent / "stretto")
 
 
-@pytest.fixture(scope="module")
-def shop_flow(tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("flow")
-    out = tmp / "shop.flow.json"
-    done = subprocess.run(
-        [
-            STRETTO,
-            "learn",
-            "--sessions",
-            str(REFERENCE_HOME / "logs/shop"),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(out),
-            "--home",
-            str(tmp / "home"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return load_flow(out)
+@pytest.fixture
+def shop_flow(shop_flow_path: Path) -> dict:
+    return load_flow(shop_flow_path)
 
 
 def reference_run() -> dict:

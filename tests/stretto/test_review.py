@@ -11,35 +11,13 @@ from pathlib import Path
 import pytest
 
 from stretto.review import diff
-from tests.conftest import REFERENCE_HOME
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
 
 
-@pytest.fixture(scope="module")
-def shop(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("review")
-    out = tmp / "shop.flow.json"
-    done = subprocess.run(
-        [
-            STRETTO,
-            "learn",
-            "--sessions",
-            str(REFERENCE_HOME / "logs/shop"),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(out),
-            "--home",
-            str(tmp / "home"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
+@pytest.fixture
+def shop(shop_flow_path: Path) -> Path:
+    return shop_flow_path
 
 
 def test_flow_show(shop: Path) -> None:
