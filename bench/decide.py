@@ -70,12 +70,12 @@ def learn_flow(sessions: int, calls: int) -> dict:
         for step in range(calls):
             tool = next_tool(rng, tool)
             rows.append((f"s{s}", step, tool, "tool", "ok", s))
+    import pyarrow as pa
+
+    names = ["session", "step", "action", "kind", "outcome", "session_order"]
     con = duckdb.connect()
-    con.execute(
-        "CREATE TABLE synthetic (session VARCHAR, step INTEGER, action VARCHAR, "
-        "kind VARCHAR, outcome VARCHAR, session_order INTEGER)"
-    )
-    con.executemany("INSERT INTO synthetic VALUES (?, ?, ?, ?, ?, ?)", rows)
+    # one insert of every row, not a statement per row
+    con.register("synthetic", pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)}))
     counts = count_steps(con, "SELECT * FROM synthetic", KINDS)
     reads = [t for t in TOOLS if KINDS[t] == "read"]
     bindings = {

@@ -10,7 +10,6 @@ holds the agent's answer, decides with stretto.decide, sends lookups with ids of
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import threading
@@ -333,12 +332,7 @@ class FlowServer:
 
     def _write_log(self, entry: dict) -> None:
         clean = {k: v for k, v in entry.items() if v is not None or k in ("binding", "prob")}
-        data = json.dumps(
-            clean,
-            sort_keys=True,
-            ensure_ascii=False,
-            default=lambda v: None if isinstance(v, float) and math.isnan(v) else v,
-        )
+        data = json.dumps(clean, sort_keys=True, ensure_ascii=False)
         os.write(self._log, data.encode() + b"\n")
 
     def abandon(self) -> None:

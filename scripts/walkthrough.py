@@ -127,6 +127,22 @@ def stretto(*args: str, expect: int = 0) -> str:
     return done.stdout + done.stderr
 
 
+def learn(logs: Path, out: Path, home: Path) -> None:
+    said = stretto(
+        "learn",
+        "--sessions",
+        str(logs),
+        "--domain",
+        "notes",
+        "--habit-only",
+        "--out",
+        str(out),
+        "--home",
+        str(home),
+    )
+    print("  " + said.strip())
+
+
 def record(tasks: list[Task], logs: Path, workdir: Path) -> list[Path]:
     recorded = []
     for task in tasks:
@@ -161,19 +177,7 @@ def main() -> int:
 
         print("\n2. Learning a flow from them")
         first = flows / "notes.flow.json"
-        said = stretto(
-            "learn",
-            "--sessions",
-            str(logs),
-            "--domain",
-            "notes",
-            "--habit-only",
-            "--out",
-            str(first),
-            "--home",
-            str(home),
-        )
-        print("  " + said.strip())
+        learn(logs, first, home)
         check(first.exists(), f"the flow is in {first}")
 
         print("\n3. Reviewing it")
@@ -235,19 +239,7 @@ def main() -> int:
         for log_file in held_out.glob("*[0-9].jsonl"):
             shutil.copy(log_file, logs / log_file.name)
         second = flows / "notes.2.flow.json"
-        said = stretto(
-            "learn",
-            "--sessions",
-            str(logs),
-            "--domain",
-            "notes",
-            "--habit-only",
-            "--out",
-            str(second),
-            "--home",
-            str(home),
-        )
-        print("  " + said.strip())
+        learn(logs, second, home)
         changes = stretto("flow-diff", str(first), str(second))
         check(
             "## Needs review\n\n- nothing" in changes,

@@ -82,7 +82,7 @@ def _learn(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from stretto.flow import FlowError, load_manifest
+    from stretto.flow import load_manifest
     from warehouse.layout import Layout, default_home
 
     if not args.habit_only:
@@ -97,11 +97,7 @@ def _learn(args: argparse.Namespace) -> int:
         print(f"stretto: {sessions}: not a directory of session logs", file=sys.stderr)
         return 1
     if args.manifest:
-        try:
-            load_manifest(args.manifest)  # refuse a bad manifest before any work
-        except FlowError as exc:
-            print(f"stretto: {exc}", file=sys.stderr)
-            return 1
+        load_manifest(args.manifest)  # refuse a bad manifest before any work
     # A warehouse of this folder's own, kept so that learning again is incremental.
     key = hashlib.blake2b(str(sessions).encode(), digest_size=8).hexdigest()
     home = (Path(args.home).expanduser() if args.home else default_home()) / "cache" / "learn" / key
@@ -164,13 +160,9 @@ def _init(args: argparse.Namespace) -> int:
         )
         return 2
     if args.flow:
-        from stretto.flow import FlowError, load_flow
+        from stretto.flow import load_flow
 
-        try:
-            load_flow(args.flow)
-        except FlowError as exc:
-            print(f"stretto: {exc}", file=sys.stderr)
-            return 1
+        load_flow(args.flow)  # refuse a bad flow before printing a configuration for it
     name = args.name or server_name(args.server)
     home = args.home or "~/.stretto"
     config = host_config(
@@ -184,14 +176,10 @@ def _init(args: argparse.Namespace) -> int:
 def _flow_show(args: argparse.Namespace) -> int:
     import json
 
-    from stretto.flow import FlowError, load_flow
+    from stretto.flow import load_flow
     from stretto.review import markdown, summary
 
-    try:
-        flow = load_flow(args.flow)
-    except FlowError as exc:
-        print(f"stretto: {exc}", file=sys.stderr)
-        return 1
+    flow = load_flow(args.flow)
     if args.format == "json":
         print(json.dumps(summary(flow, args.threshold), indent=1, ensure_ascii=False))
     else:
@@ -219,16 +207,11 @@ def _audit(args: argparse.Namespace) -> int:
 
     from stretto.audit import audit, markdown, write_tables
     from stretto.episode import read_episodes
-    from stretto.flow import FlowError, load_flow
-    from stretto.sessionlog import LogError
+    from stretto.flow import load_flow
     from warehouse.layout import default_home
 
-    try:
-        flow = load_flow(args.flow)
-        episodes = read_episodes(args.sessions)
-    except (FlowError, LogError) as exc:
-        print(f"stretto: {exc}", file=sys.stderr)
-        return 1
+    flow = load_flow(args.flow)
+    episodes = read_episodes(args.sessions)
     if args.decider == "reach" and not flow.get("reach"):
         print("stretto: this flow has no reach counts", file=sys.stderr)
         return 1
@@ -443,11 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
+    from stretto.flow import FlowError
     from stretto.sessionlog import LogError
 
     try:
         return args.run(args)
-    except LogError as exc:
+    except (LogError, FlowError) as exc:  # bad input: the message names file, line, field
         print(f"stretto: {exc}", file=sys.stderr)
         return 1
 

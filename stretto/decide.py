@@ -49,6 +49,15 @@ class Decision:
         return self.action == "lookup"
 
 
+def _below(option: Option, theta: float) -> Decision:
+    return Decision(
+        None,
+        "hand_back",
+        prob=option.prob,
+        reason=f"{option.tool} at {option.prob:.2f}, below {theta_text(theta)}",
+    )
+
+
 def site_name(tool: str, failed: bool) -> str:
     return tool + (" (error)" if failed else "")
 
@@ -152,19 +161,11 @@ class Decider:
     @staticmethod
     def _habit_rule(options: list[Option], theta: float) -> Decision:
         """The likeliest lookup, if it clears θ and binds (no fall-back to the next one)."""
-        best = None
-        for option in options:  # ties: the first in name order
-            if best is None or option.prob > best.prob:
-                best = option
+        best = max(options, key=lambda o: o.prob, default=None)  # first of equals
         if best is None:
             return Decision(None, "hand_back", reason="no lookup to make")
         if best.prob < theta:
-            return Decision(
-                None,
-                "hand_back",
-                prob=best.prob,
-                reason=f"{best.tool} at {best.prob:.2f}, below {theta_text(theta)}",
-            )
+            return _below(best, theta)
         return Decider._clear(best, theta)
 
     @staticmethod
@@ -186,12 +187,7 @@ class Decider:
             likeliest = max(options, key=lambda o: o.prob, default=None)  # first of equals
             if likeliest is None:
                 return Decision(None, "hand_back", reason="no lookup to make")
-            return Decision(
-                None,
-                "hand_back",
-                prob=likeliest.prob,
-                reason=f"{likeliest.tool} at {likeliest.prob:.2f}, below {theta_text(theta)}",
-            )
+            return _below(likeliest, theta)
         return Decider._clear(best, theta)
 
     @staticmethod

@@ -75,16 +75,11 @@ class Episode:
         return [c for e in self.events if isinstance(e, Assistant) for c in e.calls]
 
     def results(self) -> dict[str, ToolResult]:
-        """Results by call id (a reused id keeps its last result; see `result_of`)."""
+        """Results by call id (a reused id keeps its last result; see `results_by_key`)."""
         return {e.call_id: e for e in self.events if isinstance(e, ToolResult)}
 
-    def result_of(self, call: ToolCall) -> ToolResult | None:
-        for event in self.events:
-            if isinstance(event, ToolResult) and event.call_key == call.key:
-                return event
-        return None
-
     def results_by_key(self) -> dict[tuple[int, int], ToolResult]:
+        """Results by the key of the call they answer: exact even when ids are reused."""
         return {e.call_key: e for e in self.events if isinstance(e, ToolResult)}
 
 
