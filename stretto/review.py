@@ -229,11 +229,21 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
         review.append("the program changed: it is code the proxy runs")
     old_t, new_t = old.get("thresholds", {}), new.get("thresholds", {})
     for site in sorted(set(old_t) | set(new_t)):
-        before, after = old_t.get(site), new_t.get(site)
-        if before is not None and before > 1 and (after is None or after <= 1):
+        # a site with no threshold of its own is served at --flow-threshold (default 0.3)
+        before = old_t.get(site, DEFAULT_THRESHOLD)
+        after = new_t.get(site, DEFAULT_THRESHOLD)
+        if before > 1 and after <= 1:
             review.append(f"a site switched on: {site}")
-        elif after is not None and (before is None or after < before) and after <= 1:
-            review.append(f"a lower threshold at {site}: {before} -> {after}")
+        elif after < before:
+            review.append(
+                f"a lower threshold at {site}: {theta_text(before)} -> {theta_text(after)}"
+            )
+        elif after > 1 and before <= 1:
+            other.append(f"a site switched off: {site}")
+        elif after > before:
+            other.append(
+                f"a higher threshold at {site}: {theta_text(before)} -> {theta_text(after)}"
+            )
     old_promoted = set((old.get("promoted") or {}).get("sites", {}))
     if "promoted" in new:
         for site, entry in (new["promoted"].get("sites") or {}).items():

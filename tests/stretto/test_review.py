@@ -72,8 +72,12 @@ def test_flow_diff_lists_what_needs_review(shop: Path, tmp_path: Path) -> None:
     # thresholds: switched on, lowered; raised needs no review
     old = changed(flow, lambda f: f.update(thresholds={"a": 2.0, "b": 0.5, "c": 0.5}))
     new = changed(flow, lambda f: f.update(thresholds={"a": 0.4, "b": 0.4, "c": 0.6}))
-    review, _ = diff(old, new)
+    review, other = diff(old, new)
     assert review == ["a site switched on: a", "a lower threshold at b: 0.5 -> 0.4"]
+    assert "a higher threshold at c: 0.5 -> 0.6" in other
+    # a site without a threshold of its own is served at the default 0.3
+    review, other = diff(flow, changed(flow, lambda f: f.update(thresholds={"d": 0.3, "e": 2.0})))
+    assert review == [] and "a site switched off: e" in other
     # counts and probabilities only
     recount = changed(
         flow,
