@@ -7,7 +7,9 @@ import dagster as dg
 from assets.audit import audit
 from assets.ingest import INGEST_ASSETS
 from assets.learn import flow
+from assets.replay import replay_report
 from assets.resources import StrettoHome
+from assets.search import thresholds
 
 ingest_job = dg.define_asset_job(
     "ingest",
@@ -17,8 +19,9 @@ ingest_job = dg.define_asset_job(
 
 relearn_job = dg.define_asset_job(
     "relearn",
-    selection=dg.AssetSelection.assets(*INGEST_ASSETS, flow),
-    description="Ingest new and changed logs, then learn every domain's flow again.",
+    selection=dg.AssetSelection.assets(*INGEST_ASSETS, flow, thresholds),
+    description="Ingest new and changed logs, learn every domain's flow again, and search "
+    "its per-site thresholds on its sessions (beside it, for review).",
 )
 
 # Nightly: ingest what came in during the day and relearn the flows from everything.
@@ -55,7 +58,7 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 
 
 defs = dg.Definitions(
-    assets=[*INGEST_ASSETS, flow, audit],
+    assets=[*INGEST_ASSETS, flow, thresholds, audit, replay_report],
     jobs=[ingest_job, relearn_job],
     schedules=[nightly],
     sensors=[new_logs],

@@ -564,3 +564,33 @@ def write_tables(result: Replay, folder) -> list:
         pq.write_table(pa.Table.from_pylist(rows) if rows else pa.table({}), path)
         written.append(path)
     return written
+
+
+class NoEpisodes(ValueError):
+    pass
+
+
+def load_episodes(
+    sessions: str | None, results: list[str] | None, split: str | None, part: str = "test"
+) -> list[Episode]:
+    """The episodes a replay or search walks: a folder of session logs, or τ²-bench results
+    files, kept to the split's `part` tasks ("train" or "test") when a split is given."""
+    from stretto.episode import read_episodes
+
+    if bool(sessions) == bool(results):
+        raise NoEpisodes("give either a folder of session logs or τ²-bench results files")
+    if results:
+        from stretto.tau2 import episodes_from_results
+
+        episodes = episodes_from_results(results)
+    else:
+        episodes = read_episodes(sessions)
+    if split:
+        from stretto.tau2 import read_split
+
+        tasks = read_split(split)[part]
+        episodes = [e for e in episodes if e.task_id in tasks]
+    if not episodes:
+        where = f" on the split's {part} tasks" if split else ""
+        raise NoEpisodes(f"no episodes to replay{where}")
+    return episodes

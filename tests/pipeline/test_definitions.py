@@ -22,7 +22,15 @@ DAGSTER = str(Path(sys.executable).parent / "dagster")
 def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
     repo = defs.get_repository_def()
     keys = {key.to_user_string() for key in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"log_files", "session_tables", "steps", "flow", "audit"}
+    assert keys == {
+        "log_files",
+        "session_tables",
+        "steps",
+        "flow",
+        "thresholds",
+        "audit",
+        "replay",
+    }
     assert defs.resolve_job_def("ingest") is not None
     assert defs.resolve_schedule_def("nightly").cron_schedule == "0 3 * * *"
     assert defs.resolve_schedule_def("nightly").job_name == "relearn"

@@ -1,0 +1,56 @@
+"""Asset: recorded episodes replayed with a flow (stretto.replay), the benchmark's tables."""
+
+import time
+
+import dagster as dg
+
+from assets.resources import StrettoHome
+from stretto.flow import load_flow
+from stretto.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
+
+
+class ReplayConfig(dg.Config):
+    flow: str  # the flow file
+    sessions: str | None = None  # a folder of session logs, or
+    results: list[str] = []  # τ²-bench results files
+    split: str | None = None  # with a split, only its test tasks are replayed
+    decider: str | None = None  # reach or habit (default: as served)
+    threshold: float = 0.3
+    explore: float | None = 0.0  # score every option for calibration (None: don't)
+
+
+@dg.asset(
+    name="replay",
+    group_name="benchmark",
+    description="Recorded episodes replayed with a flow: turns saved, detours, the read-only "
+    "ceiling and the share of it taken, and the calibration of the served score.",
+)
+def replay_report(
+    context: dg.AssetExecutionContext, config: ReplayConfig, stretto: StrettoHome
+) -> dg.MaterializeResult:
+    flow = load_flow(config.flow)
+    try:
+        episodes = load_episodes(config.sessions, config.results, config.split, "test")
+    except NoEpisodes as exc:
+        raise dg.Failure(str(exc)) from exc
+    result = replay(
+        flow, episodes, decider=config.decider, threshold=config.threshold, explore=config.explore
+    )
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    folder = stretto.layout().home / "reports" / flow["manifest"]["domain"] / f"replay-{stamp}"
+    write_tables(result, folder)
+    total = result.total()
+    context.log.info(f"replay of {config.flow} on {len(episodes)} episodes: {folder}")
+    metadata = {
+        "report": dg.MetadataValue.md(markdown(result, per_episode=False)),
+        "episodes": total["episodes"],
+        "turns saved": total["turns_saved"],
+        "turns saved share": total["turns_saved_share"],
+        "ceiling share": total["ceiling_share"],
+        "detours per episode": total["detours"] / total["episodes"],
+        "tables": dg.MetadataValue.path(str(folder)),
+    }
+    if config.explore is not None:
+        calibration = result.calibration()
+        metadata["ece"] = dg.MetadataValue.float(calibration["ece"] or 0.0)
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,76 @@
+"""Asset: per-site thresholds searched by replaying each domain's recorded sessions
+(stretto.search), written beside the learned flow for a reviewer to take."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from assets.learn import flow, flow_path
+from assets.resources import StrettoHome
+from stretto.episode import read_episodes
+from stretto.flow import dumps, load_flow
+from stretto.review import diff, diff_markdown
+from stretto.search import Search, markdown, with_thresholds
+
+
+class SearchConfig(dg.Config):
+    """Empty: every domain with a learned flow, on its own logs (HOME/logs/<domain>/)."""
+
+    domain: str | None = None
+    sessions: str | None = None  # another folder of sessions (with `domain`)
+    costs: list[float] = [7.0, 3.0]  # β (a saved turn), δ (a detour)
+    decider: str | None = None
+
+
+def searched_path(home: Path, domain: str) -> Path:
+    return home / "flows" / f"{domain}.searched.flow.json"
+
+
+@dg.asset(
+    group_name="learning",
+    deps=[flow],
+    description="Per-site thresholds chosen by replaying each domain's sessions: "
+    "flows/<domain>.searched.flow.json, with the report and its flow-diff against the "
+    "learned flow (serve it once a reviewer agrees).",
+)
+def thresholds(
+    context: dg.AssetExecutionContext, config: SearchConfig, stretto: StrettoHome
+) -> dg.MaterializeResult:
+    home = stretto.layout().home
+    if len(config.costs) != 2:
+        raise dg.Failure("`costs` is [β, δ]: the value of a saved turn and the cost of a detour")
+    if config.domain:
+        domains = [config.domain]
+    else:
+        domains = sorted(
+            p.name.removesuffix(".flow.json")
+            for p in (home / "flows").glob("*.flow.json")
+            if not p.name.endswith(".searched.flow.json")
+        )
+    reports, summary = [], {}
+    for domain in domains:
+        learned = load_flow(flow_path(home, domain))
+        folder = Path(config.sessions) if config.sessions else stretto.layout().logs / domain
+        episodes = read_episodes(folder)
+        search = Search(
+            learned, episodes, decider=config.decider, costs=(config.costs[0], config.costs[1])
+        )
+        chosen = search.run()
+        searched = with_thresholds(learned, chosen.setting)
+        path = searched_path(home, domain)
+        path.write_text(dumps(searched))
+        review, other = diff(learned, searched)
+        reports.append(f"# {domain}\n\n{markdown(search, chosen)}\n{diff_markdown(review, other)}")
+        summary[domain] = {
+            "flow": str(path),
+            "turns_saved": chosen.turns_saved,
+            "detours": chosen.detours,
+            "needs_review": len(review),
+        }
+        context.log.info(f"searched {domain} on {len(episodes)} sessions: {path}")
+    return dg.MaterializeResult(
+        metadata={
+            "report": dg.MetadataValue.md("\n".join(reports) or "no learned flows"),
+            "domains": dg.MetadataValue.json(summary),
+        }
+    )

@@ -1,0 +1,102 @@
+"""The `replay` and `thresholds` assets, materialized for real on τ²-bench episodes and on
+the reference's recorded sessions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pipeline import defs
+from tests.conftest import REFERENCE_HOME, SHARED
+
+TAU2 = SHARED / "data/tau2"
+RETAIL_SPLIT = TAU2 / "domains/retail/split_tasks.json"
+TRAIN = (
+    TAU2
+    / "results/leaderboard/toolorchestra_nvidia_2025-12-02/toolorchestra_retail_gpt-5_1trial.json"
+)
+TEST = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json"
+STRETTO = str(Path(sys.executable).parent / "stretto")
+
+
+@pytest.fixture(scope="module")
+def retail_flow(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("retail")
+    out = tmp / "retail.flow.json"
+    done = subprocess.run(
+        [STRETTO, "compile", "--results", str(TRAIN), "--domain", "retail"]
+        + ["--split", str(RETAIL_SPLIT), "--tools", str(TAU2 / "domains/tau2_tools.json")]
+        + ["--out", str(out), "--home", str(tmp / "home")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flow: Path) -> None:
+    from pipeline.run import failure_message, materialize, output_metadata
+
+    config = {"flow": str(retail_flow), "results": [str(TEST)], "split": str(RETAIL_SPLIT)}
+    result = materialize(
+        [defs.get_assets_def("replay")], str(tmp_path / "home"), 10, {"replay": config}
+    )
+    assert result.success, failure_message(result)
+    metadata = output_metadata(result, "replay")
+    # gpt-4.1 ran the 40 test tasks of retail once each
+    assert metadata["episodes"] == 40
+    assert 0 < metadata["turns saved"] and 0 < metadata["ceiling share"] <= 1
+    assert 0 <= metadata["ece"] < 0.5
+    folders = list((tmp_path / "home/reports/retail").glob("replay-*"))
+    assert len(folders) == 1
+    assert {p.name for p in folders[0].iterdir()} >= {"episodes.parquet", "calibration.parquet"}
+    # the CLI, on the same episodes, reports the same totals
+    done = subprocess.run(
+        [STRETTO, "replay", "--flow", str(retail_flow), "--results", str(TEST)]
+        + ["--split", str(RETAIL_SPLIT), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    total = json.loads(done.stdout)["total"]
+    assert total["turns_saved"] == metadata["turns saved"]
+    # a split none of whose test tasks were run: refused, not an empty report
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": ["1"], "test": ["no-such-task"]}))
+    empty = subprocess.run(
+        [STRETTO, "replay", "--flow", str(retail_flow), "--results", str(TEST)]
+        + ["--split", str(split)],
+        capture_output=True,
+        text=True,
+    )
+    assert empty.returncode == 1 and "no episodes to replay" in empty.stderr
+
+
+def test_the_relearn_job_searches_thresholds_beside_each_flow(tmp_path: Path) -> None:
+    from stretto.flow import load_flow
+
+    home = tmp_path / "stretto"
+    shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    result = defs.resolve_job_def("relearn").execute_in_process(
+        run_config={"resources": {"stretto": {"config": {"home": str(home)}}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    learned = load_flow(home / "flows/shop.flow.json")
+    searched = load_flow(home / "flows/shop.searched.flow.json")
+    assert set(searched["thresholds"]) == {
+        s["after"] for s in learned["sites"]["next"] if s["lookups"]
+    }
+    report = [
+        e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key == dg.AssetKey("thresholds")
+    ][0]
+    assert report["domains"].value["shop"]["turns_saved"] == 18
+    assert "Pareto front" in report["report"].value

@@ -1,0 +1,103 @@
+"""`stretto search` on hand-made episodes: where a site's lookups are detours, expensive
+detours switch it off; cheap ones keep it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from stretto.flow import load_flow
+from stretto.search import GRID, Search
+from tests.stretto.test_episode import HEADER, LogBuilder
+from tests.stretto.test_replay import STRETTO, shop  # noqa: F401 - the learned shop flow
+from tests.warehouse.test_learn import SHOP_TOOLS
+
+
+def one_order_sessions(folder: Path, n: int = 4) -> Path:
+    """Sessions where the agent reads the account and only its first order, then closes it:
+    the flow's second order read (after get_order) is always a detour."""
+    folder.mkdir(parents=True)
+    for i in range(n):
+        b = LogBuilder()
+        b.lines[0] = {**HEADER, "session": f"one-{i}", "domain": "shop"}
+        b._add(0, "client", {"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
+        b._add(1, "server", {"jsonrpc": "2.0", "id": 0, "result": SHOP_TOOLS})
+        b.say(2, "user", f"I'm d{i}@example.com")
+        b.client_call(10, 1, "find_account", email=f"d{i}@example.com").result(11, 1, f"acct_{i}")
+        b.client_call(1000, 2, "get_account", account=f"acct_{i}")
+        b.result(1001, 2, json.dumps({"orders": [f"X{i}", f"Y{i}"]}))
+        b.client_call(2000, 3, "get_order", order=f"X{i}").result(2001, 3, '{"status": "open"}')
+        b.client_call(3000, 4, "close_order", order=f"X{i}").result(3001, 4, "closed")
+        (folder / f"one-{i}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in b.lines))
+    return folder
+
+
+def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None:  # noqa: F811
+    from stretto.episode import read_episodes
+
+    flow = load_flow(shop)
+    episodes = read_episodes(one_order_sessions(tmp_path / "s"))
+    search = Search(flow, episodes, decider="reach", costs=(1.0, 5.0))
+    start = search.score(search.start)
+    chosen = search.run()
+    assert start.detours > 0
+    assert chosen.detours < start.detours and chosen.turns_saved == start.turns_saved
+    # reading the other order never paid: the site is raised until it stops acting
+    assert chosen.detours == 0 and chosen.setting["get_order"] > 0.3
+    assert all(t in GRID for t in chosen.setting.values())
+    # the front holds the chosen setting's totals, and nothing on it is beaten on both counts
+    front = search.front()
+    assert (chosen.turns_saved, chosen.detours) in {(p.turns_saved, p.detours) for p in front}
+    for p in front:
+        assert not any(
+            q.turns_saved >= p.turns_saved
+            and q.detours <= p.detours
+            and (q.turns_saved, q.detours) != (p.turns_saved, p.detours)
+            for q in search.scored.values()
+        )
+    # cheap detours: the same episodes keep every site on
+    cheap = Search(flow, episodes, decider="reach", costs=(10.0, 0.1)).run()
+    assert all(t <= 1 for t in cheap.setting.values())
+
+
+def test_search_cli_writes_thresholds_and_flow_diff_lists_them(
+    shop: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    sessions = one_order_sessions(tmp_path / "s")
+    out = tmp_path / "searched.flow.json"
+    done = subprocess.run(
+        [STRETTO, "search", "--flow", str(shop), "--sessions", str(sessions)]
+        + ["--costs", "1,5", "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["chosen"]["detours"] < report["start"]["detours"]
+    raised = load_flow(out)["thresholds"]["get_order"]
+    assert raised == report["chosen"]["thresholds"]["get_order"] > 0.3
+    diff = subprocess.run(
+        [STRETTO, "flow-diff", str(shop), str(out)], capture_output=True, text=True
+    )
+    assert diff.returncode == 0  # a higher threshold needs no review
+    assert f"a higher threshold at get_order: 0.3 -> {raised:g}" in diff.stdout
+    back = subprocess.run(
+        [STRETTO, "flow-diff", str(out), str(shop)], capture_output=True, text=True
+    )
+    assert back.returncode == 1
+    assert f"a lower threshold at get_order: {raised:g} -> 0.3" in back.stdout
+    bad = subprocess.run(
+        [STRETTO, "search", "--flow", str(shop), "--sessions", str(sessions), "--costs", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--costs" in bad.stderr
+    unknown = subprocess.run(
+        [STRETTO, "search", "--flow", str(shop), "--sessions", str(sessions)]
+        + ["--site", "close_order", "--dry-run"],
+        capture_output=True,
+        text=True,
+    )
+    assert unknown.returncode == 1 and "close_order" in unknown.stderr
