@@ -39,6 +39,8 @@ bench: setup
 	$(BIN)/python bench/proxy_overhead.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/learn.py
+	$(BIN)/python bench/decide.py
+	$(BIN)/python bench/replay.py
 
 clean:
 	rm -rf $(VENV) node/node_modules *.egg-info
