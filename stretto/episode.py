@@ -139,7 +139,7 @@ class _EpisodeBuilder:
                 if isinstance(message, dict):
                     self._message(line.sender, message, line.t_ms, (line.number, index))
         header = self.log.header
-        return Episode(
+        episode = Episode(
             id=header.session,
             domain=header.domain or "mcp",
             agent_model=header.agent_model or self.client_name or "unknown",
@@ -148,6 +148,15 @@ class _EpisodeBuilder:
             sent_after_results=self.turns.sent_after,
             source=str(self.log.path),
         )
+        # Optional header extras (written by `stretto import-tau2`); absent in proxy logs.
+        extra = header.extra
+        if isinstance(extra.get("task_id"), str | int) and not isinstance(extra["task_id"], bool):
+            episode.task_id = str(extra["task_id"])
+        if isinstance(extra.get("trial"), int) and not isinstance(extra["trial"], bool):
+            episode.trial = extra["trial"]
+        if isinstance(extra.get("reward"), int | float) and not isinstance(extra["reward"], bool):
+            episode.reward = float(extra["reward"])
+        return episode
 
     # conversation --------------------------------------------------------------------------
 

@@ -108,6 +108,9 @@ def parse_header(path: Path | str, value: Any, line: int = 1) -> Header:
     for name in ("domain", "agent_model"):
         if value.get(name) is not None and not isinstance(value[name], str):
             raise LogError(path, line, f"expected a string or null, got {value[name]!r}", name)
+    reward = value.get("reward")  # an optional extra: the episode's reward (τ²-bench imports)
+    if reward is not None and (not isinstance(reward, int | float) or isinstance(reward, bool)):
+        raise LogError(path, line, f"expected a number or null, got {reward!r}", "reward")
     known = {"stretto_mcp_log", "session", "started_unix_ms", "server_command", "domain"}
     extra = {k: v for k, v in value.items() if k not in known | {"agent_model"}}
     return Header(
@@ -150,6 +153,12 @@ def read_session_log(path: Path | str) -> SessionLog:
         data = path.read_bytes()
     except OSError as exc:
         raise LogError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+    return parse_session_log(data, path)
+
+
+def parse_session_log(data: bytes, path: Path | str) -> SessionLog:
+    """Read a session log held in memory; `path` names it in errors and as its source."""
+    path = Path(path)
     pieces = data.split(b"\n")  # only \n ends a line: JSON strings may hold \r or U+2028
     complete = data.endswith(b"\n")
     if complete:

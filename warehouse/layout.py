@@ -36,6 +36,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("torn_last_line", "BOOLEAN"),
         ("tools_snapshot", "VARCHAR"),
         ("header_extra", "JSON"),
+        ("reward", "DOUBLE"),
         ("ingest_id", "VARCHAR"),
     ],
     "messages": [

@@ -21,6 +21,8 @@ from warehouse.layout import Layout
 
 # Fitting α replays the habit online over the steps; past this many it gains nothing.
 ALPHA_FIT_STEPS = 300_000
+# An episode succeeded when its reward is at least this (Episode.succeeded: reward >= 1).
+SUCCESS_REWARD = 1 - 1e-9
 
 
 @dataclass
@@ -175,10 +177,13 @@ def session_events(con):
 
 
 def domains(layout: Layout) -> list[str]:
+    """The domains with a session to learn from (a successful one)."""
     return [
         r["domain"]
         for r in store.query(
-            layout, "SELECT DISTINCT domain FROM sessions ORDER BY domain"
+            layout,
+            "SELECT DISTINCT domain FROM sessions "
+            f"WHERE reward IS NULL OR reward >= {SUCCESS_REWARD!r} ORDER BY domain",
         ).to_pylist()
     ]
 
@@ -191,15 +196,20 @@ def learn_flow(
     with_constants: bool = False,
     now_ms: int | None = None,
 ) -> dict:
-    """Learn the `domain` flow from the warehouse's current sessions (all of them, or with
-    `only_domain` those whose log header names the domain), in the order they started.
-    Every session counts as successful."""
+    """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
+    `only_domain` those whose log header names the domain), in the order they started. A
+    session is successful when its header has no reward (a recorded session) or a reward of
+    at least 1 (SUCCESS_REWARD); failed episodes are not learned from."""
     con = store.connect(layout, read_only=True)
     try:
-        where = "WHERE domain = $domain" if only_domain else ""
+        where = "WHERE (reward IS NULL OR reward >= $success)"
+        where += " AND domain = $domain" if only_domain else ""
+        params: dict = {"success": SUCCESS_REWARD}
+        if only_domain:
+            params["domain"] = domain
         rows = con.execute(
             f"SELECT session, agent_model FROM sessions {where} ORDER BY started_unix_ms, session",
-            {"domain": domain} if only_domain else {},
+            params,
         ).fetchall()
         order = [r[0] for r in rows]
         # one insert of the whole list, not a statement per session
@@ -230,7 +240,9 @@ def learn_flow(
     finally:
         con.close()
     if not order:
-        raise LearnError(f"no sessions to learn the {domain} flow from in {layout.warehouse}")
+        raise LearnError(
+            f"no successful sessions to learn the {domain} flow from in {layout.warehouse}"
+        )
     actions = {a for c in counts.habit.values() for a in c} | set(kinds) | {"respond"}
     alpha_fit = fit_alpha(counts.prequential, len(actions) + 1)
     return build_flow(

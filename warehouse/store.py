@@ -108,15 +108,22 @@ def _empty_select(table: str) -> str:
     )
 
 
-def _parquet_select(layout: Layout, table: str) -> str:
+def _parquet_select(con, layout: Layout, table: str) -> str:
     directory = layout.table_dir(table)
     if not directory.is_dir() or not any(directory.rglob("*.parquet")):
         return _empty_select(table)
     key = "file" if table == "quarantine" else "session"
-    columns = ", ".join(f"t.{name}" for name, _ in [*TABLES[table], *PARTITION_KEYS])
+    files = (
+        f"read_parquet('{directory}/**/*.parquet', hive_partitioning = true, union_by_name = true)"
+    )
+    # Files written before a column was added lack it: it reads as NULL there.
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall()}
+    columns = ", ".join(
+        f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
+        for name, kind in [*TABLES[table], *PARTITION_KEYS]
+    )
     return (
-        f"SELECT {columns} "
-        f"FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true) t "
+        f"SELECT {columns} FROM {files} t "
         f"SEMI JOIN current_files c "
         f"ON c.{'path' if key == 'file' else 'session'} = t.{key} AND c.ingest_id = t.ingest_id"
     )
@@ -126,7 +133,7 @@ def refresh_views(con, layout: Layout) -> None:
     con.execute(REGISTRY_DDL)
     con.execute(CURRENT_DDL)
     for table in TABLES:
-        con.execute(f"CREATE OR REPLACE VIEW {table} AS {_parquet_select(layout, table)}")
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS {_parquet_select(con, layout, table)}")
 
 
 def record_ingest(layout: Layout, registry_rows: list[tuple]) -> None:

@@ -129,6 +129,28 @@ def test_tricky_turns_agree_with_the_episode_reader(tmp_path: Path) -> None:
     assert cancelled == {"cancelled": True, "status": "ok", "result_text": "late"}
 
 
+def test_lines_with_unicode_are_cut_by_characters_not_bytes(tmp_path: Path) -> None:
+    """Raw UTF-8 in compact lines, as the proxy writes them (never re-escaped)."""
+    logs = tmp_path / "home/logs/hand"
+    logs.mkdir(parents=True)
+    texts = ["café ☕", "naïve e\u0301 🙂🙂", "line\u2028separator", "日本語のメモ"]
+    builder = LogBuilder().say(0, "user", texts[0])
+    for i, text in enumerate(texts, start=1):
+        builder.client_call(10 * i, i, "find", query=text).result(10 * i + 5, i, text)
+    builder.lines[0] = {**HEADER, "session": "unicode"}
+    (logs / "unicode.jsonl").write_text(
+        "".join(
+            json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in builder.lines
+        ),
+        encoding="utf-8",
+    )
+    done = ingest(tmp_path / "home")
+    assert done["lines quarantined"] == 0
+    assert mismatches(tmp_path / "home") == []
+    got = rows(tmp_path / "home", "SELECT result_text FROM calls ORDER BY sent_seq")
+    assert [r["result_text"] for r in got] == texts
+
+
 def test_a_second_run_reads_nothing_and_a_changed_file_replaces_its_rows(tmp_path: Path) -> None:
     home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
     first = ingest(home)
@@ -307,3 +329,23 @@ def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkey
     store.derive_steps(layout, "parallel-steps")
     assert mismatches(home) == []
     assert rows(home, "SELECT count(DISTINCT session) AS n FROM calls") == [{"n": 8}]
+
+
+def test_a_warehouse_written_before_a_column_existed_still_reads(tmp_path: Path) -> None:
+    """Parquet files from before `sessions.reward` was added: the column reads as NULL."""
+    import pyarrow.parquet as pq
+
+    home = tmp_path / "home"
+    shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    ingest(home)
+    layout = Layout.at(home)
+    for path in layout.table_dir("sessions").rglob("*.parquet"):
+        table = pq.read_table(path, partitioning=None)
+        pq.write_table(table.drop_columns(["reward"]), path)
+    con = store.connect(layout)
+    try:
+        store.refresh_views(con, layout)
+    finally:
+        con.close()
+    got = rows(home, "SELECT count(*) AS n, count(reward) AS with_reward FROM sessions")
+    assert got == [{"n": 6, "with_reward": 0}]

@@ -75,6 +75,8 @@ SELECT *,
             THEN 'line ' || header_no || ': field `domain`: expected a string or null'
         WHEN coalesce(json_type(header, '$.agent_model'), 'NULL') NOT IN ('NULL', 'VARCHAR')
             THEN 'line ' || header_no || ': field `agent_model`: expected a string or null'
+        WHEN coalesce(json_type(header, '$.reward'), 'NULL') NOT IN ('NULL', 'DOUBLE', 'UBIGINT', 'BIGINT')
+            THEN 'line ' || header_no || ': field `reward`: expected a number or null'
     END AS file_error
 FROM parsed;
 
@@ -96,8 +98,9 @@ WITH body AS (
     SELECT *,
            CASE WHEN head.t_ms <> '' AND suffix(line, '}') THEN
                -- {"t_ms": 8 + N + ,"from":" 9 + S + ","message": 12, then the message, then }
+               -- (substr counts characters, so the line's length in characters, not bytes)
                substr(line, 30 + strlen(head.t_ms) + strlen(head.sender),
-                      strlen(line) - 30 - strlen(head.t_ms) - strlen(head.sender))
+                      length(line) - 30 - strlen(head.t_ms) - strlen(head.sender))
            END AS canon_body
     FROM body
 ), fast_parsed AS (
