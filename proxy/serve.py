@@ -183,18 +183,20 @@ class FlowServer:
                     "probs": decision.probs,
                     "prob": decision.prob,
                     "binding": decision.binding,
-                    "shadow": self.shadow,
+                    # --flow-shadow, or a site the flow's promotion record does not promote
+                    "shadow": self.shadow or decision.shadow,
                     "explore": exploration,
                 }
-                take = decision.looks_up
-                if take:
+                take = False
+                if decision.action == "lookup":
                     entry.update(action="lookup", tool=decision.tool, arguments=decision.arguments)
-                    refusal = None if self.shadow else self._refusal(decision.tool)
-                    if refusal:
-                        entry["withheld"] = refusal
-                        take = False
-                    if self.shadow:
-                        take = False
+                    if decision.shadow:
+                        entry["withheld"] = "the site is not promoted"
+                    elif not self.shadow:
+                        refusal = self._refusal(decision.tool)
+                        if refusal:
+                            entry["withheld"] = refusal
+                        take = refusal is None and decision.looks_up
                 else:
                     entry.update(action="hand_back", reason=decision.reason)
                 self._write_log(entry)

@@ -43,10 +43,14 @@ class Decision:
     reason: str | None = None
     probs: dict[str, float] = field(default_factory=dict)  # every option, respond included
     options: list[Option] = field(default_factory=list)
+    # Made at a site the flow's promotion record does not promote: decided as usual, to be
+    # logged, but never acted on (docs/formats.md, `promoted`).
+    shadow: bool = False
 
     @property
     def looks_up(self) -> bool:
-        return self.action == "lookup"
+        """Whether to make the lookup: a lookup decided at a site where the flow may act."""
+        return self.action == "lookup" and not self.shadow
 
 
 def _below(option: Option, theta: float) -> Decision:
@@ -104,8 +108,21 @@ class Decider:
         if last is None:
             return Decision(None, "hand_back", reason="the last step is not a tool call")
         site = site_name(*last)
-        if self.promoted is not None and site not in self.promoted:
-            return Decision(site, "hand_back", reason="the site is not promoted")
+        decision = self._decide_at(site, history, last, state, also, every_option)
+        # A flow with a promotion record acts only at its promoted sites; at the others the
+        # decision is made as usual and marked shadow: logged, never acted on.
+        decision.shadow = self.promoted is not None and site not in self.promoted
+        return decision
+
+    def _decide_at(
+        self,
+        site: str,
+        history: list[str],
+        last: tuple[str, bool],
+        state: SessionState,
+        also: list[tuple[str, dict]],
+        every_option: bool,
+    ) -> Decision:
         theta = self.threshold
         if site in self.thresholds:
             if self.thresholds[site] > 1:
@@ -137,7 +154,7 @@ class Decider:
             else:
                 option.arguments = bound.arguments
                 option.chance = chance(self.rules, option.tool, bound)
-        rule = self._reach_rule if self.kind == "reach" else self._habit_rule
+        rule = self.reach_rule if self.kind == "reach" else self.habit_rule
         decision = rule(options, theta)
         decision.site = site
         decision.probs = {name: probs[name] for name in sorted(probs)}
@@ -159,7 +176,7 @@ class Decider:
         return probs
 
     @staticmethod
-    def _habit_rule(options: list[Option], theta: float) -> Decision:
+    def habit_rule(options: list[Option], theta: float) -> Decision:
         """The likeliest lookup, if it clears θ and binds (no fall-back to the next one)."""
         best = max(options, key=lambda o: o.prob, default=None)  # first of equals
         if best is None:
@@ -169,7 +186,7 @@ class Decider:
         return Decider._clear(best, theta)
 
     @staticmethod
-    def _reach_rule(options: list[Option], theta: float) -> Decision:
+    def reach_rule(options: list[Option], theta: float) -> Decision:
         """Each lookup judged on its own: the best probability × chance among those that
         clear θ and bind."""
         best, last_error = None, None
@@ -256,11 +273,17 @@ def explore(decision: Decision, epsilon: float, rng: SplitMix64) -> tuple[Decisi
         }
         for o in decision.options
     ]
-    greedy = decision.tool if decision.looks_up else None
+    greedy = decision.tool if decision.action == "lookup" else None
     alternatives = [
         o for o in decision.options if o.arguments is not None and o.prob > 0 and o.tool != greedy
     ]
-    record = {"epsilon": epsilon, "options": view, "explored": False, "propensity": 1.0}
+    record = {
+        "epsilon": epsilon,
+        "options": view,
+        "greedy": greedy,
+        "explored": False,
+        "propensity": 1.0,
+    }
     if not alternatives or epsilon <= 0:
         return decision, record
     if rng.uniform() >= epsilon:
@@ -284,5 +307,6 @@ def explore(decision: Decision, epsilon: float, rng: SplitMix64) -> tuple[Decisi
         binding=chosen.chance,
         probs=decision.probs,
         options=decision.options,
+        shadow=decision.shadow,
     )
     return taken, record

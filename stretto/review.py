@@ -26,6 +26,16 @@ def _site(after: str, failed: bool) -> str:
     return after + (" (error)" if failed else "")
 
 
+def _site_promotion(flow: dict, site: str) -> dict | None:
+    """A site's promotion: None when the flow has no promotion record (it acts everywhere);
+    else whether it is promoted, with its evidence (none when the record does not list it)."""
+    record = flow.get("promoted")
+    if record is None:
+        return None
+    entry = record["sites"].get(site)
+    return {"promoted": bool(entry and entry["promoted"]), "evidence": entry}
+
+
 def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
     """What `flow-show` shows, as data."""
     tools = flow["manifest"]["tools"]
@@ -66,6 +76,8 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
                     f"hands back: {prob:.2f} × {chance:.2f} = {score:.2f}, "
                     f"below {theta_text(theta)}"
                 )
+            if not acts_at(flow, name):  # decided and logged as shadow, never looked up
+                verdict = f"hands back: not promoted; in shadow, {verdict}"
             lookups.append(
                 {"tool": tool, "seen": seen, "reach": prob, "chance": chance, "verdict": verdict}
             )
@@ -75,6 +87,7 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
                 "threshold": theta,
                 "lookups": lookups,
                 "next_in_training": [{"action": a, "share": s} for a, s in next_steps],
+                "promotion": _site_promotion(flow, name),
             }
         )
     bindings = []
@@ -112,6 +125,13 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
         "bindings": bindings,
         "program": "standard" if is_standard(flow["program"]) else "custom",
         "provenance": flow["provenance"],
+        "promotion": None
+        if flow.get("promoted") is None
+        else {
+            "bar": flow["promoted"]["bar"],
+            "promoted": sorted(s for s, e in flow["promoted"]["sites"].items() if e["promoted"]),
+            "scored": len(flow["promoted"]["sites"]),
+        },
     }
 
 
@@ -138,12 +158,24 @@ def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
         f"threshold, {theta_text(threshold)} unless the site has its own).",
         "",
     ]
+    if s["promotion"] is not None:
+        out += [
+            f"**Promotion.** {_promotion_summary(flow['promoted'])}. The flow acts only at "
+            "promoted sites; at the others the proxy decides as usual and logs the decision as "
+            "shadow, never looking it up.",
+            "",
+        ]
     for site in s["sites"]:
         out.append(f"### After `{site['site']}`")
         out.append("")
         nexts = ", ".join(f"{n['action']} {n['share']:.0%}" for n in site["next_in_training"][:5])
         out.append(f"What the agent did next in training: {nexts or 'nothing recorded'}.")
         out.append("")
+        promotion = site["promotion"]
+        if promotion is not None:
+            verdict = "Promoted" if promotion["promoted"] else "Not promoted (shadow)"
+            out.append(f"{verdict}: {promotion_evidence(promotion['evidence'])}.")
+            out.append("")
         out.append("| lookup | seen | reach | binding chance | verdict |")
         out.append("|---|---|---|---|---|")
         for lookup in site["lookups"]:
@@ -244,11 +276,7 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
             other.append(
                 f"a higher threshold at {site}: {theta_text(before)} -> {theta_text(after)}"
             )
-    old_promoted = set((old.get("promoted") or {}).get("sites", {}))
-    if "promoted" in new:
-        for site, entry in (new["promoted"].get("sites") or {}).items():
-            if entry.get("promoted") and site not in old_promoted:
-                review.append(f"a site promoted: {site}")
+    _diff_promotion(old, new, review, other)
     if old["habit"]["alpha"] != new["habit"]["alpha"]:
         other.append(f"α {old['habit']['alpha']:.3f} -> {new['habit']['alpha']:.3f}")
     old_ep, new_ep = old["provenance"]["habit_episodes"], new["provenance"]["habit_episodes"]
@@ -265,6 +293,61 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
     if old["reach"]["levels"] != new["reach"]["levels"]:
         other.append("reach counts changed")
     return review, other
+
+
+def acts_at(flow: dict, site: str) -> bool:
+    """Whether the flow's promotion lets it act at a site: it has no promotion record, or the
+    record promotes the site (elsewhere it decides in shadow)."""
+    record = flow.get("promoted")
+    return record is None or bool(record["sites"].get(site, {}).get("promoted"))
+
+
+def promotion_evidence(entry: dict | None) -> str:
+    """A site's promotion evidence in words."""
+    if not entry:
+        return "not scored"
+    if not entry["lookups"]:
+        return f"{entry['decisions']} decisions, no lookup it would make"
+    return (
+        f"the agent later made {entry['used']} of the {entry['lookups']} lookups it would make "
+        f"({entry['used'] / entry['lookups']:.0%}), lower bound {entry['lower']:.2f}, "
+        f"{entry['tasks']} tasks"
+    )
+
+
+def _promotion_summary(record: dict | None) -> str:
+    if record is None:
+        return "no promotion record (acts at every site)"
+    bar = record["bar"]
+    promoted = sorted(s for s, e in record["sites"].items() if e["promoted"])
+    return (
+        f"{len(promoted)} of {len(record['sites'])} sites promoted"
+        + (f" ({', '.join(promoted)})" if promoted else "")
+        + f" at threshold {theta_text(bar['threshold'])}, used ≥ {bar['min_used']:g}, "
+        f"lower bound ≥ {bar['min_lower']:g}, ≥ {bar['min_tasks']} tasks"
+    )
+
+
+def _diff_promotion(old: dict, new: dict, review: list[str], other: list[str]) -> None:
+    """A site that now acts where it did not needs review (only sites in both flows: a new
+    site's lookups are listed already); a site that no longer acts is listed."""
+    old_rec, new_rec = old.get("promoted"), new.get("promoted")
+    if old_rec == new_rec:
+        return
+    sites = {_site(s["after"], s["failed"]) for s in old["sites"]["next"]} & {
+        _site(s["after"], s["failed"]) for s in new["sites"]["next"]
+    }
+    entries = (new_rec or {}).get("sites", {})
+    for site in sorted(sites):
+        before, after = acts_at(old, site), acts_at(new, site)
+        if after and not before:
+            if new_rec is None:
+                review.append(f"a site acts again (the promotion record was removed): {site}")
+            else:
+                review.append(f"a site promoted: {site} ({promotion_evidence(entries.get(site))})")
+        elif before and not after:
+            other.append(f"a site not promoted: {site} ({promotion_evidence(entries.get(site))})")
+    other.append(f"promotion: {_promotion_summary(old_rec)} -> {_promotion_summary(new_rec)}")
 
 
 def diff_markdown(review: list[str], other: list[str]) -> str:

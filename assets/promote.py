@@ -1,0 +1,76 @@
+"""Asset: a flow promoted from shadow-mode sessions (stretto.promote), with its report."""
+
+import dagster as dg
+
+from stretto.promote import Bar, promote_flow, promoted_sites, rows
+
+
+class PromotionConfig(dg.Config):
+    flow: str  # the flow file
+    shadow: str  # a folder of session logs recorded in shadow mode (or without a flow)
+    decider: str | None = None  # reach or habit; default: as served (reach if the flow has it)
+    threshold: float = 0.3
+    min_used: float = 0.7
+    min_lower: float = 0.5
+    min_tasks: int = 3
+    out: str | None = None  # where to write the promoted flow; default: the flow, in place
+
+
+@dg.asset(
+    group_name="learning",
+    description="A flow's sites promoted from shadow-mode sessions: scored as served, a site "
+    "is promoted when the agent later made enough of the lookups the flow would make there "
+    "(used share, its 90% Wilson lower bound, distinct tasks). Writes the flow with its "
+    "`promoted` record.",
+)
+def promotion(context: dg.AssetExecutionContext, config: PromotionConfig) -> dg.MaterializeResult:
+    bar = Bar(config.threshold, config.min_used, config.min_lower, config.min_tasks)
+    try:
+        done = promote_flow(
+            config.flow, config.shadow, bar, decider=config.decider, out=config.out, cli=False
+        )
+    except (OSError, ValueError) as exc:  # bad config, flow or logs: the message names it
+        raise dg.Failure(description=f"promotion: {exc}") from exc
+    for warning in done.warnings:
+        context.log.warning(warning)
+    record = done.promotion.record
+    promoted = sorted(promoted_sites(record))
+    context.log.info(f"promoted {len(promoted)} of {len(record['sites'])} sites; wrote {done.out}")
+    return dg.MaterializeResult(
+        metadata={
+            "report": dg.MetadataValue.md(done.report),
+            "flow": dg.MetadataValue.path(str(done.out)),
+            "decider": done.promotion.decider,
+            "sessions": done.promotion.scored.sessions,
+            "rounds": done.promotion.rounds,
+            "promoted": len(promoted),
+            "promoted sites": ", ".join(promoted) or "none",
+            "sites": dg.MetadataValue.table(
+                records=[
+                    dg.TableRecord(
+                        {
+                            "site": r["site"],
+                            "decisions": r["decisions"],
+                            "lookups": r["lookups"],
+                            "used": r["used"],
+                            "lower": r["lower"],
+                            "tasks": r["tasks"],
+                            "promoted": r["promoted"],
+                        }
+                    )
+                    for r in rows(record)
+                ],
+                schema=dg.TableSchema(
+                    columns=[
+                        dg.TableColumn("site", "string"),
+                        dg.TableColumn("decisions", "int"),
+                        dg.TableColumn("lookups", "int"),
+                        dg.TableColumn("used", "int"),
+                        dg.TableColumn("lower", "float"),
+                        dg.TableColumn("tasks", "int"),
+                        dg.TableColumn("promoted", "bool"),
+                    ]
+                ),
+            ),
+        }
+    )

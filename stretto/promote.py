@@ -1,0 +1,542 @@
+"""`stretto promote`: promote the sites whose lookups the agent would have used
+(../shared/spec/algorithms.md §16).
+
+Sessions recorded in shadow mode (`stretto-proxy --flow-shadow`), or without a flow, are
+**scored as served**: at each of the agent's results the proxy would run after, the flow
+decides exactly as the proxy does (the same Decider, the same program, the same session
+state), with the flow's own promotion removed. A lookup it would make is **used** when the
+agent makes that call itself in a later LLM turn (same tool, every bound argument equal by
+value text; the agent may pass more). A used lookup is then answered with the agent's own
+result and the flow decides again, as the proxy would after a lookup, while the per-call cap
+allows.
+
+A site is **promoted** when enough of its lookups were used: at least `min_used` of them,
+with a 90% Wilson lower bound of at least `min_lower`, from at least `min_tasks` distinct
+tasks (each session is its own task). `promote_served` scores with chains through every
+site, promotes, then scores again with chains only through the promoted sites (as a promoted
+flow serves: it acts only there) until the promotion repeats, at most 8 rounds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stretto.binding import SessionState, value_text
+from stretto.decide import DEFAULT_THRESHOLD, Decider, theta_text
+from stretto.episode import Assistant, Episode, ToolResult, User
+from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+
+Z = 1.6448536  # 90% two-sided
+PER_CALL = 8  # lookups after one call, as the proxy's --flow-per-call default
+MAX_ROUNDS = 8
+
+
+def wilson_lower(k: int, n: int, z: float = Z) -> float:
+    """The Wilson score interval's lower bound for k successes in n trials (0 when n = 0)."""
+    if n <= 0:
+        return 0.0
+    p = k / n
+    centre = p + z * z / (2 * n)
+    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - margin) / (1 + z * z / n))
+
+
+@dataclass(frozen=True)
+class Bar:
+    """What a site needs to be promoted; `threshold` is the θ its decisions are scored at."""
+
+    threshold: float = DEFAULT_THRESHOLD
+    min_used: float = 0.7
+    min_lower: float = 0.5
+    min_tasks: int = 3
+
+    def as_dict(self) -> dict:
+        return {
+            "threshold": self.threshold,
+            "min_used": self.min_used,
+            "min_lower": self.min_lower,
+            "min_tasks": self.min_tasks,
+        }
+
+    def check(self, cli: bool = True) -> None:
+        """ValueError naming the option (`--min-used`; `min_used` when not `cli`) that is out
+        of range."""
+
+        def name(field_name: str) -> str:
+            return "--" + field_name.replace("_", "-") if cli else field_name
+
+        if not (math.isfinite(self.threshold) and self.threshold >= 0):
+            raise ValueError(f"{name('threshold')} wants a number ≥ 0, got {self.threshold}")
+        for field_name, value in (("min_used", self.min_used), ("min_lower", self.min_lower)):
+            if not (math.isfinite(value) and 0 <= value <= 1):
+                raise ValueError(f"{name(field_name)} wants a share in [0, 1], got {value}")
+        if self.min_tasks < 0:
+            raise ValueError(f"{name('min_tasks')} wants a count ≥ 0, got {self.min_tasks}")
+
+
+@dataclass
+class SiteTally:
+    decisions: int = 0
+    lookups: int = 0
+    used: int = 0
+    tasks: set[str] = field(default_factory=set)  # the tasks of its lookups
+
+
+@dataclass
+class Scored:
+    """What scoring as served found: per site, and over every session."""
+
+    sites: dict[str, SiteTally]
+    sessions: int
+    decision_points: int  # the agent's results the proxy would have run after
+    # with `keep_decisions`: every decision, as the proxy would log it, and whether it was used
+    decisions: list[dict] | None = None
+
+
+def without_promotion(flow: dict) -> dict:
+    return {k: v for k, v in flow.items() if k != "promoted"}
+
+
+def score(
+    flow: dict,
+    episodes: list[Episode],
+    *,
+    decider: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    per_call: int = PER_CALL,
+    chains: set[str] | None = None,
+    keep_decisions: bool = False,
+    progress=None,
+) -> Scored:
+    """Score the flow as served on `episodes` (its own promotion removed). After a used lookup
+    decided at site S the flow decides again only when `chains` is None or holds S."""
+    served = without_promotion(flow)
+    chosen = Decider(served, decider, threshold)
+    dists = FlowDistributions(served)
+    out = Scored({}, len(episodes), 0, [] if keep_decisions else None)
+    for episode in episodes:
+        _score_episode(episode, chosen, dists, per_call, chains, out)
+        if progress is not None:
+            progress.advance()
+    return out
+
+
+def promote(scored: Scored | dict[str, SiteTally], bar: Bar) -> dict:
+    """The flow's `promoted` record: the bar, and per site its evidence and verdict."""
+    tallies = scored.sites if isinstance(scored, Scored) else scored
+    sites = {}
+    for site in sorted(tallies):
+        t = tallies[site]
+        lower = wilson_lower(t.used, t.lookups)
+        promoted = (
+            t.lookups > 0
+            and t.used / t.lookups >= bar.min_used
+            and lower >= bar.min_lower
+            and len(t.tasks) >= bar.min_tasks
+        )
+        sites[site] = {
+            "decisions": t.decisions,
+            "lookups": t.lookups,
+            "used": t.used,
+            "tasks": len(t.tasks),
+            "lower": lower,
+            "promoted": promoted,
+        }
+    return {"bar": bar.as_dict(), "sites": sites}
+
+
+def promoted_sites(record: dict) -> set[str]:
+    return {site for site, entry in record["sites"].items() if entry["promoted"]}
+
+
+@dataclass
+class Promotion:
+    record: dict  # the `promoted` record
+    scored: Scored  # the last round's scoring (chains through the promoted sites)
+    rounds: int
+    decider: str
+
+
+def promote_served(
+    flow: dict,
+    episodes: list[Episode],
+    bar: Bar = Bar(),
+    *,
+    decider: str | None = None,
+    per_call: int = PER_CALL,
+    max_rounds: int = MAX_ROUNDS,
+    progress=None,
+) -> Promotion:
+    """Score with chains through every site and promote; then score again with chains only
+    through the promoted sites and promote again, until the promotion repeats. `progress`,
+    given the round, returns a progress bar for it (or None)."""
+    kind = decider or ("reach" if flow.get("reach") else "habit")  # as Decider chooses
+    chains: set[str] | None = None
+    previous: set[str] | None = None
+    record, scored, rounds = None, None, 0
+    while rounds < max_rounds:
+        rounds += 1
+        bar_of_round = progress(rounds) if progress is not None else None
+        scored = score(
+            flow,
+            episodes,
+            decider=kind,
+            threshold=bar.threshold,
+            per_call=per_call,
+            chains=chains,
+            progress=bar_of_round,
+        )
+        if bar_of_round is not None:
+            bar_of_round.close()
+        record = promote(scored, bar)
+        now = promoted_sites(record)
+        if previous is not None and now == previous:
+            break
+        previous = chains = now
+    return Promotion(record, scored, rounds, kind)
+
+
+# --- scoring one session as the proxy would have served it ----------------------------------
+
+
+def _fork(state: SessionState) -> SessionState:
+    """A copy to extend with a chain's lookups (parsed outputs are shared: they never change)."""
+    return SessionState(
+        state.source_tools,
+        state.customer,
+        list(state.outputs),
+        {tool: set(values) for tool, values in state.used.items()},
+        set(state.called),
+    )
+
+
+def _same_call(call, tool: str, arguments: dict) -> bool:
+    """The agent's call is the lookup: the same tool, every bound argument equal by value
+    text (the agent may pass more)."""
+    return call.name == tool and all(
+        arg in call.arguments and value_text(call.arguments[arg]) == value_text(value)
+        for arg, value in arguments.items()
+    )
+
+
+def _score_episode(
+    episode: Episode,
+    decider: Decider,
+    dists: FlowDistributions,
+    per_call: int,
+    chains: set[str] | None,
+    out: Scored,
+) -> None:
+    """Walk the session as the proxy saw it: the calls as the host sent them, the results as
+    they came back (the proxy's history is in that order), what the user said; at each of the
+    agent's results that something followed, run the flow's program as served."""
+    task = episode.id  # each recorded session is its own task
+    events = episode.events
+    results = episode.results_by_key()
+    sent_after = episode.sent_after_results
+    turn_of: dict[tuple[int, int], int] = {}  # call key -> index of its turn's event
+    agent_calls: list[tuple[int, object, ToolResult | None]] = []  # in turn order
+    for index, event in enumerate(events):
+        if isinstance(event, Assistant):
+            for call in event.calls:
+                turn_of[call.key] = index
+                if not call.by_proxy:
+                    agent_calls.append((index, call, results.get(call.key)))
+    turn_starts = [index for index, _, _ in agent_calls]
+    state = SessionState(decider.rules.source_tools())
+    history: list[str] = []
+    sent: set[tuple[int, int]] = set()
+    turn: Assistant | None = None
+    turn_index, back = -1, 0  # the current turn's event; its results come back so far
+
+    def send(call) -> None:
+        if call.key not in sent:
+            sent.add(call.key)
+            state.add_call(call.name, call.arguments)
+
+    def flush() -> None:  # the rest of the turn's calls went out before the next turn
+        if turn is not None:
+            for call in turn.calls:
+                send(call)
+
+    for i, event in enumerate(events):
+        if isinstance(event, User):
+            state.add_user(event.text)
+            if history and history[-1] == "respond (end)":
+                history[-1] = "respond"  # the user answered the reply
+        elif isinstance(event, Assistant):
+            flush()
+            if not event.calls:
+                history.append("respond (end)")
+                turn, turn_index = None, -1
+                continue
+            turn, turn_index, back = event, i, 0
+            for call in event.calls:  # sent before any of the turn's results came back
+                if sent_after.get(call.id, 0) < 1:
+                    send(call)
+        elif isinstance(event, ToolResult):
+            if turn is not None and turn_of.get(event.call_key) == turn_index:
+                back += 1
+                for call in turn.calls:  # the calls the host had sent by this result
+                    if sent_after.get(call.id, 0) < back:
+                        send(call)
+            history.append(event.name + (" (error)" if event.error else ""))
+            state.add_result(event.name, not event.error, event.content)
+            if event.by_proxy or i + 1 >= len(events):
+                continue  # the proxy runs after the agent's calls only; nothing followed
+            out.decision_points += 1
+            # the agent's calls in later LLM turns than this result's own
+            first = bisect_right(turn_starts, turn_of.get(event.call_key, i))
+            later = agent_calls[first:] if first < len(agent_calls) else []
+            _run(event, history, state, later, decider, dists, per_call, chains, task, out)
+    flush()
+
+
+def _run(
+    result: ToolResult,
+    history: list[str],
+    state: SessionState,
+    later: list,
+    decider: Decider,
+    dists: FlowDistributions,
+    per_call: int,
+    chains: set[str] | None,
+    task: str,
+    out: Scored,
+) -> None:
+    """The flow's run after one of the agent's results, its lookups answered by the agent's
+    own later calls. The session's history and state are extended only on a copy."""
+    view = {"history": history, "state": state, "forked": False}
+    pending: dict[str, tuple[str, dict, ToolResult]] = {}
+
+    def decide(address: str, prev: int, prev_failed: bool) -> int:
+        last = dists.tools[prev] if prev < len(dists.tools) else None
+        decision = decider.decide(
+            list(view["history"]), (last, bool(prev_failed)) if last else None, view["state"]
+        )
+        if decision.site is None:
+            return 0
+        tally = out.sites.setdefault(decision.site, SiteTally())
+        tally.decisions += 1
+        entry = None
+        if out.decisions is not None:
+            entry = {
+                "session": task,
+                "after": result.call_id,
+                "address": address,
+                "site": decision.site,
+                "action": decision.action,
+                "tool": decision.tool if decision.looks_up else None,
+                "arguments": decision.arguments if decision.looks_up else None,
+                "reason": decision.reason,
+                "prob": decision.prob,
+                "binding": decision.binding,
+                "used": None,
+            }
+            out.decisions.append(entry)
+        if not decision.looks_up:
+            return 0
+        tally.lookups += 1
+        tally.tasks.add(task)
+        arguments = decision.arguments or {}
+        match = next(
+            (answer for _, call, answer in later if _same_call(call, decision.tool, arguments)),
+            False,
+        )
+        if entry is not None:
+            entry["used"] = match is not False
+        if match is False:
+            return 0  # a detour: the agent never made that call
+        tally.used += 1
+        if match is None or (chains is not None and decision.site not in chains):
+            return 0  # no result to go on with, or the flow does not go on from this site
+        pending[address.replace("decide", "outcome")] = (decision.tool, arguments, match)
+        return dists.tool_id(decision.tool)
+
+    def look_up(address: str, tool_id: int) -> bool:
+        tool, arguments, answer = pending[address]
+        if not view["forked"]:
+            view.update(history=list(history), state=_fork(state), forked=True)
+        view["state"].add_call(tool, arguments)
+        view["history"].append(tool + (" (error)" if answer.error else ""))
+        view["state"].add_result(tool, not answer.error, answer.content)
+        return not answer.error
+
+    run(
+        STANDARD_PROGRAM,
+        dists,
+        Execute(decide, look_up),
+        call=result.name,
+        call_failed=result.error,
+        max_lookups=per_call,
+    )
+
+
+# --- the report and the written flow --------------------------------------------------------
+
+
+def rows(record: dict) -> list[dict]:
+    """The report's table as data, one row per site, in site order."""
+    out = []
+    for site, entry in sorted(record["sites"].items()):
+        lookups, used = entry["lookups"], entry["used"]
+        out.append(
+            {
+                "site": site,
+                "decisions": entry["decisions"],
+                "lookups": lookups,
+                "used": used,
+                "used_share": used / lookups if lookups else None,
+                "lower": entry["lower"],
+                "tasks": entry["tasks"],
+                "promoted": entry["promoted"],
+            }
+        )
+    return out
+
+
+def markdown(
+    record: dict,
+    *,
+    decider: str | None = None,
+    sessions: int | None = None,
+    rounds: int | None = None,
+) -> str:
+    bar = record["bar"]
+    scored_as = f" with the {decider} decider" if decider else ""
+    on = f" on {sessions} session{'s' if sessions != 1 else ''}" if sessions is not None else ""
+    table = rows(record)
+    promoted = [r["site"] for r in table if r["promoted"]]
+    out = [
+        "# Promotion",
+        "",
+        f"Scored as served{scored_as} at threshold {theta_text(bar['threshold'])}{on}, a site "
+        f"is promoted when the agent later made at least {bar['min_used']:.0%} of the "
+        f"lookups the flow would make there, the 90% Wilson lower bound of that share is at "
+        f"least {bar['min_lower']:g}, and those lookups came from at least "
+        f"{bar['min_tasks']} task{'s' if bar['min_tasks'] != 1 else ''} (each session is "
+        "its own task).",
+        "",
+        "| After | Decisions | Lookups it would make | Made by the agent later | Lower bound "
+        "| Tasks | Promoted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        made = f"{r['used']} ({r['used_share']:.0%})" if r["lookups"] else "0 (—)"
+        out.append(
+            f"| {r['site']} | {r['decisions']} | {r['lookups']} | {made} | {r['lower']:.2f} "
+            f"| {r['tasks']} | {'yes' if r['promoted'] else 'no'} |"
+        )
+    if not table:
+        out.append("| (no decisions) | | | | | | |")
+    out.append("")
+    summary = (
+        f"{len(promoted)} of {len(table)} site{'s' if len(table) != 1 else ''} promoted"
+        + (f": {', '.join(promoted)}" if promoted else "")
+        + "."
+    )
+    if rounds is not None:
+        summary += (
+            f" The promotion repeated after {rounds} rounds of scoring."
+            if rounds > 1
+            else " Scored once."
+        )
+    out += [summary, ""]
+    return "\n".join(out)
+
+
+def write_flow(flow: dict, path: str | Path) -> None:
+    """Write a flow (validated, one line, sorted keys) atomically: a reader never sees half."""
+    from stretto.flow import dumps, validate
+
+    path = Path(path)
+    validate(flow, str(path))
+    text = dumps(flow)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class PromoteRun:
+    flow: dict  # the flow with its new `promoted` record
+    promotion: Promotion
+    out: Path
+    report: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def promote_flow(
+    flow_path: str | Path,
+    shadow: str | Path,
+    bar: Bar = Bar(),
+    *,
+    decider: str | None = None,
+    out: str | Path | None = None,
+    per_call: int = PER_CALL,
+    cli: bool = True,
+    progress: bool = False,
+) -> PromoteRun:
+    """`stretto promote` and the `promotion` asset: read the flow and the sessions, promote,
+    write the flow with its record (to `out`, else in place). ValueError (FlowError,
+    LogError) on bad input, naming the file or option (as the command's options when `cli`,
+    else as the asset's config fields). `progress`: a progress bar per round on a terminal."""
+    from stretto.episode import read_episodes
+    from stretto.flow import load_flow
+
+    bar.check(cli)
+    if per_call < 1:
+        raise ValueError(f"the per-call cap wants a count ≥ 1, got {per_call}")
+    flow = load_flow(flow_path)
+    if decider not in (None, "reach", "habit"):
+        raise ValueError(f"unknown decider {decider!r} (reach or habit)")
+    if decider == "reach" and not flow.get("reach"):
+        hint = "--decider habit" if cli else "decider: habit"
+        raise ValueError(f"{flow_path}: this flow has no reach counts (use {hint})")
+    episodes = read_episodes(shadow)
+    if not episodes:
+        raise ValueError(f"{shadow}: no session logs (*.jsonl) to score")
+    warnings = []
+    served = [e.id for e in episodes if any(c.by_proxy for c in e.calls())]
+    if served:
+        warnings.append(
+            f"{len(served)} of {len(episodes)} sessions in {shadow} hold a flow's own lookups "
+            f"(served, not shadow; e.g. {served[0]}): an agent seldom repeats a call it was "
+            "shown, so lookups there look unused"
+        )
+    bars = None
+    if progress:
+        from stretto.progress import Progress
+
+        def bars(round_: int) -> Progress:
+            return Progress(len(episodes), f"promote, round {round_}", " sessions")
+
+    promotion = promote_served(
+        flow, episodes, bar, decider=decider, per_call=per_call, progress=bars
+    )
+    promoted = dict(flow)
+    promoted["promoted"] = promotion.record
+    target = Path(out) if out else Path(flow_path)
+    write_flow(promoted, target)
+    report = markdown(
+        promotion.record,
+        decider=promotion.decider,
+        sessions=len(episodes),
+        rounds=promotion.rounds,
+    )
+    return PromoteRun(promoted, promotion, target, report, warnings)
