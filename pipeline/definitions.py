@@ -5,8 +5,10 @@ import os
 import dagster as dg
 
 from assets.audit import audit
+from assets.evaluate import evaluation
 from assets.ingest import INGEST_ASSETS
 from assets.learn import flow
+from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
 from assets.search import thresholds
@@ -58,7 +60,7 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 
 
 defs = dg.Definitions(
-    assets=[*INGEST_ASSETS, flow, thresholds, audit, replay_report],
+    assets=[*INGEST_ASSETS, flow, thresholds, promotion, audit, evaluation, replay_report],
     jobs=[ingest_job, relearn_job],
     schedules=[nightly],
     sensors=[new_logs],

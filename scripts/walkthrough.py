@@ -2,7 +2,8 @@
 
 A scripted agent (no LLM, no key) answers questions about a folder of notes through
 stretto-proxy. The script records eight sessions, learns a flow from them, shows it, audits
-it on three sessions it never saw, serves it to a new question, learns again from all eleven
+it on three sessions it never saw, serves it to a new question, replays the three with it,
+serves it in shadow mode and promotes the sites that earned it, learns again from all eleven
 and compares the two flows — checking every outcome, and exiting non-zero if one is not what
 it should be. docs/walkthrough.md tells the same story with real output.
 
@@ -235,7 +236,37 @@ def main() -> int:
             "the flow log says why it stopped: nothing left to pass as `path`",
         )
 
-        print("\n6. Learning again from all eleven sessions, and comparing")
+        print(f"\n6. Replaying the {len(HELD_OUT)} held-out sessions with the flow")
+        replayed = json.loads(
+            stretto("replay", "--flow", str(first), "--sessions", str(held_out), "--format", "json")
+        )["total"]
+        print(
+            f"     {replayed['turns_saved']} of {replayed['turns']} LLM turns saved "
+            f"({replayed['ceiling']} in the read-only ceiling), {replayed['detours']} detours"
+        )
+        check(
+            replayed["turns_saved"] == replayed["ceiling"] > 0,
+            "the flow would have saved every turn a read-only speculator could",
+        )
+
+        print("\n7. Serving it in shadow mode, then promoting the sites that earned it")
+        shadow = run_dir / "shadow"
+        for task in HELD_OUT:
+            run_session(task, shadow, workdir, "--flow", str(first), "--flow-shadow")
+        promoted = flows / "notes.promoted.flow.json"
+        report = stretto(
+            "promote", "--flow", str(first), "--shadow", str(shadow), "--out", str(promoted)
+        )
+        for line in report.splitlines():
+            if line.startswith("| ") and not line.startswith("| After"):
+                print("     " + line)
+        record_ = json.loads(promoted.read_text())["promoted"]["sites"]
+        check(
+            record_.get("search_files", {}).get("promoted") is True,
+            "shadow mode earned search_files its promotion: only there will the flow act",
+        )
+
+        print("\n8. Learning again from all eleven sessions, and comparing")
         for log_file in held_out.glob("*[0-9].jsonl"):
             shutil.copy(log_file, logs / log_file.name)
         second = flows / "notes.2.flow.json"
@@ -259,7 +290,7 @@ def ingest(home: Path, logs: Path) -> None:
     for log in sorted(logs.glob("*[0-9].jsonl")):
         shutil.copy(log, target / log.name)
         names.append(log.stem)
-    print(f"\n7. Ingesting the logs into the warehouse under {home / 'warehouse'}")
+    print(f"\n9. Ingesting the logs into the warehouse under {home / 'warehouse'}")
     print("  " + stretto("ingest", "--home", str(home)).strip())
     query = (
         "SELECT count(DISTINCT session) AS sessions, count(*) AS calls FROM calls "

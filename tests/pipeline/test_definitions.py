@@ -28,7 +28,9 @@ def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
         "steps",
         "flow",
         "thresholds",
+        "promotion",
         "audit",
+        "evaluation",
         "replay",
     }
     assert defs.resolve_job_def("ingest") is not None

@@ -27,11 +27,15 @@ def test_the_walkthrough_runs_the_whole_loop(tmp_path: Path) -> None:
         "3. Reviewing it",
         "4. Auditing it on 3 sessions it never saw",
         "5. Serving it",
-        "6. Learning again from all eleven sessions",
-        "7. Ingesting",
+        "6. Replaying the 3 held-out sessions",
+        "7. Serving it in shadow mode",
+        "8. Learning again from all eleven sessions",
+        "9. Ingesting",
     ):
         assert step in out
     assert "ok  the agent made 1 call where it makes 4: the flow read the 3 notes for it" in out
+    assert "ok  the flow would have saved every turn a read-only speculator could" in out
+    assert "ok  shadow mode earned search_files its promotion" in out
     assert "ok  flow-diff exits 0" in out
     assert "ok  the warehouse holds the 11 sessions and their 29 calls" in out
 

@@ -95,9 +95,7 @@ def test_a_write_ends_a_lookups_reach(shop: Path, tmp_path: Path) -> None:
     assert c.detours == 1 and c.turns_saved == 0
 
 
-def test_a_turn_is_saved_only_when_all_its_calls_were_answered(
-    shop: Path, tmp_path: Path
-) -> None:
+def test_a_turn_is_saved_only_when_all_its_calls_were_answered(shop: Path, tmp_path: Path) -> None:
     def build(b: LogBuilder) -> None:
         b.client_call(10, 1, "find_account", email="c9@example.com").result(11, 1, "acct_9")
         # one LLM turn, two calls: the flow can answer the account, not the second search
@@ -128,7 +126,9 @@ def test_the_ceiling_counts_read_turns_copied_from_results(shop: Path, tmp_path:
         b.client_call(1000, 2, "get_account", account="acct_9")
         b.result(1001, 2, json.dumps({"orders": ["X9", "Y9"]}))
         # turn 3: two reads in parallel, both copied — in the ceiling (one turn)
-        b.client_call(2000, 3, "get_order", order="X9").client_call(2001, 4, "get_order", order="Y9")
+        b.client_call(2000, 3, "get_order", order="X9").client_call(
+            2001, 4, "get_order", order="Y9"
+        )
         b.result(2002, 3, "{}").result(2003, 4, "{}")
         # turn 4: a read with a value nobody returned — the LLM made it up: not in the ceiling
         b.client_call(3000, 5, "get_order", order="Z1").result(3001, 5, "{}")
