@@ -438,7 +438,7 @@ def _replay(args: argparse.Namespace) -> int:
         print("stretto: this flow has no reach counts; use --decider habit", file=sys.stderr)
         return 1
     episodes = _replay_episodes(args)
-    progress = Progress(len(episodes), "replay", "episodes")
+    progress = Progress(len(episodes), "replay", " episodes")
     result = replay(
         flow,
         episodes,
@@ -485,7 +485,7 @@ def _search(args: argparse.Namespace) -> int:
         print("stretto: this flow has no reach counts; use --decider habit", file=sys.stderr)
         return 1
     episodes = _replay_episodes(args, part="train")
-    progress = Progress(0, "search", "settings")
+    progress = Progress(0, "search", " settings scored")
     try:
         search = Search(
             flow,

@@ -19,15 +19,20 @@ class Progress:
     def advance(self, amount: int = 1) -> None:
         self.done += amount
         now = time.monotonic()
-        if self.enabled and (now - self._drawn > 0.1 or self.done >= self.total):
+        finished = bool(self.total) and self.done >= self.total
+        if self.enabled and (now - self._drawn > 0.1 or finished):
             self._drawn = now
             self._draw(now)
 
     def _draw(self, now: float) -> None:
+        elapsed = now - self._started
+        if not self.total:  # how much there is to do is not known: a counter
+            sys.stderr.write(f"\rstretto: {self.label} {self.done}{self.unit} {elapsed:5.1f}s")
+            sys.stderr.flush()
+            return
         width = 30
         share = self.done / self.total if self.total else 1.0
         filled = int(width * min(share, 1.0))
-        elapsed = now - self._started
         sys.stderr.write(
             f"\rstretto: {self.label} [{'#' * filled}{'.' * (width - filled)}] "
             f"{self.done}/{self.total}{self.unit} {elapsed:5.1f}s"
@@ -35,6 +40,6 @@ class Progress:
         sys.stderr.flush()
 
     def close(self) -> None:
-        if self.enabled and self.total:
+        if self.enabled and (self.total or self.done):
             sys.stderr.write("\n")
             sys.stderr.flush()
