@@ -912,7 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(stretto-proxy --flow-shadow) or without a flow: at each of the agent's results the "
         "flow decides as the proxy would (its own promotion removed), and a lookup it would "
         "make counts as used when the agent makes that call itself in a later LLM turn. A site "
-        "is promoted when at least --min-used of its lookups were used, the 90%% Wilson lower "
+        "is promoted when at least --min-used of its lookups were used, the 90% Wilson lower "
         "bound of that share is at least --min-lower, and they came from at least --min-tasks "
         "sessions. Writes the flow with its `promoted` record (in place, or to --out) and "
         "prints the report. A flow with a promotion record acts only at promoted sites; at the "
