@@ -37,8 +37,7 @@ def evaluation(
     labelled = ev.label_folder(config.sessions, kinds, progress=stretto.progress)
     for warning in labelled.warnings:
         context.log.warning(warning)
-    deciders = config.deciders or [labelled.logging_decider or "reach"]
-    targets = [ev.Target(d, t) for d in dict.fromkeys(deciders) for t in config.thresholds]
+    targets = ev.targets(labelled, config.deciders, config.thresholds)
     results = ev.evaluate(
         labelled,
         targets,

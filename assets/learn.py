@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.ingest import steps
 from assets.resources import StrettoHome
-from stretto.flow import dumps, load_manifest
+from stretto.flow import load_manifest, write_flow
 from warehouse.learn import domains, learn_flow
 
 
@@ -50,7 +50,7 @@ def flow(
         )
         path = out or flow_path(layout.home, domain)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dumps(learned))
+        write_flow(learned, path)
         written[domain] = (str(path), learned)
         context.log.info(
             f"learned the {domain} flow from "

@@ -8,7 +8,7 @@ import dagster as dg
 from assets.learn import flow, flow_path
 from assets.resources import StrettoHome
 from stretto.episode import read_episodes
-from stretto.flow import dumps, load_flow
+from stretto.flow import load_flow, write_flow
 from stretto.review import diff, diff_markdown
 from stretto.search import Search, markdown, with_thresholds
 
@@ -58,7 +58,7 @@ def thresholds(
         chosen = search.run()
         searched = with_thresholds(learned, chosen.setting)
         path = searched_path(home, domain)
-        path.write_text(dumps(searched))
+        write_flow(searched, path)
         review, other = diff(learned, searched)
         reports.append(f"# {domain}\n\n{markdown(search, chosen)}\n{diff_markdown(review, other)}")
         summary[domain] = {

@@ -174,11 +174,12 @@ def main() -> None:
                 "share of ceiling % | utility / episode | ECE | Brier | AUC |",
                 "|---|---|---|---|---|---|---|---|---|---|",
             ]
+            by_file = {path: episodes_from_results([path]) for path in files}  # converted once
             pooled = {"reach": [], "habit": []}
             pooled_episodes = []
             gaps = []
             for path in files:
-                episodes = [e for e in episodes_from_results([path]) if e.task_id in split["test"]]
+                episodes = [e for e in by_file[path] if e.task_id in split["test"]]
                 if not episodes:
                     continue
                 pooled_episodes += episodes
@@ -244,7 +245,8 @@ def main() -> None:
             # Per-site thresholds searched on the training episodes, judged on the test ones.
             train = [
                 e
-                for e in episodes_from_results(files)
+                for episodes in by_file.values()
+                for e in episodes
                 if e.task_id in split["train"] and e.succeeded
             ]
             search = Search(flow, train, decider="reach", threshold=THETA, costs=costs)

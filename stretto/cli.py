@@ -387,9 +387,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         labelled = ev.label_folder(args.sessions, flow["manifest"]["tools"] if flow else None)
         for warning in labelled.warnings:
             print(f"stretto: warning: {warning}", file=sys.stderr)
-        deciders = args.decider or [labelled.logging_decider or "reach"]
-        thresholds = args.threshold or [0.3]
-        targets = [ev.Target(d, t) for d in dict.fromkeys(deciders) for t in thresholds]
+        targets = ev.targets(labelled, args.decider, args.threshold or [0.3])
         results = ev.evaluate(
             labelled,
             targets,
@@ -468,7 +466,7 @@ def _search(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from stretto.flow import dumps, load_flow
+    from stretto.flow import load_flow, write_flow
     from stretto.progress import Progress
     from stretto.search import Search, markdown, report_json, with_thresholds
 
@@ -507,7 +505,7 @@ def _search(args: argparse.Namespace) -> int:
         sys.stdout.write(markdown(search, chosen))
     if not args.dry_run:
         out = Path(args.out or args.flow)
-        out.write_text(dumps(with_thresholds(flow, chosen.setting)))
+        write_flow(with_thresholds(flow, chosen.setting), out)
         print(f"stretto: wrote the chosen thresholds into {out}", file=sys.stderr)
     return 0
 

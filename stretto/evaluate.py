@@ -423,6 +423,15 @@ class Target:
         return f"{self.decider}@{theta_text(self.threshold)}"
 
 
+def targets(
+    labelled: Labelled, deciders: list[str] | None, thresholds: list[float]
+) -> list[Target]:
+    """Every decider × threshold asked for; no decider given: the one the logs were made
+    with."""
+    chosen = deciders or [labelled.logging_decider or "reach"]
+    return [Target(d, t) for d in dict.fromkeys(chosen) for t in thresholds]
+
+
 def target_action(row: dict, target: Target) -> int | None:
     """The option the target rule takes at a labelled decision (None: hand back), by the
     decide module's own rules on the logged options."""

@@ -9,6 +9,7 @@ field.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from functools import cache
@@ -110,6 +111,28 @@ def build_flow(
 def dumps(flow: dict) -> str:
     """The flow as one line of JSON with sorted keys."""
     return json.dumps(flow, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def write_flow(flow: dict, path: str | Path) -> None:
+    """Write a flow (validated, one line, sorted keys) atomically: a reader never sees half."""
+    import tempfile  # only commands that write flows need it; the proxy only reads them
+
+    path = Path(path)
+    validate(flow, str(path))
+    text = dumps(flow)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @cache

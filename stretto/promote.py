@@ -20,15 +20,14 @@ flow serves: it acts only there) until the promotion repeats, at most 8 rounds.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stretto.binding import SessionState, value_text
+from stretto.binding import SessionState, same_arguments, value_text
 from stretto.decide import DEFAULT_THRESHOLD, Decider, theta_text
 from stretto.episode import Assistant, Episode, ToolResult, User
+from stretto.flow import write_flow
 from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 
 Z = 1.6448536  # 90% two-sided
@@ -218,10 +217,8 @@ def _fork(state: SessionState) -> SessionState:
 def _same_call(call, tool: str, arguments: dict) -> bool:
     """The agent's call is the lookup: the same tool, every bound argument equal by value
     text (the agent may pass more)."""
-    return call.name == tool and all(
-        arg in call.arguments and value_text(call.arguments[arg]) == value_text(value)
-        for arg, value in arguments.items()
-    )
+    bound = {arg: value_text(value) for arg, value in arguments.items()}
+    return call.name == tool and same_arguments(bound, call.arguments)
 
 
 def _score_episode(
@@ -448,28 +445,6 @@ def markdown(
         )
     out += [summary, ""]
     return "\n".join(out)
-
-
-def write_flow(flow: dict, path: str | Path) -> None:
-    """Write a flow (validated, one line, sorted keys) atomically: a reader never sees half."""
-    from stretto.flow import dumps, validate
-
-    path = Path(path)
-    validate(flow, str(path))
-    text = dumps(flow)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass

@@ -212,11 +212,10 @@ class _EpisodeReplay:
 
     def _answered(self, call: ToolCall, result: ToolResult | None) -> bool:
         key = call_key(call.name, call.arguments)
-        normalized = _normalized_result(result)
         for lookup in self.lookups:
             if lookup.key != key or lookup.used or lookup.guessed:
                 continue
-            if lookup.stale and lookup.result != normalized:
+            if lookup.stale and lookup.result != _normalized_result(result):
                 continue
             lookup.used = True
             if lookup.at == self.executed:
@@ -340,14 +339,17 @@ def replay_episode(
     per_episode: int = PER_EPISODE,
     explore: float | None = None,
     seed: int = 0,
+    ceiling: bool = True,
 ) -> EpisodeCheck:
     """Replay one episode; `explore` (ε, 0 included) also records every option's score and
-    whether it was used, for calibration."""
+    whether it was used, for calibration. `ceiling=False` leaves the read-only ceiling at 0:
+    it does not depend on the flow, so a search need not count it on every replay."""
     kinds = decider.flow["manifest"]["tools"]
     dists = dists or FlowDistributions(decider.flow)
     replay = _EpisodeReplay(episode, decider, dists, kinds, per_call, per_episode, explore, seed)
     check = replay.replay()
-    check.ceiling = ceiling_turns(episode, kinds)
+    if ceiling:
+        check.ceiling = ceiling_turns(episode, kinds)
     return check
 
 

@@ -105,7 +105,7 @@ class Search:
             if all(setting[s] == t for s, t in held.items()):
                 return check
         self.decider.thresholds = {**self.flow.get("thresholds", {}), **setting}
-        check = replay_episode(self.episodes[index], self.decider, dists=self.dists)
+        check = replay_episode(self.episodes[index], self.decider, dists=self.dists, ceiling=False)
         self.replays += 1
         held = {s: setting[s] for s in check.sites if s in setting}
         self._memo[index].append((held, check))
