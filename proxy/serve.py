@@ -196,7 +196,7 @@ class FlowServer:
                         refusal = self._refusal(decision.tool)
                         if refusal:
                             entry["withheld"] = refusal
-                        take = refusal is None and decision.looks_up
+                        take = refusal is None
                 else:
                     entry.update(action="hand_back", reason=decision.reason)
                 self._write_log(entry)
