@@ -1,4 +1,5 @@
-"""Asset: a flow audited on sessions it never saw (stretto.audit), with its tables and plot."""
+"""Asset: a flow audited on sessions it never saw (stretto.offline.audit), with its tables and
+plot."""
 
 import base64
 import time
@@ -6,10 +7,10 @@ import time
 import dagster as dg
 
 from assets.resources import StrettoHome
-from stretto.audit import audit as run_audit
-from stretto.audit import markdown, write_tables
-from stretto.episode import read_episodes
-from stretto.flow import load_flow
+from stretto.logs.episode import read_episodes
+from stretto.model.flow import load_flow
+from stretto.offline.audit import audit as run_audit
+from stretto.offline.audit import markdown, write_tables
 
 
 class AuditConfig(dg.Config):

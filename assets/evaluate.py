@@ -1,5 +1,5 @@
-"""Asset: other rules evaluated off-policy on exploring flow logs (stretto.evaluate), with its
-tables."""
+"""Asset: other rules evaluated off-policy on exploring flow logs (stretto.offline.evaluate),
+with its tables."""
 
 import time
 from pathlib import Path
@@ -7,8 +7,8 @@ from pathlib import Path
 import dagster as dg
 
 from assets.resources import StrettoHome
-from stretto import evaluate as ev
-from stretto.flow import load_flow
+from stretto.model.flow import load_flow
+from stretto.offline import evaluate as ev
 
 
 class EvaluationConfig(dg.Config):

@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.ingest import steps
 from assets.resources import StrettoHome
-from stretto.flow import load_manifest, write_flow
+from stretto.model.flow import load_manifest, write_flow
 from warehouse.learn import domains, learn_flow
 
 

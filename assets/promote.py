@@ -1,8 +1,8 @@
-"""Asset: a flow promoted from shadow-mode sessions (stretto.promote), with its report."""
+"""Asset: a flow promoted from shadow-mode sessions (stretto.offline.promote), with its report."""
 
 import dagster as dg
 
-from stretto.promote import Bar, promote_flow, promoted_sites, rows
+from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
 
 
 class PromotionConfig(dg.Config):

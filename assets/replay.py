@@ -1,12 +1,13 @@
-"""Asset: recorded episodes replayed with a flow (stretto.replay), the benchmark's tables."""
+"""Asset: recorded episodes replayed with a flow (stretto.offline.replay), the benchmark's
+tables."""
 
 import time
 
 import dagster as dg
 
 from assets.resources import StrettoHome
-from stretto.flow import load_flow
-from stretto.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
+from stretto.model.flow import load_flow
+from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
 
 
 class ReplayConfig(dg.Config):

@@ -1,5 +1,5 @@
 """Asset: per-site thresholds searched by replaying each domain's recorded sessions
-(stretto.search), written beside the learned flow for a reviewer to take."""
+(stretto.offline.search), written beside the learned flow for a reviewer to take."""
 
 from pathlib import Path
 
@@ -7,10 +7,10 @@ import dagster as dg
 
 from assets.learn import flow, flow_path
 from assets.resources import StrettoHome
-from stretto.episode import read_episodes
-from stretto.flow import load_flow, write_flow
-from stretto.review import diff, diff_markdown
-from stretto.search import Search, markdown, with_thresholds
+from stretto.logs.episode import read_episodes
+from stretto.model.flow import load_flow, write_flow
+from stretto.offline.review import diff, diff_markdown
+from stretto.offline.search import Search, markdown, with_thresholds
 
 
 class SearchConfig(dg.Config):

@@ -2,8 +2,9 @@
 
 A flow of 30 tools (counts learned by warehouse.learn from synthetic sessions; every read
 binds its `id` from earlier results) is served over sessions of 200 agent calls. After each
-call, the proxy's own run is timed — stretto.program with the Execute handler, the decider
-(stretto.decide) and the binding (stretto.binding), as proxy/serve.py runs them — with every
+call, the proxy's own run is timed — stretto.model.program with the Execute handler, the
+decider (stretto.model.decide) and the binding (stretto.model.binding), as proxy/serve.py runs
+them — with every
 lookup answered at once from a canned result, so the server's time is excluded. The
 baseline, in the same run: the proxy's plain forwarding of the same call (its request and
 its answer through proxy.relay.Relay, recording on). Prints p50 and p99 of both and the
@@ -29,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.recorder import SessionLog  # noqa: E402
 from proxy.relay import Relay  # noqa: E402
-from stretto.binding import SessionState  # noqa: E402
-from stretto.decide import Decider  # noqa: E402
-from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run  # noqa: E402
+from stretto.model.binding import SessionState  # noqa: E402
+from stretto.model.decide import Decider  # noqa: E402
+from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run  # noqa: E402
 
 TOOLS = [f"tool_{i:02d}" for i in range(30)]
 KINDS = {t: ("write" if i % 6 == 0 else "read") for i, t in enumerate(TOOLS)}
@@ -59,8 +60,8 @@ def result_for(rng: random.Random, tool: str) -> str:
 def learn_flow(sessions: int, calls: int) -> dict:
     import duckdb
 
-    from stretto.flow import build_flow
-    from stretto.habit import fit_alpha
+    from stretto.model.flow import build_flow
+    from stretto.model.habit import fit_alpha
     from warehouse.learn import count_steps
 
     rng = random.Random(1)

@@ -5,7 +5,7 @@ Generates synthetic steps (sessions of about 20 steps over 30 tools, a third of 
 replies now and then) as Parquet, 1M and 10M rows by default. For each size, in one run:
 
 - ours: the habit, reach and sites counts (warehouse/sql/counts.sql, DuckDB from the Parquet
-  file) and the α fit (stretto.habit), in a process of its own (for its peak memory);
+  file) and the α fit (stretto.model.habit), in a process of its own (for its peak memory);
 - baseline: the same counts by a Python loop with dicts over the same rows (read with
   pyarrow), in a process of its own. The two sets of counts are checked to be equal.
 
@@ -59,7 +59,7 @@ def generate(path: Path, rows: int) -> None:
 def side_ours(path: Path) -> dict:
     import duckdb
 
-    from stretto.habit import fit_alpha
+    from stretto.model.habit import fit_alpha
     from warehouse.learn import count_steps
 
     started = time.perf_counter()

@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stretto.flow import load_flow  # noqa: E402
-from stretto.replay import calibration, replay, totals  # noqa: E402
-from stretto.search import Search, with_thresholds  # noqa: E402
-from stretto.tau2 import episodes_from_results, read_split  # noqa: E402
+from stretto.logs.tau2 import episodes_from_results, read_split  # noqa: E402
+from stretto.model.flow import load_flow  # noqa: E402
+from stretto.offline.replay import calibration, replay, totals  # noqa: E402
+from stretto.offline.search import Search, with_thresholds  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "tau2"
 STRETTO = str(Path(sys.executable).parent / "stretto")

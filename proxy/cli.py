@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
     flow = None
     if args.flow:  # refuse a bad flow before starting anything
-        from stretto.flow import FlowError, load_flow
+        from stretto.model.flow import FlowError, load_flow
 
         try:
             flow = load_flow(os.path.expanduser(args.flow))

@@ -3,7 +3,7 @@ agent its own result with theirs appended (../shared/spec/algorithms.md §6.5).
 
 The relay tells this module what passes (the host's calls, the conversation, the server's
 answers); it keeps the session's state as it goes, and never re-reads its own log. A run
-holds the agent's answer, decides with stretto.decide, sends lookups with ids of its own
+holds the agent's answer, decides with stretto.model.decide, sends lookups with ids of its own
 (`stretto-<n>`), and writes one line per decision and one per run to the flow log.
 """
 
@@ -17,12 +17,12 @@ import time
 
 from proxy.recorder import parse_json_line
 from proxy.wire import id_key, messages
-from stretto.binding import SessionState
-from stretto.decide import Decider, SplitMix64, fnv1a64
-from stretto.decide import explore as explore_options
-from stretto.episode import result_content
-from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
-from stretto.toollist import READ, WRITE, tools_from_result
+from stretto.logs.episode import result_content
+from stretto.logs.toollist import READ, WRITE, tools_from_result
+from stretto.model.binding import SessionState
+from stretto.model.decide import Decider, SplitMix64, fnv1a64
+from stretto.model.decide import explore as explore_options
+from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATIENCE_S = 60.0  # a lookup not answered by then is abandoned

@@ -32,7 +32,7 @@ AGENT_MODEL = "scripted-notes-agent"
 LOOKED_UP = re.compile(r'^read_text_file \{"path":"((?:[^"\\]|\\.)*)"\}:', re.MULTILINE)
 
 sys.path.insert(0, str(ROOT))
-from stretto.episode import read_episode  # noqa: E402
+from stretto.logs.episode import read_episode  # noqa: E402
 from stretto.stdio_client import StdioClient, result_text  # noqa: E402
 
 

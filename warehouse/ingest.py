@@ -1,8 +1,8 @@
 """Session logs in, Parquet out: one batch of files at a time, the heavy lifting in DuckDB.
 
 The SQL in warehouse/sql/ingest*.sql splits, checks and parses the logs; two small passes in
-Python fill in what SQL cannot say as well: each call's LLM turn (stretto.turns, the same
-rule the episode reader uses) and each distinct tools/list answer (stretto.toollist).
+Python fill in what SQL cannot say as well: each call's LLM turn (stretto.logs.turns, the same
+rule the episode reader uses) and each distinct tools/list answer (stretto.logs.toollist).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from stretto.sessionlog import is_session_log
-from stretto.toollist import tools_from_result
-from stretto.turns import TurnTracker
+from stretto.logs.sessionlog import is_session_log
+from stretto.logs.toollist import tools_from_result
+from stretto.logs.turns import TurnTracker
 from warehouse.layout import TABLES, Layout
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -141,7 +141,7 @@ def connect(memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
 
 
 def _assign_turns(con: duckdb.DuckDBPyConnection) -> None:
-    """Run stretto.turns over the batch's turn events; store `turns` and `cancelled_calls`."""
+    """Run stretto.logs.turns over the batch's turn events; store `turns` and `cancelled_calls`."""
     events = con.sql("SELECT * FROM turn_events").to_arrow_table()
     cols = {name: events.column(name).to_pylist() for name in events.column_names}
     out_session, out_seq, out_sub, out_turn, out_after = [], [], [], [], []

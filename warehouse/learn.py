@@ -1,6 +1,6 @@
 """The counts of a flow, computed by DuckDB over the warehouse's steps (warehouse/sql/counts.sql).
 
-Returns plain Python structures; stretto.flow turns them into a flow file. Counts are sums
+Returns plain Python structures; stretto.model.flow turns them into a flow file. Counts are sums
 over sessions, so counts from disjoint sets of sessions add up.
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from stretto.binding import Rules, agreement, bare_lookups, learn_constants
-from stretto.flow import build_flow
-from stretto.habit import fit_alpha
+from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
+from stretto.model.flow import build_flow
+from stretto.model.habit import fit_alpha
 from warehouse import store
 from warehouse.ingest import sql_statements
 from warehouse.layout import Layout
@@ -141,7 +141,7 @@ def learn_bindings(con, with_constants: bool = False) -> dict:
 
 
 def session_events(con):
-    """Each wanted session's events for the binding replay (stretto.binding.agreement): user
+    """Each wanted session's events for the binding replay (stretto.model.binding.agreement): user
     messages, the calls of each LLM turn, and results, in log order."""
     rows = con.execute("""
         SELECT session, session_order, seq, 0 AS sub, 'user' AS kind, content AS text,

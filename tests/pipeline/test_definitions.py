@@ -95,7 +95,7 @@ def test_the_sensor_asks_for_a_run_only_when_logs_change(tmp_path: Path) -> None
 
 
 def test_the_nightly_relearn_writes_a_flow_per_domain(tmp_path: Path) -> None:
-    from stretto.flow import load_flow
+    from stretto.model.flow import load_flow
 
     home = tmp_path / "stretto"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stretto.flow import load_flow
+from stretto.model.flow import load_flow
 from tests.conftest import REFERENCE_HOME
 
 

@@ -79,7 +79,7 @@ def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flo
 
 
 def test_the_relearn_job_searches_thresholds_beside_each_flow(tmp_path: Path) -> None:
-    from stretto.flow import load_flow
+    from stretto.model.flow import load_flow
 
     home = tmp_path / "stretto"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")

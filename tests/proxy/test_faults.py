@@ -7,8 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from stretto.episode import read_episode
-from stretto.sessionlog import read_session_log
+from stretto.logs.episode import read_episode
+from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient
 from tests.conftest import PYTHON, SERVERS, demo_server, echo_server, proxy
 

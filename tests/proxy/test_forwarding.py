@@ -8,8 +8,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from stretto.episode import read_episode
-from stretto.sessionlog import read_session_log
+from stretto.logs.episode import read_episode
+from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
 from tests.conftest import demo_server, echo_server, filesystem_server, proxy
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stretto.sessionlog import read_session_log
+from stretto.logs.sessionlog import read_session_log
 from tests.conftest import echo_server, proxy
 
 scalars = st.one_of(

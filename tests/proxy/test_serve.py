@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.sessionlog import read_session_log
+from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
 from tests.conftest import filesystem_server, proxy
 from tests.warehouse.helpers import ingest, rows

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from stretto.episode import read_episodes
-from stretto.flow import load_flow
-from stretto.promote import score
-from stretto.sessionlog import read_session_log
+from stretto.logs.episode import read_episodes
+from stretto.logs.sessionlog import read_session_log
+from stretto.model.flow import load_flow
+from stretto.offline.promote import score
 from stretto.stdio_client import StdioClient, result_text
 from tests.conftest import demo_server, proxy
 

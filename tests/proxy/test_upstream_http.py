@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.episode import read_episode
-from stretto.sessionlog import read_session_log
+from stretto.logs.episode import read_episode
+from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
 from tests.conftest import PROXY, demo_server, free_port
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from stretto.episode import read_episodes
+from stretto.logs.episode import read_episodes
 from tests.conftest import FILESYSTEM_SERVER, PYTHON, ROOT
 from tests.warehouse.helpers import mismatches, rows
 

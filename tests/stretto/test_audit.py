@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from stretto.audit import audit, brier, ece, reliability
-from stretto.episode import read_episodes
-from stretto.flow import habit_model, load_flow
+from stretto.logs.episode import read_episodes
+from stretto.model.flow import habit_model, load_flow
+from stretto.offline.audit import audit, brier, ece, reliability
 from tests.conftest import REFERENCE_HOME
 
 STRETTO = str(Path(sys.executable).parent / "stretto")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stretto.binding import (
+from stretto.model.binding import (
     NONE,
     OTHER,
     PICKED,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from stretto.binding import SessionState
-from stretto.decide import Decider, theta_text
-from stretto.episode import Assistant, ToolResult, User, read_episode
-from stretto.flow import load_flow
-from stretto.steps import episode_steps
+from stretto.logs.episode import Assistant, ToolResult, User, read_episode
+from stretto.logs.steps import episode_steps
+from stretto.model.binding import SessionState
+from stretto.model.decide import Decider, theta_text
+from stretto.model.flow import load_flow
 from tests.conftest import REFERENCE_HOME
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
@@ -97,7 +97,7 @@ def test_hand_back_reasons(shop_flow: dict) -> None:
 
 
 def test_exploration_draws_and_propensities() -> None:
-    from stretto.decide import Decision, Option, SplitMix64, explore
+    from stretto.model.decide import Decision, Option, SplitMix64, explore
 
     options = [
         Option("a", 0.9, 0.9, 1.0, {"k": "1"}),

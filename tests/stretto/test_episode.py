@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stretto.episode import Assistant, ToolResult, User, read_episode
-from stretto.toollist import contract_of
+from stretto.logs.episode import Assistant, ToolResult, User, read_episode
+from stretto.logs.toollist import contract_of
 
 HEADER = {
     "stretto_mcp_log": 2,

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from stretto.decide import Decider, Option, SplitMix64, explore
-from stretto.evaluate import (
+from stretto.model.decide import Decider, Option, SplitMix64, explore
+from stretto.offline.evaluate import (
     EvaluateError,
     Labelled,
     Target,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.flow import load_flow
-from stretto.program import (
+from stretto.model.flow import load_flow
+from stretto.model.program import (
     STANDARD_PROGRAM,
     Execute,
     FlowDistributions,

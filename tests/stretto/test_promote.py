@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stretto.episode import read_episodes
-from stretto.flow import FlowError, dumps, load_flow
-from stretto.promote import Bar, promote, promote_served, score, wilson_lower
+from stretto.logs.episode import read_episodes
+from stretto.model.flow import FlowError, dumps, load_flow
+from stretto.offline.promote import Bar, promote, promote_served, score, wilson_lower
 from tests.conftest import REFERENCE_HOME
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
@@ -318,7 +318,7 @@ def test_the_bar_wants_enough_tasks_and_enough_used(shop: dict, tmp_path: Path) 
 
 
 def test_promote_directly_from_tallies() -> None:
-    from stretto.promote import SiteTally
+    from stretto.offline.promote import SiteTally
 
     tallies = {
         "a": SiteTally(10, 10, 9, {"s1", "s2", "s3"}),
@@ -484,7 +484,7 @@ def test_served_sessions_are_scored_with_a_warning(shop_flow_path: Path, tmp_pat
 
 
 def test_flow_diff_lists_promotions_and_demotions(shop: dict) -> None:
-    from stretto.review import diff, summary
+    from stretto.offline.review import diff, summary
 
     def entry(promoted: bool) -> dict:
         lower = wilson_lower(3, 3)
@@ -521,8 +521,8 @@ def test_flow_diff_lists_promotions_and_demotions(shop: dict) -> None:
 
 
 def test_the_decider_decides_in_shadow_at_a_site_not_promoted(shop: dict) -> None:
-    from stretto.binding import SessionState
-    from stretto.decide import Decider
+    from stretto.model.binding import SessionState
+    from stretto.model.decide import Decider
 
     state = SessionState()
     state.add_call("find_user_id_by_email", {"email": "c1@example.com"})

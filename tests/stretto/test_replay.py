@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stretto.decide import Decider
-from stretto.episode import read_episode
-from stretto.flow import load_flow
-from stretto.replay import auc, calibration, ceiling_turns, replay, replay_episode
+from stretto.logs.episode import read_episode
+from stretto.model.decide import Decider
+from stretto.model.flow import load_flow
+from stretto.offline.replay import auc, calibration, ceiling_turns, replay, replay_episode
 from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.warehouse.test_learn import SHOP_TOOLS, shop_log, write_logs
 

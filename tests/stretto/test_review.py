@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.review import diff
+from stretto.offline.review import diff
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
 

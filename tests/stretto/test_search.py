@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from stretto.flow import load_flow
-from stretto.search import GRID, Search
+from stretto.model.flow import load_flow
+from stretto.offline.search import GRID, Search
 from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.stretto.test_replay import STRETTO, shop  # noqa: F401 - the learned shop flow
 from tests.warehouse.test_learn import SHOP_TOOLS
@@ -34,7 +34,7 @@ def one_order_sessions(folder: Path, n: int = 4) -> Path:
 
 
 def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None:  # noqa: F811
-    from stretto.episode import read_episodes
+    from stretto.logs.episode import read_episodes
 
     flow = load_flow(shop)
     episodes = read_episodes(one_order_sessions(tmp_path / "s"))

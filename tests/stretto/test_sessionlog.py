@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.episode import read_episode, read_episodes
-from stretto.sessionlog import LogError, TornLineWarning, list_session_logs, read_session_log
+from stretto.logs.episode import read_episode, read_episodes
+from stretto.logs.sessionlog import LogError, TornLineWarning, list_session_logs, read_session_log
 from tests.conftest import REFERENCE_HOME
 
 HEADER = {

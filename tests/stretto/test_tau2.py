@@ -2,7 +2,7 @@
 path the replays use, on the real results files of ../shared/data/tau2/.
 
 Expectations are counted here from the results files themselves (or written down after
-reading them by hand), never from stretto.tau2."""
+reading them by hand), never from stretto.logs.tau2."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from stretto.episode import Assistant, ToolResult, User, read_episode, read_episodes
-from stretto.flow import load_flow
-from stretto.sessionlog import LogError, read_session_log
-from stretto.tau2 import episodes_from_results, read_split
+from stretto.logs.episode import Assistant, ToolResult, User, read_episode, read_episodes
+from stretto.logs.sessionlog import LogError, read_session_log
+from stretto.logs.tau2 import episodes_from_results, read_split
+from stretto.model.flow import load_flow
 from tests.conftest import REFERENCE_HOME, SHARED
 
 STRETTO = str(Path(sys.executable).parent / "stretto")

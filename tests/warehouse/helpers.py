@@ -7,8 +7,8 @@ from pathlib import Path
 
 from assets.ingest import INGEST_ASSETS
 from pipeline.run import materialize, output_metadata
-from stretto.episode import Assistant, read_episode
-from stretto.steps import episode_steps
+from stretto.logs.episode import Assistant, read_episode
+from stretto.logs.steps import episode_steps
 from warehouse import store
 from warehouse.layout import Layout
 

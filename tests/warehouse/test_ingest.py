@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.episode import read_episodes
+from stretto.logs.episode import read_episodes
 from tests.conftest import REFERENCE_HOME
 from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest, mismatches, rows

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.flow import FlowError, dumps, habit_model, load_flow, load_manifest, reach_model
+from stretto.model.flow import FlowError, dumps, habit_model, load_flow, load_manifest, reach_model
 from tests.conftest import REFERENCE_HOME
 from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest
@@ -332,7 +332,7 @@ def test_constants_and_bare_lookups(tmp_path: Path) -> None:
     assert bindings["constants"] == [{"tool": "get_order", "arg": "fields", "value": "status"}]
     assert bindings["bare"] == {"list_recent": 6}  # called 12 times, 6 of them with nothing
 
-    from stretto.binding import Rules, SessionState, chance, pick
+    from stretto.model.binding import Rules, SessionState, chance, pick
 
     rules = Rules.from_flow(bindings)
     state = SessionState()
@@ -368,7 +368,7 @@ def test_list_arguments(tmp_path: Path) -> None:
         }
     ]
 
-    from stretto.binding import Rules, SessionState, pick
+    from stretto.model.binding import Rules, SessionState, pick
 
     rules = Rules.from_flow(bindings)
     state = SessionState()

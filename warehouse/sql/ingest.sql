@@ -302,7 +302,7 @@ WHERE is_object AND (role = 'user' OR (role = 'assistant'
       AND trim(content, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)) <> ''));
 
 -- name: candidates
--- The calls whose turn may hinge on the new-value exception (stretto/turns.py): the host's
+-- The calls whose turn may hinge on the new-value exception (stretto/logs/turns.py): the host's
 -- calls made at most 500 ms after the session's latest result. For every other call the rule
 -- never looks at values, so their `source` is not computed.
 CREATE OR REPLACE TEMP TABLE candidates AS
@@ -371,7 +371,7 @@ SELECT session, v, 'call', seq, NULL FROM arg_leaves WHERE leaf = v;
 
 -- name: call_sources
 -- For each candidate call: the newest call whose result was the first place one of its values
--- appeared, unless the value had been said before that result (see stretto/turns.py).
+-- appeared, unless the value had been said before that result (see stretto/logs/turns.py).
 CREATE OR REPLACE TEMP TABLE call_sources AS
 WITH first_result AS (
     SELECT session, v, arg_min(req_seq, seq) AS req_seq, min(seq) AS seq

@@ -24,11 +24,11 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stretto.binding import SessionState, same_arguments, value_text
-from stretto.decide import DEFAULT_THRESHOLD, Decider, theta_text
-from stretto.episode import Assistant, Episode, ToolResult, User
-from stretto.flow import write_flow
-from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+from stretto.logs.episode import Assistant, Episode, ToolResult, User
+from stretto.model.binding import SessionState, same_arguments, value_text
+from stretto.model.decide import DEFAULT_THRESHOLD, Decider, theta_text
+from stretto.model.flow import write_flow
+from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 
 Z = 1.6448536  # 90% two-sided
 PER_CALL = 8  # lookups after one call, as the proxy's --flow-per-call default
@@ -471,8 +471,8 @@ def promote_flow(
     write the flow with its record (to `out`, else in place). ValueError (FlowError,
     LogError) on bad input, naming the file or option (as the command's options when `cli`,
     else as the asset's config fields). `progress`: a progress bar per round on a terminal."""
-    from stretto.episode import read_episodes
-    from stretto.flow import load_flow
+    from stretto.logs.episode import read_episodes
+    from stretto.model.flow import load_flow
 
     bar.check(cli)
     if per_call < 1:

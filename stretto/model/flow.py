@@ -2,7 +2,7 @@
 
 Histories and actions are readable names, keys are sorted, lists are in a fixed order, and
 the file is one line: two flows learned from the same logs differ only in their time. The
-loader validates a flow against stretto/flow.schema.json and refuses a bad one naming the
+loader validates a flow against stretto/model/flow.schema.json and refuses a bad one naming the
 field.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from stretto import __version__
-from stretto.habit import START, BackoffModel
-from stretto.program import STANDARD_PROGRAM, is_standard
+from stretto.model.habit import START, BackoffModel
+from stretto.model.program import STANDARD_PROGRAM, is_standard
 
 FLOW_VERSION = 1
 RESPOND = "respond"

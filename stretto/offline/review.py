@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from stretto.binding import Rules, smooth
-from stretto.decide import DEFAULT_THRESHOLD, theta_text
-from stretto.flow import reach_model
-from stretto.program import is_standard
+from stretto.model.binding import Rules, smooth
+from stretto.model.decide import DEFAULT_THRESHOLD, theta_text
+from stretto.model.flow import reach_model
+from stretto.model.program import is_standard
 
 PROGRAM_TEXT = """let prev = call;
 let failed = call_failed;

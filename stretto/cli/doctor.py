@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 PACKAGES = ["dagster", "dagster-webserver", "duckdb", "polars", "pyarrow", "numpy", "jsonschema"]
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 FILESYSTEM_SERVER = PROJECT / "node" / "node_modules" / ".bin" / "mcp-server-filesystem"
 
 

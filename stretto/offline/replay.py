@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from stretto.binding import SessionState, parse_output
-from stretto.decide import Decider, SplitMix64, fnv1a64
-from stretto.decide import explore as explore_options
-from stretto.episode import Assistant, Episode, ToolCall, ToolResult, User
-from stretto.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
-from stretto.steps import episode_steps
+from stretto.logs.episode import Assistant, Episode, ToolCall, ToolResult, User
+from stretto.logs.steps import episode_steps
+from stretto.model.binding import SessionState, parse_output
+from stretto.model.decide import Decider, SplitMix64, fnv1a64
+from stretto.model.decide import explore as explore_options
+from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 
 PER_CALL = 8  # lookups after one call, as the proxy's --flow-per-call default
 PER_EPISODE = 40  # lookups in one episode (the reference harness's budget)
@@ -577,18 +577,18 @@ def load_episodes(
 ) -> list[Episode]:
     """The episodes a replay or search walks: a folder of session logs, or τ²-bench results
     files, kept to the split's `part` tasks ("train" or "test") when a split is given."""
-    from stretto.episode import read_episodes
+    from stretto.logs.episode import read_episodes
 
     if bool(sessions) == bool(results):
         raise NoEpisodes("give either a folder of session logs or τ²-bench results files")
     if results:
-        from stretto.tau2 import episodes_from_results
+        from stretto.logs.tau2 import episodes_from_results
 
         episodes = episodes_from_results(results)
     else:
         episodes = read_episodes(sessions)
     if split:
-        from stretto.tau2 import read_split
+        from stretto.logs.tau2 import read_split
 
         tasks = read_split(split)[part]
         episodes = [e for e in episodes if e.task_id in tasks]

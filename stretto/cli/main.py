@@ -11,8 +11,8 @@ from stretto import __version__
 
 def _sessions(args: argparse.Namespace) -> int:
     """Summarize each session log in a folder: what the reader makes of it."""
-    from stretto.episode import Assistant, User, episode_from_log
-    from stretto.sessionlog import list_session_logs, read_session_log
+    from stretto.logs.episode import Assistant, User, episode_from_log
+    from stretto.logs.sessionlog import list_session_logs, read_session_log
 
     rows = []
     for path in list_session_logs(args.dir):
@@ -124,7 +124,7 @@ def _learn(args: argparse.Namespace) -> int:
     """Ingest the sessions folder into a warehouse of its own, then learn the flow."""
     from pathlib import Path
 
-    from stretto.flow import load_manifest
+    from stretto.model.flow import load_manifest
 
     if not args.habit_only:
         print(
@@ -178,8 +178,8 @@ def _tau2_tally(files: list) -> str:
 
 def _read_tau2(paths: list[str], tools, domain: str | None) -> list:
     """Convert τ²-bench results files (all of them, before anything is written)."""
+    from stretto.logs.tau2 import read_results
     from stretto.progress import Progress
-    from stretto.tau2 import read_results
 
     progress = Progress(len(paths), "reading results", " files")
     files = []
@@ -202,7 +202,7 @@ def _import_tau2(args: argparse.Namespace) -> int:
     """Write each simulation of τ²-bench results files as a session log."""
     from pathlib import Path
 
-    from stretto.tau2 import load_tools, write_logs
+    from stretto.logs.tau2 import load_tools, write_logs
 
     tools = load_tools(args.tools)
     files = _read_tau2(args.results, tools, args.domain)
@@ -224,7 +224,7 @@ def _compile(args: argparse.Namespace) -> int:
     import hashlib
     from pathlib import Path
 
-    from stretto.tau2 import load_tools, read_split, write_logs
+    from stretto.logs.tau2 import load_tools, read_split, write_logs
     from warehouse.layout import default_home
 
     split = read_split(args.split)
@@ -275,7 +275,7 @@ def _compile(args: argparse.Namespace) -> int:
 def _sql(args: argparse.Namespace) -> int:
     import duckdb
 
-    from stretto.tables import render
+    from stretto.cli.tables import render
     from warehouse import store
     from warehouse.layout import Layout
 
@@ -294,7 +294,7 @@ def _sql(args: argparse.Namespace) -> int:
 def _init(args: argparse.Namespace) -> int:
     import json
 
-    from stretto.hosts import host_config, next_steps, server_name
+    from stretto.cli.hosts import host_config, next_steps, server_name
 
     if not args.server:
         print(
@@ -304,7 +304,7 @@ def _init(args: argparse.Namespace) -> int:
         )
         return 2
     if args.flow:
-        from stretto.flow import load_flow
+        from stretto.model.flow import load_flow
 
         load_flow(args.flow)  # refuse a bad flow before printing a configuration for it
     name = args.name or server_name(args.server)
@@ -320,8 +320,8 @@ def _init(args: argparse.Namespace) -> int:
 def _flow_show(args: argparse.Namespace) -> int:
     import json
 
-    from stretto.flow import load_flow
-    from stretto.review import markdown, summary
+    from stretto.model.flow import load_flow
+    from stretto.offline.review import markdown, summary
 
     flow = load_flow(args.flow)
     if args.format == "json":
@@ -332,8 +332,8 @@ def _flow_show(args: argparse.Namespace) -> int:
 
 
 def _flow_diff(args: argparse.Namespace) -> int:
-    from stretto.flow import FlowError, load_flow
-    from stretto.review import diff, diff_markdown
+    from stretto.model.flow import FlowError, load_flow
+    from stretto.offline.review import diff, diff_markdown
 
     try:
         old, new = load_flow(args.old), load_flow(args.new)
@@ -349,9 +349,9 @@ def _audit(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from stretto.audit import audit, markdown, write_tables
-    from stretto.episode import read_episodes
-    from stretto.flow import load_flow
+    from stretto.logs.episode import read_episodes
+    from stretto.model.flow import load_flow
+    from stretto.offline.audit import audit, markdown, write_tables
     from warehouse.layout import default_home
 
     flow = load_flow(args.flow)
@@ -378,8 +378,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from stretto import evaluate as ev
-    from stretto.flow import load_flow
+    from stretto.model.flow import load_flow
+    from stretto.offline import evaluate as ev
     from warehouse.layout import default_home
 
     flow = load_flow(args.flow) if args.flow else None
@@ -413,7 +413,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _replay_episodes(args: argparse.Namespace, part: str = "test") -> list:
-    from stretto.replay import NoEpisodes, load_episodes
+    from stretto.offline.replay import NoEpisodes, load_episodes
 
     try:
         return load_episodes(args.sessions, args.results, args.split, part)
@@ -426,9 +426,9 @@ def _replay(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from stretto.flow import load_flow
+    from stretto.model.flow import load_flow
+    from stretto.offline.replay import markdown, replay, write_tables
     from stretto.progress import Progress
-    from stretto.replay import markdown, replay, write_tables
     from warehouse.layout import default_home
 
     flow = load_flow(args.flow)
@@ -466,9 +466,9 @@ def _search(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from stretto.flow import load_flow, write_flow
+    from stretto.model.flow import load_flow, write_flow
+    from stretto.offline.search import Search, markdown, report_json, with_thresholds
     from stretto.progress import Progress
-    from stretto.search import Search, markdown, report_json, with_thresholds
 
     flow = load_flow(args.flow)
     try:
@@ -511,7 +511,7 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    from stretto.promote import Bar, promote_flow, promoted_sites
+    from stretto.offline.promote import Bar, promote_flow, promoted_sites
 
     bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)
     try:
@@ -538,7 +538,7 @@ def _promote(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from stretto.doctor import checks, render
+    from stretto.cli.doctor import checks, render
     from warehouse.layout import default_home
 
     rows = checks(Path(args.home).expanduser() if args.home else default_home())
@@ -975,8 +975,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
-    from stretto.flow import FlowError
-    from stretto.sessionlog import LogError
+    from stretto.logs.sessionlog import LogError
+    from stretto.model.flow import FlowError
 
     try:
         return args.run(args)

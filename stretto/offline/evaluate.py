@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stretto.binding import value_text
-from stretto.decide import Decider, Option, theta_text
-from stretto.episode import Assistant, call_id_text, episode_from_log
-from stretto.sessionlog import read_session_log
-from stretto.toollist import WRITE
+from stretto.logs.episode import Assistant, call_id_text, episode_from_log
+from stretto.logs.sessionlog import read_session_log
+from stretto.logs.toollist import WRITE
+from stretto.model.binding import value_text
+from stretto.model.decide import Decider, Option, theta_text
 
 METRICS = ("lookups", "used", "detours", "turns")
 ESTIMATORS = ("logged", "labelled", "direct", "ips", "snips", "dr", "sndr", "switch_dr")
@@ -313,9 +313,9 @@ def logging_propensities(
     options: list[dict], greedy: str | None, epsilon: float
 ) -> tuple[list[float], float]:
     """The probability that the logging rule, exploring at ε, took each option and handing
-    back (../shared/spec/algorithms.md §6.4, as stretto.decide.explore draws): the greedy choice
-    1 − ε when an alternative exists; an alternative (binds, p > 0, not greedy) ε·p/Σp; with no
-    alternative or ε ≤ 0 the greedy choice 1; anything else 0."""
+    back (../shared/spec/algorithms.md §6.4, as stretto.model.decide.explore draws): the
+    greedy choice 1 − ε when an alternative exists; an alternative (binds, p > 0, not greedy)
+    ε·p/Σp; with no alternative or ε ≤ 0 the greedy choice 1; anything else 0."""
     alternatives = [
         o["arguments"] is not None and o["p"] > 0 and o["tool"] != greedy for o in options
     ]

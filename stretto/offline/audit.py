@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from stretto.binding import SessionState, value_text
-from stretto.decide import Decider
-from stretto.episode import Assistant, Episode, ToolResult, User
-from stretto.steps import episode_steps
+from stretto.logs.episode import Assistant, Episode, ToolResult, User
+from stretto.logs.steps import episode_steps
+from stretto.model.binding import SessionState, value_text
+from stretto.model.decide import Decider
 
 FLOOR = 1e-6
 OTHER = "other"

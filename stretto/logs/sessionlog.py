@@ -2,7 +2,7 @@
 
 This layer checks the file's shape and nothing more: a header, then wire lines with
 `t_ms`, `from` and exactly one of `message` / `raw`. Turning lines into an episode is
-`stretto.episode`'s job.
+`stretto.logs.episode`'s job.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from stretto.episode import Episode, episode_from_log
-from stretto.sessionlog import LogError, parse_session_log
-from stretto.turns import SAME_TURN_MS
+from stretto.logs.episode import Episode, episode_from_log
+from stretto.logs.sessionlog import LogError, parse_session_log
+from stretto.logs.turns import SAME_TURN_MS
 
 LOG_VERSION = 2
 PROTOCOL_VERSION = "2025-06-18"

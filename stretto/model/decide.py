@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stretto.binding import Rules, SessionState, chance, pick
-from stretto.flow import habit_model, reach_model
+from stretto.model.binding import Rules, SessionState, chance, pick
+from stretto.model.flow import habit_model, reach_model
 
 DEFAULT_THRESHOLD = 0.3
 RESPOND = "respond"

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stretto.sessionlog import SessionLog, list_session_logs, read_session_log
-from stretto.toollist import ToolInfo, tools_from_result
-from stretto.turns import FirstSources, TurnTracker
+from stretto.logs.sessionlog import SessionLog, list_session_logs, read_session_log
+from stretto.logs.toollist import ToolInfo, tools_from_result
+from stretto.logs.turns import FirstSources, TurnTracker
 
 
 @dataclass

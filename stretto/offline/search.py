@@ -1,7 +1,7 @@
 """`stretto search`: per-site thresholds chosen by replaying recorded episodes.
 
 A setting gives every searched site a threshold from a grid (0.10, 0.15, ..., 0.95) or turns
-it off. Each setting is scored by replaying the episodes (stretto.replay): turns saved and
+it off. Each setting is scored by replaying the episodes (stretto.offline.replay): turns saved and
 detours, and the utility β·saved − δ·detours at the given costs. The search starts from
 every site at the flow's threshold, sweeps each site's grid with the others held, takes each
 site's best level, then improves one site at a time until nothing improves. Every setting it
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stretto.decide import Decider
-from stretto.episode import Episode
-from stretto.program import FlowDistributions
-from stretto.replay import EpisodeCheck, replay_episode, totals
+from stretto.logs.episode import Episode
+from stretto.model.decide import Decider
+from stretto.model.program import FlowDistributions
+from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
 LOW, STEP, LEVELS = 0.10, 0.05, 18
 OFF = 2.0  # a threshold above 1: the site never acts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stretto.episode import Assistant, Episode, User
+from stretto.logs.episode import Assistant, Episode, User
 
 OK, FAILED, REPLY, END = "ok", "failed", "reply", "end"
 RESPOND = "respond"

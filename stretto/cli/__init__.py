@@ -1,0 +1,1 @@
+"""The `stretto` command, one module per command family."""
