@@ -17,8 +17,8 @@ $(PY_STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "stretto needs Python 3.11 (set PYTHON=...)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# compat mode: a .pth entry instead of an import hook, which would slow the proxy's start
-	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]' --config-settings editable_mode=compat
+	# hatchling installs in place with a plain .pth entry (no import hook to slow the proxy's start)
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $@
 
 $(NODE_STAMP): node/package.json node/package-lock.json
