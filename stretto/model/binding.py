@@ -165,6 +165,8 @@ class Rules:
 
     @classmethod
     def from_flow(cls, bindings: dict) -> Rules:
+        """The rules of a flow's bindings; each path is compiled once per process (the flow
+        loader has read every path already, and refused a flow with one that does not parse)."""
         required, calls = {}, {}
         for tool, entry in bindings.get("args", {}).items():
             calls[tool] = entry["calls"]

@@ -161,23 +161,21 @@ def _check_values(value: Any, source: str) -> None:
     """Refuse NaN and ±Infinity anywhere (json.loads reads them, and a NaN α or threshold
     would silently disable a flow) and nesting deeper than MAX_DEPTH, naming the field.
     Iterative: it must not recurse into what it is there to refuse."""
-    problem, where = None, None
     pending: list[tuple[Any, tuple | None, int]] = [({"": value}, None, 0)]
-    while pending and problem is None:
+    while pending:
         node, parent, depth = pending.pop()  # parent: linked (key, parent) pairs, built cheaply
         if depth > MAX_DEPTH:
-            problem, where = f"nested more than {MAX_DEPTH} levels deep", parent
-            break
+            raise FlowError(
+                f"{source}: field `{_where(parent)}`: nested more than {MAX_DEPTH} levels deep"
+            )
         for key, item in node.items() if isinstance(node, dict) else enumerate(node):
             inside = (key, parent) if depth else None
             if isinstance(item, dict | list):
                 pending.append((item, inside, depth + 1))
             elif isinstance(item, float) and not math.isfinite(item):
                 word = "NaN" if math.isnan(item) else "Infinity" if item > 0 else "-Infinity"
-                problem, where = f"{word} is not a finite number", inside
-                break
-    if problem is not None:
-        raise FlowError(f"{source}: field `{_where(where)}`: {problem}")
+                field = _where(inside)
+                raise FlowError(f"{source}: field `{field}`: {word} is not a finite number")
 
 
 def _where(where: tuple | None) -> str:
