@@ -105,6 +105,7 @@ def learn_bindings(con, with_constants: bool = False) -> dict:
     """`args` and `sources` of the flow's bindings (docs/formats.md §3), from the tables
     `wanted` and `kinds` already on the connection."""
     queries = dict(sql_statements("bindings"))
+    con.execute(queries["binding_path"])
     con.execute(queries["read_calls"])
     args: dict[str, dict] = {}
     empty: dict[str, int] = {}

@@ -10,8 +10,11 @@ whole session.
 from __future__ import annotations
 
 import json
-import re
+import threading
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 REQUIRED_SHARE = 0.9  # an argument passed in this share of a lookup's calls is required
@@ -42,28 +45,78 @@ def parse_output(content: str) -> Any:
         return lines if len(lines) >= 2 else content
 
 
-_STEP = re.compile(r'\.(?:"((?:[^"\\]|\\.)*)"|([^.\[]+))|\[\*\]')
+Steps = tuple[str | None, ...]  # a compiled path: a member's name, or None for every element
+
+
+class PathError(ValueError):
+    """A binding path that jsonpath-ng cannot read, or that asks for more than a binding
+    follows."""
+
+
+_PARSE = threading.Lock()  # PLY's parser keeps its state on itself while it parses
+
+
+@cache
+def _parser():
+    from jsonpath_ng.parser import JsonPathParser  # only a flow with bindings needs it
+
+    return JsonPathParser()
+
+
+@cache
+def compile_path(path: str) -> Steps:
+    """A binding path, read by jsonpath-ng, as the steps `values_at` follows: `$.orders[*].id`
+    -> ("orders", None, "id"). A binding path is the root followed by members (`.name`,
+    `."any key"`) and `[*]` (every element of an array); anything else — an index, a slice,
+    `..`, a filter — is refused. Each path is read once per process."""
+    from jsonpath_ng.exceptions import JSONPathError
+    from jsonpath_ng.jsonpath import Child, Fields, Root, Wildcard
+
+    try:
+        with _PARSE, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecated syntax is refused below anyway
+            tree = _parser().parse(path)
+    except JSONPathError as exc:
+        raise PathError(f"cannot read the path {path!r}: {exc}") from None
+    nodes, pending = [], [tree]
+    while pending:  # Child(left, right) read left to right, without recursion
+        node = pending.pop()
+        if isinstance(node, Child):
+            pending += [node.right, node.left]
+        else:
+            nodes.append(node)
+    steps: list[str | None] = []
+    for i, node in enumerate(nodes):
+        if i == 0 and isinstance(node, Root):
+            continue
+        if i > 0 and isinstance(node, Fields) and len(node.fields) == 1:
+            steps.append(node.fields[0])
+        elif i > 0 and isinstance(node, Wildcard):
+            steps.append(None)
+        else:
+            bare = i == 0 and isinstance(node, Fields | Wildcard)
+            what = "it does not start with $" if bare else f"it has `{node}`"
+            raise PathError(
+                f'{path!r} is not a binding path ($, then steps .name, ."any key" or [*]): {what}'
+            )
+    return tuple(steps)
 
 
 def parse_path(path: str) -> list[str | None]:
     """`$.orders[*].id` -> ["orders", None, "id"] (None = every array element)."""
-    if not path.startswith("$"):
-        raise ValueError(f"a path starts with $: {path!r}")
-    steps, rest = [], path[1:]
-    while rest:
-        match = _STEP.match(rest)
-        if not match:
-            raise ValueError(f"cannot read the path {path!r}")
-        if match.group(0) == "[*]":
-            steps.append(None)
-        else:
-            quoted, plain = match.group(1), match.group(2)
-            steps.append(json.loads(f'"{quoted}"') if quoted is not None else plain)
-        rest = rest[match.end() :]
-    return steps
+    return list(compile_path(path))
 
 
-def values_at(document: Any, steps: list[str | None]) -> list[tuple[str, list[str]]]:
+def binding_paths(bindings: dict):
+    """(field, path) of every path in a flow's bindings, the field named as in error
+    messages (`bindings.sources[3].found[0].path`)."""
+    for part in ("sources", "lists"):
+        for i, entry in enumerate(bindings.get(part, [])):
+            for j, hit in enumerate(entry.get("found", [])):
+                yield f"bindings.{part}[{i}].found[{j}].path", hit["path"]
+
+
+def values_at(document: Any, steps: Sequence[str | None]) -> list[tuple[str, list[str]]]:
     """The string values at a path, in document order, each with its siblings: the other
     string values of the object it belongs to."""
     out: list[tuple[str, list[str]]] = []
@@ -95,13 +148,13 @@ class Rules:
     """A flow's bindings, prepared for picking."""
 
     required: dict[str, list[str]]  # lookup -> its required arguments
-    sources: dict[tuple[str, str], list[tuple[str, list[str | None]]]]  # (tool, arg) -> usable
+    sources: dict[tuple[str, str], list[tuple[str, Steps]]]  # (tool, arg) -> usable
     traced: set[tuple[str, str]]  # (tool, arg) that took strings in training
     agreed: dict[str, list[list[int]]]
     bare: dict[str, int]
     calls: dict[str, int]
     constants: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool -> arg -> value
-    lists: dict[tuple[str, str], list[tuple[str, list[str | None]]]] = field(default_factory=dict)
+    lists: dict[tuple[str, str], list[tuple[str, Steps]]] = field(default_factory=dict)
     named_other: dict[str, list[int]] = field(default_factory=dict)
     described_read: dict[str, list[int]] = field(default_factory=dict)
 
@@ -112,6 +165,8 @@ class Rules:
 
     @classmethod
     def from_flow(cls, bindings: dict) -> Rules:
+        """The rules of a flow's bindings; each path is compiled once per process (the flow
+        loader has read every path already, and refused a flow with one that does not parse)."""
         required, calls = {}, {}
         for tool, entry in bindings.get("args", {}).items():
             calls[tool] = entry["calls"]
@@ -192,7 +247,9 @@ class SessionState:
 _UNPARSED = object()
 
 
-def pick(rules: Rules, state: SessionState, tool: str, also: list[tuple[str, dict]] = ()) -> Pick:
+def pick(
+    rules: Rules, state: SessionState, tool: str, also: Sequence[tuple[str, dict]] = ()
+) -> Pick:
     """Bind `tool`'s arguments from the session so far; `also` = calls already sent in this
     turn (they count as made)."""
     if tool not in rules.calls:
@@ -296,10 +353,10 @@ def learn_constants(
     return sorted(out, key=lambda e: (e["tool"], e["arg"]))
 
 
-def usable_sources(entry: dict) -> list[tuple[str, list[str | None]]]:
+def usable_sources(entry: dict) -> list[tuple[str, Steps]]:
     """A `sources` or `lists` entry's sources found often enough to bind from."""
     return [
-        (f["source"], parse_path(f["path"]))
+        (f["source"], compile_path(f["path"]))
         for f in entry["found"]
         if f["count"] >= MIN_SOURCE_FOUND and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
     ]

@@ -9,6 +9,7 @@ field.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -17,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from stretto import __version__
+from stretto.model.binding import PathError, binding_paths, compile_path
 from stretto.model.habit import START, BackoffModel
 from stretto.model.program import STANDARD_PROGRAM, is_standard
 
 FLOW_VERSION = 1
+# A flow or manifest nests a dozen levels; anything far deeper is refused before any code
+# (the schema's validator, the review) recurses into it.
+MAX_DEPTH = 64
 RESPOND = "respond"
 SCHEMA_PATH = Path(__file__).with_name("flow.schema.json")
 
@@ -110,7 +115,10 @@ def build_flow(
 
 def dumps(flow: dict) -> str:
     """The flow as one line of JSON with sorted keys."""
-    return json.dumps(flow, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+    text = json.dumps(
+        flow, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+    return text + "\n"
 
 
 def write_flow(flow: dict, path: str | Path) -> None:
@@ -125,10 +133,9 @@ def write_flow(flow: dict, path: str | Path) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
+        # private whatever the umask: a new flow is 0600, one that exists keeps a mode
+        # only as far as it is not wider than 0600
+        os.chmod(tmp, path.stat().st_mode & 0o600 if path.exists() else 0o600)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -150,8 +157,41 @@ def _field(path) -> str:
     return out or "(the whole flow)"
 
 
+def _check_values(value: Any, source: str) -> None:
+    """Refuse NaN and ±Infinity anywhere (json.loads reads them, and a NaN α or threshold
+    would silently disable a flow) and nesting deeper than MAX_DEPTH, naming the field.
+    Iterative: it must not recurse into what it is there to refuse."""
+    pending: list[tuple[Any, tuple | None, int]] = [({"": value}, None, 0)]
+    while pending:
+        node, parent, depth = pending.pop()  # parent: linked (key, parent) pairs, built cheaply
+        if depth > MAX_DEPTH:
+            raise FlowError(
+                f"{source}: field `{_where(parent)}`: nested more than {MAX_DEPTH} levels deep"
+            )
+        for key, item in node.items() if isinstance(node, dict) else enumerate(node):
+            inside = (key, parent) if depth else None
+            if isinstance(item, dict | list):
+                pending.append((item, inside, depth + 1))
+            elif isinstance(item, float) and not math.isfinite(item):
+                word = "NaN" if math.isnan(item) else "Infinity" if item > 0 else "-Infinity"
+                field = _where(inside)
+                raise FlowError(f"{source}: field `{field}`: {word} is not a finite number")
+
+
+def _where(where: tuple | None) -> str:
+    """A field from the linked (key, parent) pairs _check_values keeps."""
+    keys = []
+    while where is not None:
+        key, where = where
+        keys.append(key)
+    return _field(reversed(keys))
+
+
 def validate(flow: Any, source: str = "flow") -> dict:
     """The flow if it is valid; else FlowError naming the first bad field."""
+    if not isinstance(flow, dict) or "stretto_flow" not in flow:
+        raise FlowError(f"{source}: this is not a stretto flow file (no `stretto_flow` field)")
+    _check_values(flow, source)
     errors = sorted(_validator().iter_errors(flow), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
@@ -161,6 +201,11 @@ def validate(flow: Any, source: str = "flow") -> dict:
             f"{source}: field `program`: not the standard program; this stretto "
             "runs only the standard program"
         )
+    for field, path in binding_paths(flow["bindings"]):
+        try:
+            compile_path(path)  # read once here; Rules.from_flow finds it read
+        except PathError as exc:
+            raise FlowError(f"{source}: field `{field}`: {exc}") from None
     return flow
 
 
@@ -169,6 +214,8 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except OSError as exc:
         raise FlowError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except RecursionError:
+        raise FlowError(f"{path}: nested too deeply (more than {MAX_DEPTH} levels)") from None
     except ValueError as exc:
         raise FlowError(f"{path}: not JSON ({exc})") from exc
 
@@ -205,6 +252,7 @@ def load_manifest(path: str | Path) -> dict:
     """A tool manifest file: `{"domain", "tools": {name: read|write|generic}, "docs"?}`."""
     path = Path(path)
     manifest = _read_json(path)
+    _check_values(manifest, str(path))
     if not isinstance(manifest, dict):
         raise FlowError(f"{path}: a manifest is a JSON object")
     tools = manifest.get("tools")

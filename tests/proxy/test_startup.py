@@ -7,6 +7,7 @@ import subprocess
 from tests.conftest import PYTHON
 
 HEAVY = {"dagster", "duckdb", "polars", "pyarrow", "mcp", "numpy", "pandas", "subprocess"}
+HEAVY |= {"jsonpath_ng", "jsonschema"}  # only a flow (--flow) needs them
 
 
 def test_the_proxy_imports_nothing_heavy() -> None:

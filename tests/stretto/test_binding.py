@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stretto.model.binding import (
     NONE,
     OTHER,
     PICKED,
+    PathError,
     Rules,
     SessionState,
     chance,
@@ -49,6 +54,46 @@ def test_paths() -> None:
     assert parse_path('$."a b"[*]') == ["a b", None]
     doc = {"orders": [{"id": "X1", "note": "desk"}, {"id": "X2", "note": "lamp"}]}
     assert values_at(doc, ["orders", None, "id"]) == [("X1", ["desk"]), ("X2", ["lamp"])]
+
+
+def test_paths_are_read_by_jsonpath_ng() -> None:
+    assert parse_path('$."a.b"') == ["a.b"]
+    assert parse_path('$."q\\"uote"."back\\\\slash"') == ['q"uote', "back\\slash"]
+    assert parse_path('$."Mechanical Keyboard"') == ["Mechanical Keyboard"]
+    assert parse_path('$."héllo"[*]."日本語"') == ["héllo", None, "日本語"]
+    assert parse_path('$."br[0]acket"."where"') == ["br[0]acket", "where"]
+    assert parse_path('$."*"') == ["*"]  # a member named *, not every element
+    refused = {
+        "orders": "does not start with \\$",
+        "$.orders[0]": "it has `\\[0\\]`",
+        "$.orders[1:2]": "it has `\\[1:2\\]`",
+        "$..id": "it has",
+        "$['a','b']": "it has",
+        "$.where": "cannot read the path",  # jsonpath's word: quote it
+        "$.orders[": "cannot read the path",
+        "": "cannot read the path",
+    }
+    for path, reason in refused.items():
+        with pytest.raises(PathError, match=reason):
+            parse_path(path)
+
+
+def test_every_element_means_the_elements_of_an_array() -> None:
+    doc = {"a": {"x": "1"}, "b": ["2", {"c": "3"}]}
+    assert values_at(doc, parse_path("$.a[*]")) == []  # an object's members are not elements
+    assert values_at(doc, parse_path("$.b[*]")) == [("2", [])]
+    assert values_at(doc, parse_path("$.b[*].c")) == [("3", [])]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from("$.[]*\"'\\`()|&,:0123456789abwhere @-~?ü\n")) | st.text())
+def test_any_text_is_a_path_or_refused_as_one(text: str) -> None:
+    try:
+        steps = parse_path(text)
+    except PathError as exc:
+        assert repr(text) in str(exc)
+    else:
+        assert all(step is None or isinstance(step, str) for step in steps)
 
 
 def test_picks_values_in_turn_and_says_when_nothing_is_left() -> None:

@@ -2,6 +2,18 @@
 -- argument values to the leaves of earlier results. Input: `wanted(session, session_order)`
 -- and `kinds(tool, kind)`.
 
+-- name: binding_path
+-- A string leaf's json_tree fullkey as a binding path (docs/formats.md §3, read by jsonpath-ng):
+-- every array index as [*], but not inside a quoted key (`$."br[0]acket"` stays as it is), and
+-- jsonpath's reserved words `where` and `wherenot` quoted, as DuckDB leaves them bare.
+CREATE OR REPLACE TEMP MACRO binding_path(fullkey) AS array_to_string(list_transform(
+    regexp_extract_all(fullkey, '\$|\[[0-9]+\]|\."(?:[^"\\]|\\.)*"|\.[^".\[]+'),
+    lambda step: CASE
+        WHEN step[1] = '[' THEN '[*]'
+        WHEN step IN ('.where', '.wherenot') THEN '."' || step[2:] || '"'
+        ELSE step
+    END), '');
+
 -- name: read_calls
 -- Every call of a read tool in the sessions learned from.
 CREATE OR REPLACE TEMP TABLE read_calls AS
@@ -36,7 +48,7 @@ WHERE json_type(e.value) = 'VARCHAR';
 
 -- name: sources
 -- For each string value: the most recent earlier successful result holding it as a string
--- leaf (the first path in document order, array indices as [*]); a result that is not JSON
+-- leaf (the first path in document order, binding_path); a result that is not JSON
 -- is its lines (`$[*]`) when it has two or more, else its text (`$`).
 WITH outputs AS (
     SELECT session, tool AS source, answered_seq, result_text,
@@ -51,7 +63,7 @@ WITH outputs AS (
      AND (contains(o.result_text, v.v) OR (NOT v.plain AND contains(o.result_text, '\')))
 ), json_hits AS (
     SELECT p.session, p.sent_seq, p.sent_sub, p.tool, p.arg, p.source, p.answered_seq,
-           regexp_replace(t.fullkey, '\[[0-9]+\]', '[*]', 'g') AS path, t.id AS position
+           binding_path(t.fullkey) AS path, t.id AS position
     FROM pairs p, json_tree(p.result_text) AS t
     WHERE p.is_json AND t.type = 'VARCHAR' AND t.value ->> '$' = p.v
 ), text_hits AS (
@@ -78,7 +90,7 @@ GROUP BY v.tool, v.arg;
 -- name: lists
 -- Arguments that took a list of strings: for each such list, the most recent earlier
 -- successful result with a path holding every value of it (the path is found by locating the
--- list's first value; array indices as [*]; a result that is not JSON is its lines, `$[*]`).
+-- list's first value; binding_path; a result that is not JSON is its lines, `$[*]`).
 WITH list_values AS (
     SELECT r.session, r.sent_seq, r.sent_sub, r.tool, e.key AS arg,
            CAST(e.value AS VARCHAR[]) AS items
@@ -98,7 +110,7 @@ WITH list_values AS (
 ), json_paths AS (
     -- every string at each path of the output, for the paths where the first value is
     SELECT p.session, p.sent_seq, p.sent_sub, p.arg, p.items, p.source, p.answered_seq,
-           regexp_replace(t.fullkey, '\[[0-9]+\]', '[*]', 'g') AS path,
+           binding_path(t.fullkey) AS path,
            list(t.value ->> '$') AS strings, bool_or(t.value ->> '$' = p.items[1]) AS has_first,
            min(t.id) AS position
     FROM pairs p, json_tree(p.result_text) AS t
