@@ -26,7 +26,7 @@ def register(commands: Commands) -> None:
             "stretto learn --sessions ~/.stretto/logs/notes --domain notes --habit-only "
             "--out notes.flow.json",
             "stretto learn --sessions logs/ --domain shop --habit-only --out shop.flow.json "
-            "--manifest shop.manifest.json --constants",
+            "--constants",
         ],
     )
     learn.add_argument(
@@ -68,8 +68,8 @@ def register(commands: Commands) -> None:
         "own tool calls are left out. The header carries task_id, trial and reward. Importing "
         "again writes the same files. A file that is not a results file is refused.",
         examples=[
-            "stretto import-tau2 retail-results.json --tools domains/tau2_tools.json "
-            "--out logs/retail --domain retail",
+            "stretto import-tau2 runs.json --tools tau2_tools.json --out logs/retail "
+            "--domain retail",
         ],
     )
     import_tau2.add_argument("results", nargs="+", metavar="RESULTS.json")
@@ -94,8 +94,8 @@ def register(commands: Commands) -> None:
         "Their session logs are written under HOME/cache/compile/ and learned from through the "
         "pipeline's assets. Results files of another domain are refused.",
         examples=[
-            "stretto compile --results retail-train.json --domain retail "
-            "--split domains/retail/split_tasks.json --out retail.flow.json",
+            "stretto compile --results runs.json --domain retail --split split_tasks.json "
+            "--out retail.flow.json",
         ],
     )
     compile_cmd.add_argument(

@@ -103,8 +103,8 @@ def _register_evaluate(commands: Commands) -> None:
         "Parquet in --out (default HOME/reports/<domain>/evaluation-<time>/).",
         examples=[
             "stretto evaluate --sessions ~/.stretto/logs/notes --flow notes.flow.json",
-            "stretto evaluate --sessions explored/ --decider reach --decider habit "
-            "--threshold 0.2 --threshold 0.4 --json",
+            "stretto evaluate --sessions explored/ --decider habit --threshold 0.2 "
+            "--threshold 0.4 --json",
         ],
     )
     evaluate.add_argument(
@@ -193,8 +193,8 @@ def _register_replay(commands: Commands) -> None:
         "AUC).",
         examples=[
             "stretto replay --flow notes.flow.json --sessions held-out/",
-            "stretto replay --flow retail.flow.json --results retail-test.json "
-            "--split domains/retail/split_tasks.json --explore 0 --format json",
+            "stretto replay --flow retail.flow.json --results runs.json --split split_tasks.json "
+            "--explore 0",
         ],
     )
     _episode_options(replay, "test")
@@ -282,8 +282,8 @@ def _register_search(commands: Commands) -> None:
         "--results and --split, the split's training tasks are replayed.",
         examples=[
             "stretto search --flow notes.flow.json --sessions ~/.stretto/logs/notes --dry-run",
-            "stretto search --flow retail.flow.json --results retail-train.json "
-            "--split domains/retail/split_tasks.json --costs 5824,2467 --out searched.flow.json",
+            "stretto search --flow retail.flow.json --results runs.json --split split_tasks.json "
+            "--costs 5824,2467",
         ],
     )
     _episode_options(search, "training")
@@ -366,7 +366,7 @@ def _register_promote(commands: Commands) -> None:
         "others the proxy logs its decisions as shadow.",
         examples=[
             "stretto promote --flow notes.flow.json --shadow ~/.stretto/logs/notes "
-            "--out notes.promoted.flow.json",
+            "--out promoted.flow.json",
             "stretto promote --flow notes.flow.json --shadow shadow/ --min-used 0.8 --min-tasks 5",
         ],
     )

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import warnings
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stretto.cli.options import Commands, add_home, add_wait, command, paths, say
@@ -74,8 +75,6 @@ def register(commands: Commands) -> None:
 
 def _sessions(args: argparse.Namespace) -> int:
     """Summarize each session log in a folder: what the reader makes of it."""
-    import polars as pl
-
     from stretto.logs.episode import Assistant, User, episode_from_log
     from stretto.logs.sessionlog import list_session_logs, read_session_log
 
@@ -88,20 +87,15 @@ def _sessions(args: argparse.Namespace) -> int:
             say(f"warning: {warning.message}")
         episode = episode_from_log(log)
         calls = episode.calls()
-        rows.append(
-            (
-                episode.id,
-                episode.domain,
-                episode.agent_model,
-                sum(not c.by_proxy for c in calls),
-                sum(c.by_proxy for c in calls),
-                sum(isinstance(e, Assistant) and bool(e.calls) for e in episode.events),
-                sum(isinstance(e, User) for e in episode.events),
-            )
+        counts = (
+            sum(not c.by_proxy for c in calls),
+            sum(c.by_proxy for c in calls),
+            sum(isinstance(e, Assistant) and bool(e.calls) for e in episode.events),
+            sum(isinstance(e, User) for e in episode.events),
         )
+        rows.append([episode.id, episode.domain, episode.agent_model, *map(str, counts)])
     header = ["session", "domain", "agent model", "calls", "lookups", "turns", "user msgs"]
-    frame = pl.DataFrame(rows, schema=header, orient="row")
-    sys.stdout.write("\n".join(aligned(frame)) + "\n")
+    sys.stdout.write("\n".join(aligned(header, rows)) + "\n")
     say(f"{len(rows)} session(s) in {args.dir}")
     return 0
 
@@ -162,38 +156,41 @@ def render(table: pa.Table, fmt: str = "table") -> str:
         return "[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n"
     if fmt == "csv":
         return frame.with_columns(_text(frame, nested_only=True)).write_csv()
-    lines = aligned(frame, rule=True)
+    cells = _cells(frame)
+    lines = aligned(cells.columns, cells.rows(), rule=True)
     lines.append(f"({frame.height} row{'s' if frame.height != 1 else ''})")
     return "\n".join(lines) + "\n"
 
 
-def aligned(frame: pl.DataFrame, rule: bool = False) -> list[str]:
-    """The lines of a text table: the header (with `rule`, a line of dashes under it), then
-    the rows; columns padded to their widest cell, cells longer than MAX_CELL cut with an
-    ellipsis, nulls empty, newlines shown as \\n."""
+def aligned(header: Sequence[str], rows: Iterable[Sequence[str]], rule: bool = False) -> list[str]:
+    """The lines of a text table: the header (with `rule`, a line of dashes under it), then the
+    rows; each column padded to its widest cell."""
+    rows = list(rows)
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+    lines = [
+        GAP.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    if rule:
+        lines.insert(1, GAP.join("-" * w for w in widths))
+    return lines
+
+
+def _cells(frame: pl.DataFrame) -> pl.DataFrame:
+    """A table's cells: every value as text (nested ones as JSON), nulls empty, newlines shown
+    as \\n, cells longer than MAX_CELL cut with an ellipsis."""
     import polars as pl
 
     text = frame.select(_text(frame)).with_columns(
         pl.all().fill_null("").str.replace_all("\n", "\\n", literal=True)
     )
-    cells = text.select(
+    return text.select(
         pl.when(pl.col(n).str.len_chars() > MAX_CELL)
         .then(pl.col(n).str.slice(0, MAX_CELL - 1) + "…")
         .otherwise(pl.col(n))
         .alias(n)
         for n in text.columns
     )
-    longest = cells.select(pl.all().str.len_chars().max().fill_null(0)).row(0)
-    widths = [max(len(name), n) for name, n in zip(cells.columns, longest, strict=True)]
-    header = GAP.join(n.ljust(w) for n, w in zip(cells.columns, widths, strict=True))
-    rows = cells.select(
-        pl.concat_str(
-            [pl.col(n).str.pad_end(w) for n, w in zip(cells.columns, widths, strict=True)],
-            separator=GAP,
-        ).str.strip_chars_end()
-    )
-    dashes = [GAP.join("-" * w for w in widths)] if rule else []
-    return [header.rstrip(), *dashes, *rows.to_series().to_list()]
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
