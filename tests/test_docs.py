@@ -26,8 +26,8 @@ CODE = re.compile(r"`([^`]*)`")
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
-    (choices,) = [a.choices for a in parser._actions if a.dest == "command"]
-    return dict(choices)
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
 
 
 def parsers() -> dict[str, argparse.ArgumentParser]:

@@ -3,6 +3,7 @@ a reader that goes away is a process boundary)."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -97,10 +98,10 @@ def test_a_reader_gone_before_the_first_line_leaves_no_traceback() -> None:
 # --- help ---------------------------------------------------------------------------------
 
 
-def subcommands() -> dict:
+def subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
-    (choices,) = [a.choices for a in parser._actions if a.dest == "command"]
-    return choices
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
 
 
 @pytest.mark.parametrize("name", sorted(subcommands()))
