@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, paths, resolved, say
+from stretto.cli.options import Commands, add_home, add_wait, command, paths, say
 from stretto.home import Paths
 
 
@@ -116,6 +116,10 @@ def register(commands: Commands) -> None:
     )
     add_home(compile_cmd)
     add_wait(compile_cmd, "another ingest of the same episodes")
+
+
+def resolved(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
 
 
 def learn_folder(

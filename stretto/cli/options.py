@@ -7,7 +7,6 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 
 from stretto.home import Paths
 from stretto.model.defaults import THRESHOLD
@@ -102,7 +101,3 @@ def add_wait(parser: argparse.ArgumentParser, what: str) -> None:
 def say(message: str) -> None:
     """One line on stderr, as every message of the command is written."""
     print(f"stretto: {message}", file=sys.stderr)
-
-
-def resolved(path: str | Path) -> Path:
-    return Path(path).expanduser().resolve()

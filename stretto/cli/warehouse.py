@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, paths, say
+from stretto.cli.options import Commands, add_home, add_wait, command, say
 
 if TYPE_CHECKING:
     import polars as pl
@@ -133,7 +133,7 @@ def _sql(args: argparse.Namespace) -> int:
     from warehouse.layout import Layout
 
     try:
-        table = store.query(Layout.at(paths(args).home), args.query)
+        table = store.query(Layout.at(args.home), args.query)
     except store.NoWarehouse as exc:
         say(str(exc))
         return 1
