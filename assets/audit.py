@@ -2,7 +2,6 @@
 plot."""
 
 import base64
-import time
 
 import dagster as dg
 
@@ -29,8 +28,7 @@ def audit(
 ) -> dg.MaterializeResult:
     flow = load_flow(config.flow)
     result = run_audit(flow, read_episodes(config.sessions), config.decider)
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    folder = stretto.layout().home / "reports" / flow["manifest"]["domain"] / f"audit-{stamp}"
+    folder = stretto.layout().report_folder(flow["manifest"]["domain"], "audit")
     write_tables(result, folder)
     plot = base64.b64encode((folder / "reliability.png").read_bytes()).decode()
     totals = result.totals()

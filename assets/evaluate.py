@@ -1,12 +1,12 @@
 """Asset: other rules evaluated off-policy on exploring flow logs (stretto.offline.evaluate),
 with its tables."""
 
-import time
 from pathlib import Path
 
 import dagster as dg
 
 from assets.resources import StrettoHome
+from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.model.flow import load_flow
 from stretto.offline import evaluate as ev
 
@@ -14,7 +14,7 @@ from stretto.offline import evaluate as ev
 class EvaluationConfig(dg.Config):
     sessions: str  # a folder of session logs with their flow logs (made with --flow-explore)
     deciders: list[str] = []  # target deciders, reach and/or habit; empty: the logs' own
-    thresholds: list[float] = [0.3]  # target thresholds
+    thresholds: list[float] = [DEFAULT_THRESHOLD]  # target thresholds
     flow: str | None = None  # the flow served: tool kinds, and the report's domain
     out: str | None = None  # the tables' folder (default HOME/reports/<domain>/evaluation-<time>)
     min_ess: float = ev.DEFAULT_MIN_ESS
@@ -47,11 +47,8 @@ def evaluation(
         seed=config.seed,
     )
     domain = flow["manifest"]["domain"] if flow else labelled.domain
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     folder = (
-        Path(config.out)
-        if config.out
-        else stretto.layout().home / "reports" / domain / f"evaluation-{stamp}"
+        Path(config.out) if config.out else stretto.layout().report_folder(domain, "evaluation")
     )
     ev.write_tables(labelled, results, folder)
     context.log.info(f"evaluation of {config.sessions}: {folder}")

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
 
 
@@ -9,7 +10,7 @@ class PromotionConfig(dg.Config):
     flow: str  # the flow file
     shadow: str  # a folder of session logs recorded in shadow mode (or without a flow)
     decider: str | None = None  # reach or habit; default: as served (reach if the flow has it)
-    threshold: float = 0.3
+    threshold: float = DEFAULT_THRESHOLD
     min_used: float = 0.7
     min_lower: float = 0.5
     min_tasks: int = 3

@@ -1,11 +1,10 @@
 """Asset: recorded episodes replayed with a flow (stretto.offline.replay), the benchmark's
 tables."""
 
-import time
-
 import dagster as dg
 
 from assets.resources import StrettoHome
+from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.model.flow import load_flow
 from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
 
@@ -16,7 +15,7 @@ class ReplayConfig(dg.Config):
     results: list[str] = []  # τ²-bench results files
     split: str | None = None  # with a split, only its test tasks are replayed
     decider: str | None = None  # reach or habit (default: as served)
-    threshold: float = 0.3
+    threshold: float = DEFAULT_THRESHOLD
     explore: float | None = 0.0  # score every option for calibration (None: don't)
 
 
@@ -37,8 +36,7 @@ def replay_report(
     result = replay(
         flow, episodes, decider=config.decider, threshold=config.threshold, explore=config.explore
     )
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    folder = stretto.layout().home / "reports" / flow["manifest"]["domain"] / f"replay-{stamp}"
+    folder = stretto.layout().report_folder(flow["manifest"]["domain"], "replay")
     write_tables(result, folder)
     total = result.total()
     context.log.info(f"replay of {config.flow} on {len(episodes)} episodes: {folder}")

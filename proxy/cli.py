@@ -13,6 +13,9 @@ import sys
 import threading
 import time
 
+from stretto import __version__
+from stretto.model import defaults
+
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
 EXIT_PROXY_FAILED = 125
 EXIT_USAGE = 2
@@ -31,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Own messages go to stderr prefixed 'stretto-proxy:'. Exit status: the server's "
         "(128+n if killed by signal n); 125 if the proxy itself fails; 2 on usage errors.",
     )
+    p.add_argument("-V", "--version", action="version", version=f"stretto-proxy {__version__}")
     rec = p.add_argument_group("recording")
     rec.add_argument(
         "--record", metavar="DIR", help="write one log per session, DIR/<session>.jsonl"
@@ -59,23 +63,23 @@ def _parser() -> argparse.ArgumentParser:
     flows.add_argument(
         "--flow-threshold",
         type=float,
-        default=0.3,
+        default=defaults.THRESHOLD,
         metavar="P",
-        help="make a lookup when probability x binding chance reaches P (0.3)",
+        help="make a lookup when probability x binding chance reaches P (%(default)s)",
     )
     flows.add_argument(
         "--flow-per-call",
         type=int,
-        default=8,
+        default=defaults.PER_CALL,
         metavar="N",
-        help="at most N lookups after one call (8)",
+        help="at most N lookups after one call (%(default)s)",
     )
     flows.add_argument(
         "--flow-per-session",
         type=int,
-        default=40,
+        default=defaults.PER_SESSION,
         metavar="N",
-        help="at most N lookups in a session (40)",
+        help="at most N lookups in a session (%(default)s)",
     )
     flows.add_argument(
         "--flow-tools",
@@ -111,9 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     flows.add_argument(
         "--flow-budget",
         type=int,
-        default=40_000,
+        default=defaults.BUDGET_CHARS,
         metavar="CHARS",
-        help="at most this many characters appended to a result (40000)",
+        help="at most this many characters appended to a result (%(default)s)",
     )
     srv = p.add_argument_group("server")
     srv.add_argument(

@@ -1,5 +1,5 @@
 import sys
 
-from stretto.cli.main import main
+from stretto.cli import main
 
 sys.exit(main())

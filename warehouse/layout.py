@@ -1,4 +1,5 @@
-"""Where the warehouse keeps things under STRETTO_HOME, and the tables' columns.
+"""Where the warehouse keeps things under STRETTO_HOME (found by stretto.home), and the
+tables' columns.
 
     logs/<domain>/<session>.jsonl                      input, written by stretto-proxy
     warehouse/parquet/<table>/domain=../day=../*.parquet  ingested, append-only
@@ -10,9 +11,10 @@ Every column is documented in docs/formats.md §2.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from stretto.home import Paths
 
 # Each table's columns and DuckDB types, in order. `domain` and `day` are the Hive partition
 # keys (directory names, not stored in the files); every table has them.
@@ -113,25 +115,9 @@ TABLES: dict[str, list[tuple[str, str]]] = {
 PARTITION_KEYS = [("domain", "VARCHAR"), ("day", "DATE")]
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("STRETTO_HOME") or "~/.stretto").expanduser()
-
-
 @dataclass(frozen=True)
-class Layout:
-    home: Path
-
-    @classmethod
-    def at(cls, home: str | Path | None = None) -> Layout:
-        return cls(Path(home).expanduser().resolve() if home else default_home().resolve())
-
-    @property
-    def logs(self) -> Path:
-        return self.home / "logs"
-
-    @property
-    def warehouse(self) -> Path:
-        return self.home / "warehouse"
+class Layout(Paths):
+    """The home's paths (stretto.home) and the warehouse's own under `warehouse/`."""
 
     @property
     def parquet(self) -> Path:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stretto.model import defaults
 from stretto.model.binding import Rules, SessionState, chance, pick
 from stretto.model.flow import habit_model, reach_model
 
-DEFAULT_THRESHOLD = 0.3
+DEFAULT_THRESHOLD = defaults.THRESHOLD
 RESPOND = "respond"
 
 

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stretto.logs.episode import Assistant, Episode, ToolResult, User
+from stretto.model import defaults
 from stretto.model.binding import SessionState, same_arguments, value_text
 from stretto.model.decide import DEFAULT_THRESHOLD, Decider, theta_text
 from stretto.model.flow import write_flow
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 
 Z = 1.6448536  # 90% two-sided
-PER_CALL = 8  # lookups after one call, as the proxy's --flow-per-call default
+PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
 MAX_ROUNDS = 8
 
 

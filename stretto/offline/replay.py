@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass, field
 
 from stretto.logs.episode import Assistant, Episode, ToolCall, ToolResult, User
 from stretto.logs.steps import episode_steps
+from stretto.model import defaults
 from stretto.model.binding import SessionState, parse_output
-from stretto.model.decide import Decider, SplitMix64, fnv1a64
+from stretto.model.decide import DEFAULT_THRESHOLD, Decider, SplitMix64, fnv1a64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 
-PER_CALL = 8  # lookups after one call, as the proxy's --flow-per-call default
-PER_EPISODE = 40  # lookups in one episode (the reference harness's budget)
+PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
+PER_EPISODE = defaults.PER_SESSION  # lookups in one episode (the reference harness's budget)
 
 # Calibration bins (results.md §2.4): finer at the low end, where most scores fall.
 CALIBRATION_EDGES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
@@ -358,7 +359,7 @@ def replay(
     episodes: list[Episode],
     *,
     decider: str | None = None,
-    threshold: float = 0.3,
+    threshold: float = DEFAULT_THRESHOLD,
     explore: float | None = None,
     per_call: int = PER_CALL,
     per_episode: int = PER_EPISODE,

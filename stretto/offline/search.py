@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stretto.logs.episode import Episode
-from stretto.model.decide import Decider
+from stretto.model.decide import DEFAULT_THRESHOLD, Decider
 from stretto.model.program import FlowDistributions
 from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
@@ -76,7 +76,7 @@ class Search:
         episodes: list[Episode],
         *,
         decider: str | None = None,
-        threshold: float = 0.3,
+        threshold: float = DEFAULT_THRESHOLD,
         sites: list[str] | None = None,
         costs: tuple[float, float] = DEFAULT_COSTS,
         progress=None,

@@ -1,36 +1,257 @@
-"""The `stretto` command as a user runs it."""
+"""The `stretto` command as a user runs it, called in this process (one test starts a process:
+a reader that goes away is a process boundary)."""
 
 from __future__ import annotations
 
+import argparse
+import csv
+import io
+import json
+import math
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import duckdb
+import pytest
+
+from stretto import __version__
+from stretto.cli import main
+from stretto.cli.main import build_parser
+from stretto.cli.warehouse import MAX_CELL, render
+from stretto.home import Paths
 from tests.conftest import REFERENCE_HOME
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
+SERVED_SHOP = REFERENCE_HOME / "served/shop"
 
 
-def test_sessions_lists_the_reference_served_logs() -> None:
-    done = subprocess.run(
-        [STRETTO, "sessions", str(REFERENCE_HOME / "served/shop")], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    rows = [line.split() for line in done.stdout.splitlines()]
+def test_sessions_lists_the_reference_served_logs(capsys) -> None:
+    assert main(["sessions", str(SERVED_SHOP)]) == 0
+    out, err = capsys.readouterr()
+    rows = [line.split() for line in out.splitlines()]
     assert rows[0][0] == "session"
     assert rows[1] == ["20260928T020401.117Z-14662", "shop", "quickstart", "2", "3", "5", "2"]
-    assert "2 session(s)" in done.stderr
+    assert len(rows) == 3 and "2 session(s)" in err
 
 
-def test_a_malformed_log_is_an_error_naming_file_and_line(tmp_path: Path) -> None:
+def test_a_malformed_log_is_an_error_naming_file_and_line(tmp_path: Path, capsys) -> None:
     (tmp_path / "bad.jsonl").write_text(
         '{"stretto_mcp_log":2,"session":"s","started_unix_ms":0}\n{"t_ms":1,"from":"x","raw":""}\n'
     )
-    done = subprocess.run([STRETTO, "sessions", str(tmp_path)], capture_output=True, text=True)
-    assert done.returncode == 1
-    assert f"stretto: {tmp_path}/bad.jsonl:2: field `from`" in done.stderr
+    assert main(["sessions", str(tmp_path)]) == 1
+    assert f"stretto: {tmp_path}/bad.jsonl:2: field `from`" in capsys.readouterr().err
 
 
-def test_no_command_prints_help_and_exits_2() -> None:
-    done = subprocess.run([STRETTO], capture_output=True, text=True)
-    assert done.returncode == 2 and "sessions" in done.stderr
+def test_no_command_prints_help_and_exits_2(capsys) -> None:
+    assert main([]) == 2
+    assert "sessions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(flag: str, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([flag])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"stretto {__version__}\n"
+
+
+# --- a reader that goes away --------------------------------------------------------------
+
+
+class ClosedPipe(io.StringIO):
+    """stdout whose reader has gone, as `| head` leaves it."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["sessions", str(SERVED_SHOP)]) == 141  # 128 + SIGPIPE, as Unix tools end
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_reader_gone_before_the_first_line_leaves_no_traceback() -> None:
+    """`stretto sessions DIR | head -2` in a real pipe: what is left in the buffer when the
+    interpreter exits must not raise either."""
+    with tempfile.TemporaryFile() as err:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "stretto", "sessions", str(SERVED_SHOP)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        assert done.stdout is not None
+        done.stdout.close()  # the reader is gone before the command writes a line
+        status = done.wait()
+        err.seek(0)
+        stderr = err.read().decode()
+    assert status == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+# --- help ---------------------------------------------------------------------------------
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_every_command_help_ends_with_examples_that_parse(name: str) -> None:
+    parser = subcommands()[name]
+    help_text = parser.format_help()
+    examples = help_text.split("\nexamples:\n")[1].strip().splitlines()
+    assert 1 <= len(examples) <= 2, help_text
+    commands = [line.strip() for line in examples if line.strip().startswith("stretto ")]
+    assert commands, f"no `stretto {name}` example"
+    for line in commands:
+        words = shlex.split(line, comments=True)
+        words = words[: words.index("|")] if "|" in words else words
+        assert words[1] == name
+        build_parser().parse_args(words[1:])  # exits 2 on an option that does not exist
+
+
+def test_learn_help_shows_habit_only_as_required(capsys) -> None:
+    usage = subcommands()["learn"].format_usage()
+    assert "--habit-only" in usage and "[--habit-only]" not in usage
+    assert main(["learn", "--sessions", ".", "--domain", "d", "--out", "x.flow.json"]) == 2
+    assert "the arbiter is not available yet" in capsys.readouterr().err
+
+
+def test_init_usage_names_every_option() -> None:
+    """init's usage line is written by hand (the server's command follows --)."""
+    init = subcommands()["init"]
+    usage = init.format_usage()
+    options = {o for a in init._actions for o in a.option_strings if o.startswith("--")}
+    assert {o for o in options if o not in usage} == {"--help"}
+    assert "--decider" in options and "--home" in options and "-- SERVER" in usage
+
+
+def test_threshold_defaults_to_the_proxys() -> None:
+    from proxy.cli import parse_args
+    from stretto.model.decide import DEFAULT_THRESHOLD
+
+    served, _ = parse_args(["--", "server"])
+    parser = build_parser()
+    for argv in (
+        ["flow-show", "f"],
+        ["replay", "--flow", "f", "--sessions", "d"],
+        ["search", "--flow", "f", "--sessions", "d"],
+        ["promote", "--flow", "f", "--shadow", "d"],
+    ):
+        assert parser.parse_args(argv).threshold == DEFAULT_THRESHOLD == served.flow_threshold
+
+
+# --- the home -----------------------------------------------------------------------------
+
+
+def test_the_home_comes_from_stretto_home_and_reports_go_under_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("STRETTO_HOME", str(tmp_path / "home"))
+    paths = Paths.at()
+    assert paths.home == (tmp_path / "home").resolve()
+    assert paths.logs == paths.home / "logs" and paths.warehouse == paths.home / "warehouse"
+    folder = paths.report_folder("shop", "audit", when=0)
+    assert folder == paths.home / "reports" / "shop" / "audit-19700101T000000"
+    assert Paths.at(tmp_path / "other").home == (tmp_path / "other").resolve()
+
+
+# --- stretto sql ----------------------------------------------------------------------------
+
+
+def query(sql: str):
+    return duckdb.connect().sql(sql).to_arrow_table()
+
+
+ODD = query(
+    "SELECT 'quickstart' AS name, 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, "
+    "'-inf'::DOUBLE AS ninf, 1.5 AS x, [1, 2] AS list, {'a': 1, 'b': 'x'} AS struct, "
+    "[{'q': 'é'}] AS deep, NULL::INTEGER[] AS no_list, NULL AS nothing, sum(3) AS total, "
+    "repeat('abcdefghij', 10) AS long, 'a' || chr(10) || 'b' AS lines"
+)
+
+
+def test_sql_json_is_valid_json_with_null_for_nan_and_infinities() -> None:
+    text = render(ODD, "json")
+    rows = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert rows == [
+        {
+            "name": "quickstart",
+            "nan": None,
+            "inf": None,
+            "ninf": None,
+            "x": 1.5,
+            "list": [1, 2],
+            "struct": {"a": 1, "b": "x"},
+            "deep": [{"q": "é"}],
+            "no_list": None,
+            "nothing": None,
+            "total": 3,  # DuckDB's sum is a decimal: written as a number
+            "long": "abcdefghij" * 10,
+            "lines": "a\nb",
+        }
+    ]
+    assert json.loads(render(query("SELECT 1 AS x WHERE false"), "json")) == []
+
+
+def test_sql_csv_writes_nested_values_as_json() -> None:
+    (header, row) = list(csv.reader(io.StringIO(render(ODD, "csv"))))
+    cells = dict(zip(header, row, strict=True))
+    assert json.loads(cells["list"]) == [1, 2]
+    assert json.loads(cells["struct"]) == {"a": 1, "b": "x"}
+    assert json.loads(cells["deep"]) == [{"q": "é"}]
+    assert cells["no_list"] == "" and cells["nothing"] == ""
+    assert cells["lines"] == "a\nb" and cells["long"] == "abcdefghij" * 10
+    assert math.isnan(float(cells["nan"])) and cells["total"] == "3"
+
+
+def test_sql_table_is_aligned_with_long_cells_cut() -> None:
+    table = query(
+        "SELECT * FROM (VALUES ('a', 1, NULL), ('bbbbbb', 22, 'x')) t(name, n, note) "
+        "UNION ALL SELECT repeat('c', 100), 333, 'y' || chr(10) || 'z'"
+    )
+    lines = render(table, "table").splitlines()
+    assert lines[0].split() == ["name", "n", "note"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    starts = [lines[0].index("n "), lines[0].index("note")]
+    for line in lines[2:5]:  # every row's cells start under their column's name
+        assert line[starts[0] - 2 : starts[0]] == "  " and line[starts[0]] != " "
+    assert lines[2].split() == ["a", "1"]  # a null is an empty cell
+    assert lines[4].startswith("c" * (MAX_CELL - 1) + "…  333  y\\nz")
+    assert lines[-1] == "(3 rows)"
+
+
+def test_sql_numbers_repeated_column_names() -> None:
+    rows = json.loads(render(query("SELECT 1 AS a, 2 AS a"), "json"))
+    assert rows == [{"a": 1, "a_1": 2}]
+
+
+@pytest.fixture(scope="module")
+def warehouse_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("sql") / "home"
+    shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    assert main(["ingest", "--home", str(home)]) == 0
+    return home
+
+
+def test_sql_on_the_warehouse(warehouse_home: Path, capsys) -> None:
+    capsys.readouterr()
+    sql = (
+        "SELECT agent_model, count(*) AS sessions, sum(lines_read) AS lines "
+        "FROM sessions GROUP BY 1"
+    )
+    assert main(["sql", "--home", str(warehouse_home), sql, "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["agent_model"] == "quickstart" and row["sessions"] == 6
+    assert isinstance(row["lines"], int) and row["lines"] > 0
+    assert main(["sql", "--home", str(warehouse_home), sql]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split()[:2] == ["quickstart", "6"]
+    assert main(["sql", "--home", str(warehouse_home), "SELECT * FROM nope"]) == 1
+    assert "query failed" in capsys.readouterr().err

@@ -1,0 +1,297 @@
+"""The commands that learn flows: learn, import-tau2, compile. Learning runs the pipeline's
+own assets in this process, so the CLI and the Dagster UI compute the same flows."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from stretto.cli.options import Commands, add_home, add_wait, command, paths, say
+from stretto.home import Paths
+
+
+def register(commands: Commands) -> None:
+    learn = command(
+        commands,
+        "learn",
+        _learn,
+        summary="learn a flow from recorded sessions",
+        description="Learn a flow from the session logs in DIR: ingest them (into a warehouse "
+        "of their own under HOME/cache/learn/, so that learning again is incremental) and run "
+        "the pipeline's `flow` asset in this process. Every session counts as successful "
+        "but one whose header gives a reward below 1. --habit-only is required: the arbiter "
+        "is not available yet, so habit-only flows are the only kind this stretto learns.",
+        examples=[
+            "stretto learn --sessions ~/.stretto/logs/notes --domain notes --habit-only "
+            "--out notes.flow.json",
+            "stretto learn --sessions logs/ --domain shop --habit-only --out shop.flow.json "
+            "--constants",
+        ],
+    )
+    learn.add_argument(
+        "--sessions", required=True, metavar="DIR", help="a folder of session logs (*.jsonl)"
+    )
+    learn.add_argument("--domain", required=True, metavar="NAME", help="the flow's domain")
+    learn.add_argument(
+        "--habit-only",
+        action="store_true",
+        help="required: learn without an arbiter (not available yet)",
+    )
+    learn.add_argument("--out", required=True, metavar="FILE", help="where to write the flow")
+    learn.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help='tool kinds from a manifest {"domain", "tools": {name: kind}} '
+        "instead of the logs' tool lists",
+    )
+    learn.add_argument(
+        "--constants",
+        action="store_true",
+        help="also learn arguments the agent always passes the same way",
+    )
+    add_home(learn)
+    add_wait(learn, "another ingest of the same folder")
+    # Required, but checked by the command, which says why; the usage line shows it required.
+    learn.usage = learn.format_usage().removeprefix("usage: ").rstrip()
+    learn.usage = learn.usage.replace("[--habit-only]", "--habit-only")
+
+    import_tau2 = command(
+        commands,
+        "import-tau2",
+        _import_tau2,
+        summary="convert τ²-bench results files to session logs",
+        description="Write each simulation of τ²-bench results files as a session log in DIR "
+        "(<session>.jsonl, as stretto-proxy would have recorded it): the tools/list answer "
+        "from the domain's tool kinds in TOOLS, the customer's and agent's words as context "
+        "lines, the agent's calls and their results; the scripted greeting and the customer's "
+        "own tool calls are left out. The header carries task_id, trial and reward. Importing "
+        "again writes the same files. A file that is not a results file is refused.",
+        examples=[
+            "stretto import-tau2 runs.json --tools tau2_tools.json --out logs/retail "
+            "--domain retail",
+        ],
+    )
+    import_tau2.add_argument("results", nargs="+", metavar="RESULTS.json")
+    import_tau2.add_argument(
+        "--tools",
+        required=True,
+        metavar="TOOLS.json",
+        help="the domains' tools and their kinds (τ²-bench's tau2_tools.json)",
+    )
+    import_tau2.add_argument("--out", required=True, metavar="DIR", help="where to write the logs")
+    import_tau2.add_argument(
+        "--domain", metavar="NAME", help="refuse results files of any other domain"
+    )
+
+    compile_cmd = command(
+        commands,
+        "compile",
+        _compile,
+        summary="learn a flow from τ²-bench results (the training split's successful episodes)",
+        description="Learn a habit-only flow from τ²-bench results files, as `stretto learn` "
+        "does, from the episodes of the split's training tasks that succeeded (reward ≥ 1). "
+        "Their session logs are written under HOME/cache/compile/ and learned from through the "
+        "pipeline's assets. Results files of another domain are refused.",
+        examples=[
+            "stretto compile --results runs.json --domain retail --split split_tasks.json "
+            "--out retail.flow.json",
+        ],
+    )
+    compile_cmd.add_argument(
+        "--results", required=True, nargs="+", metavar="FILE", help="τ²-bench results files"
+    )
+    compile_cmd.add_argument("--domain", required=True, metavar="NAME", help="the flow's domain")
+    compile_cmd.add_argument(
+        "--split",
+        required=True,
+        metavar="SPLIT.json",
+        help='the task split ({"train": [...], "test": [...]}); only training tasks are learned',
+    )
+    compile_cmd.add_argument("--out", required=True, metavar="FLOW", help="where to write the flow")
+    compile_cmd.add_argument(
+        "--tools",
+        metavar="TOOLS.json",
+        help="the domains' tool kinds (default: tau2_tools.json beside SPLIT or in its parent)",
+    )
+    add_home(compile_cmd)
+    add_wait(compile_cmd, "another ingest of the same episodes")
+
+
+def resolved(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def learn_folder(
+    sessions: Path,
+    domain: str,
+    out: Path,
+    *,
+    home: str | None,
+    wait: float,
+    manifest: str | None = None,
+    constants: bool = False,
+) -> dict[str, Any] | None:
+    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
+    kept so that learning again is incremental), then run the pipeline's `flow` asset to
+    learn the `domain` flow into `out`. The asset's metadata, or None (after saying why)."""
+    import hashlib
+    import os
+
+    from assets.ingest import INGEST_ASSETS
+    from assets.learn import flow
+    from pipeline.run import failure_message, materialize, output_metadata
+
+    sessions = resolved(sessions)
+    key = hashlib.blake2b(str(sessions).encode(), digest_size=8).hexdigest()
+    cache = Paths.at(home).cache / "learn" / key
+    cache.mkdir(parents=True, exist_ok=True)
+    logs = cache / "logs"
+    if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
+        logs.unlink()
+    if not logs.exists():
+        logs.symlink_to(sessions, target_is_directory=True)
+    config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
+    if manifest:
+        config["manifest"] = str(resolved(manifest))
+    result = materialize([*INGEST_ASSETS, flow], str(cache), wait, {"flow": config})
+    if not result.success:
+        say(f"learn failed: {failure_message(result)}")
+        return None
+    return output_metadata(result, "flow")
+
+
+def _learn(args: argparse.Namespace) -> int:
+    """Ingest the sessions folder into a warehouse of its own, then learn the flow."""
+    from stretto.model.flow import load_manifest
+
+    if not args.habit_only:
+        say(
+            "the arbiter is not available yet; learn a habit-only flow with --habit-only "
+            "(the decider is then reach, or habit)"
+        )
+        return 2
+    sessions = resolved(args.sessions)
+    if not sessions.is_dir():
+        say(f"{sessions}: not a directory of session logs")
+        return 1
+    if args.manifest:
+        load_manifest(args.manifest)  # refuse a bad manifest before any work
+    out = resolved(args.out)
+    learned = learn_folder(
+        sessions,
+        args.domain,
+        out,
+        home=args.home,
+        wait=args.wait,
+        manifest=args.manifest,
+        constants=args.constants,
+    )
+    if learned is None:
+        return 1
+    print(
+        f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
+        f"({learned['tools']} tools) and wrote {out}"
+    )
+    return 0
+
+
+def _tau2_tally(files: list) -> str:
+    """`retail: 1 file, 40 episodes, 299 calls; ...` for τ²-bench results files read."""
+    tally: dict[str, list[int]] = {}
+    for results in files:
+        counts = tally.setdefault(results.domain, [0, 0, 0, 0])
+        counts[0] += 1
+        counts[1] += len(results.simulations)
+        counts[2] += results.calls
+        counts[3] += results.user_calls
+    parts = []
+    for domain, (n_files, episodes, calls, user_calls) in sorted(tally.items()):
+        part = f"{domain}: {n_files} file(s), {episodes} episodes, {calls} calls"
+        if user_calls:
+            part += f" ({user_calls} customer-side calls left out)"
+        parts.append(part)
+    return "; ".join(parts)
+
+
+def _read_tau2(paths: list[str], tools: Any, domain: str | None) -> list:
+    """Convert τ²-bench results files (all of them, before anything is written)."""
+    from stretto.logs.tau2 import read_results
+    from stretto.progress import Progress
+
+    progress = Progress(len(paths), "reading results", " files")
+    files = []
+    for path in paths:
+        files.append(read_results(path, tools, domain))
+        progress.advance()
+    progress.close()
+    for results in files:
+        orphans = sum(s.orphan_results for s in results.simulations)
+        if orphans:
+            say(f"warning: {results.path}: {orphans} tool result(s) answer no call; left out")
+    return files
+
+
+def _import_tau2(args: argparse.Namespace) -> int:
+    """Write each simulation of τ²-bench results files as a session log."""
+    from stretto.logs.tau2 import load_tools, write_logs
+
+    tools = load_tools(args.tools)
+    files = _read_tau2(args.results, tools, args.domain)
+    out = Path(args.out).expanduser()
+    for results in files:
+        write_logs(results, out)
+    episodes = sum(len(r.simulations) for r in files)
+    calls = sum(r.calls for r in files)
+    print(
+        f"stretto: imported {len(files)} file(s) into {out}: {episodes} episodes, {calls} calls "
+        f"({_tau2_tally(files)})"
+    )
+    return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    """Learn a flow from the successful training-split episodes of τ²-bench results files."""
+    import dataclasses
+    import hashlib
+
+    from stretto.logs.tau2 import load_tools, read_split, write_logs
+
+    split = read_split(args.split)
+    tools_path = args.tools
+    if tools_path is None:  # τ²-bench's layout: domains/tau2_tools.json, domains/<d>/split...
+        folder = resolved(args.split).parent
+        found = [f / "tau2_tools.json" for f in (folder, folder.parent)]
+        tools_path = next((f for f in found if f.is_file()), None)
+        if tools_path is None:
+            say(
+                f"give the tools' kinds with --tools TOOLS.json (no tau2_tools.json "
+                f"beside {args.split} or in its parent folder)"
+            )
+            return 2
+    tools = load_tools(tools_path)
+    files = _read_tau2(args.results, tools, args.domain)
+    train = split["train"]
+    chosen = [s for r in files for s in r.simulations if s.task_id in train]
+    if not chosen:
+        say(f"no episode of the files given is of a training task of {args.split}")
+        return 1
+    # The logs go to a folder named by what is in them, so a different choice of episodes
+    # never mixes with the logs of an earlier one (and the same choice learns incrementally).
+    digest = hashlib.blake2b(digest_size=8)
+    for sim in sorted(chosen, key=lambda s: s.session):
+        digest.update(sim.text.encode("utf-8"))
+    sessions = paths(args).cache / "compile" / f"{args.domain}-{digest.hexdigest()}"
+    for results in files:
+        kept = [s for s in results.simulations if s.task_id in train]
+        write_logs(dataclasses.replace(results, simulations=kept), sessions)
+    out = resolved(args.out)
+    learned = learn_folder(sessions, args.domain, out, home=args.home, wait=args.wait)
+    if learned is None:
+        return 1
+    print(
+        f"stretto: compiled the {args.domain} flow from {learned['sessions']} successful "
+        f"training episodes (of {len(chosen)} training-task episodes in {len(files)} file(s); "
+        f"{learned['tools']} tools) and wrote {out}"
+    )
+    return 0
