@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             server.kill()
             server.wait(5)
             return EXIT_PROXY_FAILED
-        _say(f"recording to {log.path}")
+        if log.kept:
+            _say(f"recording to {log.path}")
 
     context = None
     if args.context:
