@@ -163,8 +163,8 @@ class SessionLog:
             text = json.dumps(raw_text(line), ensure_ascii=False)
             body = b'","raw":' + text.encode("utf-8", errors="surrogatepass") + b"}\n"
         with self._lock:
-            if self.stopped is not None:
-                return
+            if self.stopped is not None or self._fd < 0:
+                return  # stopped meanwhile, or a line that comes after the session's end
             now = self._now_ms()
             failed = self._append(b'{"t_ms":%d,"from":"%s' % (now, sender.encode()) + body)
             if failed is not None:
