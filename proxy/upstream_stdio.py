@@ -138,7 +138,7 @@ class StdioServer:
         if not self._exited.is_set() or not self._group_alive():
             return
         self.terminate()
-        deadline = self._terminated_at + grace
+        deadline = (self._terminated_at or time.monotonic()) + grace
         while time.monotonic() < deadline:
             time.sleep(0.02)
             if not self._group_alive():
