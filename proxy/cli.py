@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             server.kill()
             server.wait(5)
             return EXIT_PROXY_FAILED
-        _say(f"recording to {log.path}")
+        if log.kept:
+            _say(f"recording to {log.path}")
 
     context = None
     if args.context:
@@ -279,22 +280,24 @@ def _flow_server(flow, args, relay, server, log):
 def _run(relay, server, log) -> int:
     wake = threading.Event()
     host_eof = threading.Event()
+    output_closed = threading.Event()
     stop_signal: list[int] = []
     server_status: list[int] = []
 
     def read_host() -> None:
         stdin = open(0, "rb", buffering=1 << 16, closefd=False)  # noqa: SIM115
         try:
-            while True:
-                line = stdin.readline()
-                if not line:
-                    break
+            for line in iter(stdin.readline, b""):
                 relay.from_host(line)
         except OSError:
-            pass
+            pass  # our stdin failed: the host has gone
         finally:
             host_eof.set()
             wake.set()
+
+    def on_output_end() -> None:
+        output_closed.set()
+        wake.set()
 
     def watch_server() -> None:
         server_status.append(server.wait())
@@ -307,13 +310,27 @@ def _run(relay, server, log) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
 
+    if hasattr(server, "set_end_handler"):
+        server.set_end_handler(on_output_end)
     server.start(relay.from_server)
     threading.Thread(target=read_host, name="host-stdin", daemon=True).start()
     threading.Thread(target=watch_server, name="server-wait", daemon=True).start()
 
-    while not (server_status or host_eof.is_set() or stop_signal or relay.host_gone.is_set()):
+    def host_or_signal() -> bool:
+        return host_eof.is_set() or bool(stop_signal) or relay.host_gone.is_set()
+
+    while not (server_status or host_or_signal() or output_closed.is_set()):
         wake.wait(0.5)
         wake.clear()
+
+    deaf = False
+    if output_closed.is_set() and not (server_status or host_or_signal()):
+        # The server closed its stdout: on its way out, or running on with nothing it says
+        # reaching the host.
+        exited = server.wait(SHUTDOWN_GRACE_S)
+        if exited is not None:
+            server_status.append(exited)
+        deaf = exited is None
 
     if server_status:
         status = server_status[0]
@@ -324,6 +341,10 @@ def _run(relay, server, log) -> int:
         note = f"; answered {answered} waiting request(s) with an error" if answered else ""
         _say(f"the server exited with status {status}{note}")
     else:
+        if deaf:
+            answered = relay.fail_pending("the MCP server closed its output")
+            note = f"; answered {answered} waiting request(s) with an error" if answered else ""
+            _say(f"the server closed its output but kept running{note}; ending it")
         if stop_signal:
             _say(f"stopping on signal {stop_signal[0]}")
             server.close_input()
@@ -339,6 +360,8 @@ def _run(relay, server, log) -> int:
             status = server.wait()
         server.finish_reading(DRAIN_S)
         # The host has hung up: requests left unanswered stay so in the log, unanswered.
+    if hasattr(server, "end_group"):
+        server.end_group(SHUTDOWN_GRACE_S)  # whatever the server left running
     relay.log_context()  # the conversation's last words come after the last call
     if log is not None:
         log.close()

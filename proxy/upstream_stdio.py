@@ -2,13 +2,18 @@
 
 Started with `os.posix_spawnp` rather than `subprocess`: the host waits for the proxy before
 its first message, and `subprocess` alone costs more start-up than the rest of the proxy.
+
+The server runs in a process group of its own, and is signalled as a group: a server
+started through `sh -c` or `npx`, or one that starts helpers, is ended whole.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import time
 
 
 class StartError(Exception):
@@ -38,6 +43,7 @@ class StdioServer:
                 ],
                 # Python ignores SIGPIPE; the server should not inherit that.
                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                setpgroup=0,  # its own group, led by itself: pgid == pid
             )
         except OSError as exc:
             os.close(self._stdin_fd)
@@ -53,6 +59,8 @@ class StdioServer:
         self._reader: threading.Thread | None = None
         self._status: int | None = None
         self._exited = threading.Event()
+        self._terminated_at: float | None = None  # when the group was sent SIGTERM
+        self._on_output_end = lambda: None
         threading.Thread(target=self._reap, name="server-wait", daemon=True).start()
 
     def _reap(self) -> None:
@@ -60,16 +68,23 @@ class StdioServer:
         self._status = exit_status(wait_status)
         self._exited.set()
 
+    def set_end_handler(self, on_end) -> None:
+        """Called once the server's stdout has closed (it exited, or closed it and runs on)."""
+        self._on_output_end = on_end
+
     def start(self, on_line) -> None:
         """Read the server's stdout on a thread, handing each line (with its ending) over."""
 
         def pump() -> None:
-            with os.fdopen(self._stdout_fd, "rb", buffering=1 << 16) as stream:
-                while True:
-                    line = stream.readline()
-                    if not line:
-                        break
-                    on_line(line)
+            try:
+                with os.fdopen(self._stdout_fd, "rb", buffering=1 << 16) as stream:
+                    for line in iter(stream.readline, b""):
+                        try:
+                            on_line(line)
+                        except Exception as exc:  # noqa: BLE001 - never leave the server unread
+                            print(f"stretto-proxy: a server line failed: {exc!r}", file=sys.stderr)
+            finally:
+                self._on_output_end()
 
         self._reader = threading.Thread(target=pump, name="server-stdout", daemon=True)
         self._reader.start()
@@ -103,14 +118,60 @@ class StdioServer:
             self._reader.join(timeout)
 
     def terminate(self) -> None:
+        """SIGTERM to the server's whole process group."""
+        if self._terminated_at is None:
+            self._terminated_at = time.monotonic()
         self._signal(signal.SIGTERM)
 
     def kill(self) -> None:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        if not self._exited.is_set():
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is empty (or, its leader long gone, the id someone else's)
+
+    def end_group(self, grace: float) -> None:
+        """Once the server has exited: end what is left of its process group — SIGTERM, then
+        SIGKILL if anything is still there `grace` seconds after the first SIGTERM."""
+        if not self._exited.is_set() or not self._group_alive():
+            return
+        self.terminate()
+        deadline = (self._terminated_at or time.monotonic()) + grace
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            if not self._group_alive():
+                return
+        self.kill()
+
+    def _group_alive(self) -> bool:
+        """Whether a process of the group still runs (zombies waiting to be reaped don't)."""
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return _has_live_member(self.pid)
+
+
+def _has_live_member(pgid: int) -> bool:
+    """Whether /proc shows a process of group `pgid` that is not a zombie (True without /proc)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False

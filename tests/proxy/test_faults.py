@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -129,3 +131,96 @@ def test_sigterm_to_the_proxy_stops_the_server(logs: Path) -> None:
     assert "stopping on signal 15" in client.stderr_text
     (log_path,) = logs.glob("*.jsonl")
     read_session_log(log_path)
+
+
+def process_state(pid: int) -> str | None:
+    """The process's state letter (R, S, Z, ...), or None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2]
+
+
+def gone(pid: int) -> bool:
+    """Whether the process ends (or is left a zombie) within a few seconds."""
+    for _ in range(100):
+        if process_state(pid) in (None, "Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def grandchild_under_sh(tmp_path: Path, then: str = "true") -> tuple[list[str], Path]:
+    """`sh -c 'python stubborn_server.py PIDFILE; then'`: the server the proxy starts is sh."""
+    pid_file = tmp_path / "grandchild.pid"
+    stubborn = SERVERS / "stubborn_server.py"
+    return ["sh", "-c", f"'{PYTHON}' '{stubborn}' '{pid_file}'; {then}"], pid_file
+
+
+def end_for_sure(pid_file: Path) -> None:
+    if pid_file.exists() and process_state(int(pid_file.read_text())) not in (None, "Z"):
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_the_servers_whole_process_group_is_ended_when_the_host_leaves(
+    tmp_path: Path, logs: Path
+) -> None:
+    server, pid_file = grandchild_under_sh(tmp_path)
+    try:
+        with StdioClient(proxy("--record", str(logs), server=server)) as client:
+            client.send_line(request(1, "fine"))
+            assert json.loads(client.read_line(10))["id"] == 1
+            # stdin closed: sh waits for its child, which ignores EOF and SIGTERM
+            assert client.close(30) == 128 + 15  # sh ended by SIGTERM
+        assert gone(int(pid_file.read_text()))
+    finally:
+        end_for_sure(pid_file)
+
+
+def test_the_servers_whole_process_group_is_ended_on_sigterm(tmp_path: Path, logs: Path) -> None:
+    server, pid_file = grandchild_under_sh(tmp_path)
+    try:
+        with StdioClient(proxy("--record", str(logs), server=server)) as client:
+            client.send_line(request(1, "fine"))
+            assert json.loads(client.read_line(10))["id"] == 1
+            client.proc.terminate()
+            assert client.proc.wait(30) == 128 + 15
+        assert "stopping on signal 15" in client.stderr_text
+        assert gone(int(pid_file.read_text()))
+    finally:
+        end_for_sure(pid_file)
+
+
+def test_what_a_server_leaves_running_when_it_exits_is_ended(tmp_path: Path, logs: Path) -> None:
+    """sh exits 3 at once; its background child keeps the server's stdout open."""
+    pid_file = tmp_path / "grandchild.pid"
+    stubborn = SERVERS / "stubborn_server.py"
+    server = ["sh", "-c", f"'{PYTHON}' '{stubborn}' '{pid_file}' <&0 & sleep 1; exit 3"]
+    try:
+        with StdioClient(proxy("--record", str(logs), server=server)) as client:
+            client.send_line(request(1, "fine"))
+            assert json.loads(client.read_line(10))["id"] == 1
+            assert client.proc.wait(30) == 3
+        assert gone(int(pid_file.read_text()))
+    finally:
+        end_for_sure(pid_file)
+
+
+def test_a_server_that_closes_its_output_but_keeps_running(logs: Path) -> None:
+    with StdioClient(
+        proxy("--record", str(logs), server=[PYTHON, str(SERVERS / "mute_server.py")])
+    ) as client:
+        client.send_line(request(1, "fine"))
+        assert json.loads(client.read_line(10))["id"] == 1  # echoed: still waiting
+        client.send_line(request(2, "mute"))
+        got = answers(client, 2)
+        assert client.read_line(10) is None
+        assert client.proc.wait(30) == 0  # its stdin closed, it ended by itself
+    assert sorted(a["id"] for a in got) == [1, 2]
+    for answer in got:
+        assert answer["error"]["message"] == "stretto-proxy: the MCP server closed its output"
+    assert "the server closed its output but kept running" in client.stderr_text
+    (log_path,) = logs.glob("*.jsonl")
+    proxy_lines = [line for line in read_session_log(log_path).lines if line.sender == "proxy"]
+    assert len(proxy_lines) == 2

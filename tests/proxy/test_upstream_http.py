@@ -94,7 +94,9 @@ def test_credentials_in_the_url_are_not_logged(http_server: str, logs: Path) -> 
         client.close()
     (log_path,) = logs.glob("*.jsonl")
     header = read_session_log(log_path).header
-    assert header.server_command == [http_server + "?token=<redacted>&x=1"]
+    assert header.server_command == [
+        http_server.replace("http://", "http://<redacted>@") + "?token=<redacted>&x=<redacted>"
+    ]
     assert "hunter2" not in log_path.read_text() and "s3cret" not in log_path.read_text()
 
 
