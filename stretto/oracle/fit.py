@@ -110,7 +110,7 @@ def fit_fold(cases: Sequence[Case], weighed: Sequence[Predicate]) -> Fold:
             "no decisions to fit the arbiter on (none where the agent's next step was an option)"
         )
     designs = [np.array(design(c, weighed, rates)) for c in fittable]
-    chosen = [c.options.index(c.actual) for c in fittable]
+    chosen = [c.options.index(c.actual) for c in fittable if c.actual is not None]
     fit = fit_logit(designs, chosen)
     return Fold([float(x) for x in fit.weights], rates, len(fittable))
 

@@ -152,7 +152,7 @@ def features(case: Case, weighed: Sequence[Predicate]) -> list[list[float]]:
         for predicate in weighed:
             p = case.predicates.get(predicate.id)
             favours = p is not None and predicate.favors_option(option, case.prev)
-            row.append(_logit(p, PREDICATE_CLAMP) if favours else 0.0)
+            row.append(_logit(p, PREDICATE_CLAMP) if p is not None and favours else 0.0)
         rows.append(row)
     return rows
 

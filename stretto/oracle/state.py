@@ -114,7 +114,7 @@ class Conversation:
 
 
 def _latest(call: _Call) -> dict:
-    out = {
+    out: dict[str, Any] = {
         "tool": call.tool,
         "arguments": call.arguments,
         "result": clip(call.result, RESULT_CHARS),

@@ -112,7 +112,7 @@ def chat_answer(content, prompt_tokens=900, output_tokens=60, done_reason="stop"
 def chat(seen):
     schema = seen.body["format"]
     stated = {
-        qid: {o: 0.1 * w for o, w in zip(sorted(q["properties"]), range(1, 99))}
+        qid: {o: 0.1 * (i + 1) for i, o in enumerate(sorted(q["properties"]))}
         for qid, q in schema["properties"].items()
     }
     return 200, {}, chat_answer(json.dumps(stated))

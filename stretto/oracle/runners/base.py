@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from stretto.oracle.errors import MissingKey
 from stretto.oracle.http import HttpOptions
@@ -41,6 +41,23 @@ class Reply:
     output_tokens: int | None = None
     notes: list[str] = field(default_factory=list)  # lookups that failed; the answer stands
     u: float | None = None  # the draw's first uniform
+
+
+def member(value: Any, name: str) -> dict:
+    """`value[name]` when both are JSON objects, else {} (answers are read defensively)."""
+    found = value.get(name) if isinstance(value, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def count(value: dict, name: str) -> int | None:
+    """A token count from a usage object, or None."""
+    found = value.get(name)
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
+def text(value: dict, name: str) -> str | None:
+    found = value.get(name)
+    return found if isinstance(found, str) else None
 
 
 class Runner:

@@ -146,9 +146,11 @@ def _first_token_distribution(
 
 
 def picked_answers(
-    request: Request, content: str, tokens: Sequence[Token] | None, label: str
+    request: Request, content: str | None, tokens: Sequence[Token] | None, label: str
 ) -> tuple[Answers, bool]:
     """(answers, whether token probabilities were used) for a `pick` answer."""
+    if content is None:
+        raise Malformed(f"{label}: the answer has no text")
     picks = read_picked(request, parse_json_text(content, label), label)
     answers: Answers = {}
     used = False

@@ -11,7 +11,7 @@ from stretto.oracle import http
 from stretto.oracle.errors import Malformed
 from stretto.oracle.request import Request
 from stretto.oracle.runners import chat
-from stretto.oracle.runners.base import Context, Reply, Runner
+from stretto.oracle.runners.base import Context, Reply, Runner, count, member, text
 
 DEFAULT_BASE = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -80,14 +80,13 @@ class ClaudeRunner(Runner):
         if not uses:
             raise Malformed(f"{self.uri}: the answer does not use the `{TOOL}` tool")
         answers = chat.read_weighed(request, uses[0].get("input"), self.uri)
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-        version = response.get("model") if isinstance(response.get("model"), str) else None
+        usage = member(response, "usage")
         return Reply(
             answers,
             sent,
-            version,
-            usage.get("input_tokens") if isinstance(usage.get("input_tokens"), int) else None,
-            usage.get("output_tokens") if isinstance(usage.get("output_tokens"), int) else None,
+            text(response, "model"),
+            count(usage, "input_tokens"),
+            count(usage, "output_tokens"),
         )
 
     def check(self) -> str:

@@ -17,7 +17,7 @@ from stretto.oracle import http
 from stretto.oracle.errors import ContextTooLong, HttpError, Malformed, OracleError
 from stretto.oracle.request import Request
 from stretto.oracle.runners import chat, systemone
-from stretto.oracle.runners.base import Context, Reply, Runner
+from stretto.oracle.runners.base import Context, Reply, Runner, member
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
@@ -100,7 +100,7 @@ class OllamaRunner(Runner):
                     f"{self.uri}: neither a decision nor a chat model (capabilities: "
                     f"{', '.join(capabilities) or 'none'})"
                 )
-            info = shown.get("model_info") if isinstance(shown.get("model_info"), dict) else {}
+            info = member(shown, "model_info")
             lengths = [
                 v
                 for k, v in sorted(info.items())

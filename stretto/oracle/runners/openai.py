@@ -13,7 +13,7 @@ from stretto.oracle import http
 from stretto.oracle.errors import Malformed, OracleError
 from stretto.oracle.request import Request
 from stretto.oracle.runners import chat
-from stretto.oracle.runners.base import Context, Reply, Runner
+from stretto.oracle.runners.base import Context, Reply, Runner, count, member, text
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 TOP_LOGPROBS = 20
@@ -74,27 +74,25 @@ class OpenAIRunner(Runner):
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise Malformed(f"{self.uri}: the answer has no choices")
         choice = choices[0]
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        message = member(choice, "message")
         if message.get("refusal"):
             raise Malformed(f"{self.uri}: the model refused: {str(message['refusal'])[:200]}")
         if choice.get("finish_reason") == "length":
             raise Malformed(f"{self.uri}: the answer was cut at its length limit")
         answers, used = chat.picked_answers(
-            request, message.get("content"), _tokens(choice.get("logprobs")), self.uri
+            request, text(message, "content"), _tokens(choice.get("logprobs")), self.uri
         )
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-        version = response.get("model") if isinstance(response.get("model"), str) else None
-        if version and isinstance(response.get("system_fingerprint"), str):
+        usage = member(response, "usage")
+        version = text(response, "model")
+        if version and text(response, "system_fingerprint"):
             version = f"{version} ({response['system_fingerprint']})"
         notes = [] if used else ["no token probabilities: the picked options get 1"]
         return Reply(
             answers,
             sent,
             version,
-            usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None,
-            usage.get("completion_tokens")
-            if isinstance(usage.get("completion_tokens"), int)
-            else None,
+            count(usage, "prompt_tokens"),
+            count(usage, "completion_tokens"),
             notes,
         )
 

@@ -11,6 +11,7 @@ from stretto.oracle.errors import Malformed
 from stretto.oracle.request import NO, YES, Answers, Question, Request, choice_probabilities
 from stretto.oracle.request import probability as read_probability
 from stretto.oracle.request import yes_no as yes_no_answer
+from stretto.oracle.runners.base import count, member, text
 
 
 def question_body(question: Question, all_choice: bool) -> dict:
@@ -31,10 +32,6 @@ def request_body(request: Request, model: str, all_choice: bool = False) -> dict
         "state": request.state,
         "questions": {q.id: question_body(q, all_choice) for q in request.questions},
     }
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def read_answers(request: Request, body: Any, label: str) -> tuple[Answers, str | None, dict]:
@@ -63,7 +60,6 @@ def read_answers(request: Request, body: Any, label: str) -> tuple[Answers, str 
         else:
             expected = "noul or choice" if question.yes_no else "choice"
             raise Malformed(f"{where}: expected a {expected} answer, got type {kind!r}")
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    model = body.get("model") if isinstance(body.get("model"), str) else None
-    counted = {"input": _int(usage.get("input_tokens")), "output": _int(usage.get("output_tokens"))}
-    return answers, model, counted
+    usage = member(body, "usage")
+    counted = {"input": count(usage, "input_tokens"), "output": count(usage, "output_tokens")}
+    return answers, text(body, "model"), counted
