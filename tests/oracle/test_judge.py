@@ -109,3 +109,21 @@ def test_an_arbiter_is_taken_from_a_file_or_a_flow(flow) -> None:
         arbiter_file(crossed, "shop")
     with pytest.raises(ArbiterError, match="shop.flow.json: the flow has no arbiter"):
         take_arbiter(small_flow(), "shop.flow.json")
+
+
+def test_serving_an_arbiter_imports_nothing_heavy() -> None:
+    """The proxy will judge with this package: it must start without numpy and friends."""
+    import subprocess
+
+    from tests.conftest import PYTHON
+
+    code = (
+        "import sys, stretto.oracle.judge, stretto.oracle.oracle, stretto.oracle.runners\n"
+        "from stretto.oracle.runners import runner_class\n"
+        "for scheme in ('ollama', 'claude', 'openai', 'jev', 'simulate'): runner_class(scheme)\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert "stretto" in loaded
+    assert not loaded & {"numpy", "dagster", "duckdb", "polars", "pyarrow", "jsonschema"}

@@ -18,7 +18,13 @@ SCHEMES = {
     "simulate": ("stretto.oracle.runners.simulate", "SimulateRunner"),
 }
 REPLAY = "replay"
-KNOWN = ", ".join([*(f"{s}://MODEL" for s in sorted(SCHEMES)), REPLAY])
+KNOWN = ", ".join(
+    [
+        *(f"{s}://MODEL" for s in sorted(SCHEMES) if s != "simulate"),
+        "simulate://random|habit",
+        REPLAY,
+    ]
+)
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
