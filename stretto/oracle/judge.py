@@ -1,0 +1,162 @@
+"""Where a decision meets the System-One model: the questions at a site are asked (or looked
+up) and turned into a case — to learn from (`SiteAsker`, used by learn/compile), or judged by
+the flow's arbiter into P(option) (`ArbiterJudge`, what the Decider calls for the `arbiter`
+decider; ../shared/spec/algorithms.md §6.1 step 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from stretto.oracle.arbiter import Arbiter, arbiter_from_json
+from stretto.oracle.errors import OracleError
+from stretto.oracle.oracle import Asked, Oracle, draw_key, flow_digest
+from stretto.oracle.questions import Predicate, dataflow_hints, site_request
+from stretto.oracle.request import Request
+from stretto.oracle.runners.base import Context
+from stretto.oracle.scores import Case, habit_prior, make_case
+from stretto.oracle.state import Conversation
+
+FAILED = "the System-One model failed: {error}"
+INCOMPLETE = "the System-One answer was incomplete"
+
+
+def site_lookups(flow: dict, after: str, failed: bool, manifest_options: bool = False) -> list:
+    """The lookups offered after a call: those that followed it in training, or every read
+    tool (`--manifest-options`)."""
+    if manifest_options:
+        return sorted(flow["sites"]["reads"])
+    for site in flow["sites"]["next"]:
+        if site["after"] == after and site["failed"] == failed:
+            return sorted(site["lookups"])
+    return []
+
+
+@dataclass
+class SiteQuestion:
+    """One decision's question set, ready to ask: the request and its context."""
+
+    request: Request
+    context: Context
+    site: str
+    prev: str
+    lookups: list[str]
+    habit: dict[str, float]
+
+
+class SiteAsker:
+    """Builds and asks the questions of a flow's decisions in one session."""
+
+    def __init__(
+        self,
+        flow: dict,
+        oracle: Oracle,
+        *,
+        session: str,
+        predicates: Iterable[Predicate] = (),
+        hints: bool = False,
+    ) -> None:
+        self.oracle = oracle
+        self.session = session
+        self.predicates = list(predicates)
+        self.docs = flow["manifest"].get("docs", {})
+        self.hints = dataflow_hints(flow["bindings"]) if hints else None
+        self.digest = flow_digest(flow)
+
+    def question(
+        self,
+        *,
+        site: str,
+        prev: str,
+        lookups: Iterable[str],
+        habit: Mapping[str, float],
+        conversation: Conversation,
+        index: int,
+    ) -> SiteQuestion:
+        """The question set of the session's `index`-th decision at `site` (after the call
+        `prev`), offering `lookups`; `habit` the habit's probability of each lookup."""
+        lookups = sorted(set(lookups))
+        request = site_request(
+            conversation.slice(), lookups, self.docs, self.predicates, self.hints
+        )
+        prior = habit_prior(habit, lookups)
+        context = Context(draw_key(self.digest, self.session, index), prior)
+        return SiteQuestion(request, context, site, prev, lookups, prior)
+
+    def ask(self, question: SiteQuestion) -> Asked:
+        return self.oracle.ask(question.request, question.context)
+
+    def case(self, question: SiteQuestion, asked: Asked, actual: str | None, task: str) -> Case:
+        return make_case(
+            site=question.site,
+            prev=question.prev,
+            lookups=question.lookups,
+            habit=question.habit,
+            answers=asked.answers,
+            predicates=self.predicates,
+            actual=actual,
+            task=task,
+        )
+
+
+@dataclass
+class Judgement:
+    """The arbiter's probabilities of every option (respond included), or why it hands back."""
+
+    probs: dict[str, float] = field(default_factory=dict)
+    reason: str | None = None
+    oracle: dict[str, float] = field(default_factory=dict)  # the model's `next` answer
+    predicates: dict[str, float] = field(default_factory=dict)
+    key: str | None = None  # the request's cache key (null when nothing was asked)
+    record: dict | None = None
+
+
+class ArbiterJudge:
+    """What the Decider calls at an `arbiter` decision of one session."""
+
+    def __init__(
+        self, flow: dict, oracle: Oracle, *, session: str, task: str | None = None
+    ) -> None:
+        self.arbiter: Arbiter = arbiter_from_json(flow["arbiter"])
+        self.asker = SiteAsker(
+            flow,
+            oracle,
+            session=session,
+            predicates=self.arbiter.predicates,
+            hints=self.arbiter.dataflow_hints,
+        )
+        self.task = task or session
+
+    def __call__(
+        self,
+        *,
+        site: str,
+        prev: str,
+        lookups: Iterable[str],
+        habit: Mapping[str, float],
+        conversation: Conversation,
+        index: int,
+    ) -> Judgement:
+        question = self.asker.question(
+            site=site,
+            prev=prev,
+            lookups=lookups,
+            habit=habit,
+            conversation=conversation,
+            index=index,
+        )
+        key = self.asker.oracle.key(question.request, question.context)
+        try:
+            asked = self.asker.ask(question)
+        except OracleError as exc:
+            return Judgement(reason=FAILED.format(error=exc), key=key)
+        if not asked.complete:
+            return Judgement(reason=INCOMPLETE, key=key, record=asked.record)
+        case = self.asker.case(question, asked, None, self.task)
+        return Judgement(
+            probs=self.arbiter.judge(case, self.task),
+            oracle=case.one,
+            predicates=case.predicates,
+            key=asked.key,
+            record=asked.record,
+        )
