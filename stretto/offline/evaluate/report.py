@@ -1,14 +1,18 @@
-"""The evaluation's report: Markdown, and the Parquet tables (docs/formats.md §5, "Tables").
-pyarrow is imported by `write_tables` alone."""
+"""The evaluation's report: Markdown, and the Parquet tables (docs/formats.md §5, "Tables")
+written with polars. polars is imported by `write_tables` alone."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stretto.offline.evaluate.estimators import ESTIMATORS, NAMES, WEIGHTED
 from stretto.offline.evaluate.labelling import Labelled
 from stretto.offline.evaluate.target import METRICS
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _number(value: float) -> str:
@@ -180,45 +184,102 @@ def estimate_rows(results: list[dict]) -> tuple[list[dict], list[dict]]:
     return estimates, diagnostics
 
 
-# Each table's columns as name:type (pyarrow type aliases), so that empty tables keep them.
-SCOPE = "target:string decider:string threshold:double site:string"
-TABLE_COLUMNS = {
-    "decisions": "session:string line:int64 address:string after:string site:string "
-    "action:string tool:string options:int64 executed:bool shadow:bool epsilon:double "
-    "explored:bool propensity:double greedy:string greedy_inferred:bool",
-    "options": "session:string line:int64 site:string option:int64 tool:string p:double "
-    "habit:double binding:double arguments:string unbound:string taken:bool "
-    "propensity:double used:bool detour:bool turn:double next:bool",
-    "estimates": f"{SCOPE} estimator:string metric:string estimate:double se:double "
-    "analytic_low:double analytic_high:double bootstrap_low:double bootstrap_high:double "
-    "refusal:string",
-    "diagnostics": f"{SCOPE} decisions:int64 looks:int64 matched:int64 unsupported:int64 "
-    "unsupported_share:double ess:double ess_share:double max_weight:double "
-    "sum_weights:double refusal:string",
-}
+def table_schemas() -> dict[str, pl.Schema]:
+    """Each table's columns and their types, so that an empty table keeps them."""
+    import polars as pl
+
+    scope = {"target": pl.String, "decider": pl.String, "threshold": pl.Float64, "site": pl.String}
+    return {
+        "decisions": pl.Schema(
+            {
+                "session": pl.String,
+                "line": pl.Int64,
+                "address": pl.String,
+                "after": pl.String,
+                "site": pl.String,
+                "action": pl.String,
+                "tool": pl.String,
+                "options": pl.Int64,
+                "executed": pl.Boolean,
+                "shadow": pl.Boolean,
+                "epsilon": pl.Float64,
+                "explored": pl.Boolean,
+                "propensity": pl.Float64,
+                "greedy": pl.String,
+                "greedy_inferred": pl.Boolean,
+            }
+        ),
+        "options": pl.Schema(
+            {
+                "session": pl.String,
+                "line": pl.Int64,
+                "site": pl.String,
+                "option": pl.Int64,
+                "tool": pl.String,
+                "p": pl.Float64,
+                "habit": pl.Float64,
+                "binding": pl.Float64,
+                "arguments": pl.String,
+                "unbound": pl.String,
+                "taken": pl.Boolean,
+                "propensity": pl.Float64,
+                "used": pl.Boolean,
+                "detour": pl.Boolean,
+                "turn": pl.Float64,
+                "next": pl.Boolean,
+            }
+        ),
+        "estimates": pl.Schema(
+            {
+                **scope,
+                "estimator": pl.String,
+                "metric": pl.String,
+                "estimate": pl.Float64,
+                "se": pl.Float64,
+                "analytic_low": pl.Float64,
+                "analytic_high": pl.Float64,
+                "bootstrap_low": pl.Float64,
+                "bootstrap_high": pl.Float64,
+                "refusal": pl.String,
+            }
+        ),
+        "diagnostics": pl.Schema(
+            {
+                **scope,
+                "decisions": pl.Int64,
+                "looks": pl.Int64,
+                "matched": pl.Int64,
+                "unsupported": pl.Int64,
+                "unsupported_share": pl.Float64,
+                "ess": pl.Float64,
+                "ess_share": pl.Float64,
+                "max_weight": pl.Float64,
+                "sum_weights": pl.Float64,
+                "refusal": pl.String,
+            }
+        ),
+    }
 
 
 def write_tables(labelled: Labelled, results: list[dict], folder: Path | str) -> list[Path]:
     """decisions, options, estimates and diagnostics as Parquet, and the report as Markdown;
     the paths written."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import polars as pl
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     decisions, options = decision_rows(labelled)
     estimates, diagnostics = estimate_rows(results)
+    tables = {
+        "decisions": decisions,
+        "options": options,
+        "estimates": estimates,
+        "diagnostics": diagnostics,
+    }
     written = []
-    for name, rows in (
-        ("decisions", decisions),
-        ("options", options),
-        ("estimates", estimates),
-        ("diagnostics", diagnostics),
-    ):
-        columns = [c.split(":") for c in TABLE_COLUMNS[name].split()]
-        schema = pa.schema([(column, pa.type_for_alias(kind)) for column, kind in columns])
+    for name, schema in table_schemas().items():
         path = folder / f"{name}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+        pl.DataFrame(tables[name], schema=schema).write_parquet(path)
         written.append(path)
     report = folder / "report.md"
     report.write_text(markdown(results), encoding="utf-8")
