@@ -684,6 +684,22 @@ def test_logs_without_propensities_and_mismatched_files_are_refused(tmp_path: Pa
         evaluate(labelled, [Target("reach", 0.3)])
 
 
+def test_the_package_imports_without_dagster_or_polars() -> None:
+    """The CLI and the asset share it: importing it pulls neither the pipeline nor polars,
+    which only writing the tables needs (a fresh interpreter, to see what it imports)."""
+    code = (
+        "import sys; import stretto.offline.evaluate as ev; "
+        "print(sorted(m for m in ('dagster', 'polars', 'pyarrow') if m in sys.modules)); "
+        "print(ev.targets.__module__, ev.label_folder.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [
+        "[]",
+        "stretto.offline.evaluate.target stretto.offline.evaluate.labelling",
+    ]
+
+
 def test_the_command_refuses_the_reference_logs_which_carry_no_propensities() -> None:
     done = subprocess.run(
         [STRETTO, "evaluate", "--sessions", str(REFERENCE_HOME / "served/shop")],
