@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 import time
@@ -19,12 +20,14 @@ from stretto.offline.evaluate import (
     EvaluateError,
     Labelled,
     Target,
+    estimate_rows,
     evaluate,
     label_folder,
     labelled_row,
     logging_propensities,
     target_action,
     values,
+    write_tables,
 )
 from stretto.stdio_client import StdioClient, result_text
 from tests.conftest import REFERENCE_HOME, filesystem_server, proxy
@@ -343,6 +346,142 @@ def test_few_effective_samples_refuse_the_weighted_estimates() -> None:
     assert allowed["total"]["ips"] is not None and not allowed["total"]["refused"]
 
 
+# --- one evaluation pinned: the numbers of the module before it was split -------------------
+
+PINNED = Path(__file__).with_name("evaluate_pinned.jsonl")
+PINNED_TOOLS = {"a": ["x", "y", "z"], "b": ["w", "x"], "c": ["v"], "d": ["x", "v"]}
+
+
+def pinned_labelled() -> Labelled:
+    """48 decisions in 8 sessions at four sites (d has one), served by the reach rule at 0.3
+    exploring at ε = 0.3; some options do not bind, some have p = 0. Drawn with Python's own
+    generator, whose stream does not change between versions."""
+    rng = random.Random(2026)
+    rows = []
+    for s in range(8):
+        for d in range(6):
+            u = rng.random()
+            site = "a" if u < 0.5 else "b" if u < 0.85 else "c"
+            if (s, d) == (7, 5):
+                site = "d"  # a site of one decision: no standard error
+            options = []
+            for tool in PINNED_TOOLS[site]:
+                prob = 0.0 if rng.random() < 0.1 else round(rng.random(), 3)
+                habit = round(rng.random(), 3)
+                bound = rng.random() < 0.85
+                options.append(
+                    Option(
+                        tool,
+                        prob,
+                        habit,
+                        round(0.5 + 0.5 * rng.random(), 3) if bound else None,
+                        {"k": f"{tool}{d % 3}"} if bound else None,
+                        None if bound else f"{tool}: no source",
+                    )
+                )
+            decision = Decider.reach_rule(options, 0.3)
+            decision.site, decision.options = site, options
+            taken, record = explore(decision, 0.3, SplitMix64(100 * s + d))
+            labels = []
+            for o in options:
+                used = o.arguments is not None and rng.random() < o.prob
+                calls = 1 + int(3 * rng.random())
+                labels.append(
+                    {
+                        "used": used,
+                        "detour": o.arguments is not None and not used,
+                        "turn": used / calls,
+                        "next": used and rng.random() < 0.5,
+                    }
+                )
+            entry = {
+                "address": "decide#0",
+                "after": d,
+                "site": site,
+                "action": taken.action,
+                "tool": taken.tool,
+                "arguments": taken.arguments,
+                "explore": record,
+            }
+            row = labelled_row(entry, labels, f"session {s}, decision {d}")
+            row.update(session=f"s{s}", file="pinned", line=d + 1)
+            rows.append(row)
+    return Labelled("pinned", 8, rows, "pinned", "reach")
+
+
+def test_one_evaluation_is_pinned_to_the_numbers_before_the_split() -> None:
+    """Every estimate, standard error, interval (analytic and bootstrap) and weight diagnostic
+    of two targets, per site and in total, as the single-module evaluate (commit 14bf445)
+    computed them, to 12 significant digits. reach@0.6 refuses site c; habit@0.4 refuses site
+    b, and has weights over τ = 5 and options the logging rule could not take. The bootstrap
+    draws come from numpy's default generator: a numpy that changes its stream changes them."""
+    results = evaluate(
+        pinned_labelled(),
+        [Target("reach", 0.6), Target("habit", 0.4)],
+        min_ess=3.0,
+        switch_tau=5.0,
+        bootstrap=200,
+        seed=1,
+    )
+    estimates, diagnostics = estimate_rows(results)
+    expected: dict[str, list] = {"diagnostics": [], "estimates": []}
+    columns: dict[str, list[str]] = {}
+    for text in PINNED.read_text().splitlines():
+        table, *cells = json.loads(text)
+        if table not in columns:
+            columns[table] = cells
+        else:
+            expected[table].append(dict(zip(columns[table], cells, strict=True)))
+    for table, rows in (("diagnostics", diagnostics), ("estimates", estimates)):
+        assert len(rows) == len(expected[table]), table
+        for row, pinned in zip(rows, expected[table], strict=True):
+            for column, value in pinned.items():
+                where = (table, row["target"], row["site"], row.get("estimator"), column)
+                if isinstance(value, float):
+                    assert row[column] == pytest.approx(value, rel=1e-11, abs=1e-11), where
+                else:
+                    assert row[column] == value, where
+    # the rows carry the result whole: the standard errors shown twice agree
+    for result in results:
+        for scope in [result["total"], *result["sites"].values()]:
+            assert scope["ips_se"] == scope["se"]["ips"] and scope["dr_se"] == scope["se"]["dr"]
+            assert scope["refused"] == (scope["refusal"] is not None)
+
+
+def test_empty_tables_keep_their_typed_columns(tmp_path: Path) -> None:
+    written = write_tables(Labelled("empty", 0, [], "none", None), [], tmp_path)
+    assert [p.name for p in written] == [
+        "decisions.parquet",
+        "options.parquet",
+        "estimates.parquet",
+        "diagnostics.parquet",
+        "report.md",
+    ]
+    schemas = {p.stem: pq.read_schema(p) for p in written if p.suffix == ".parquet"}
+    assert all(pq.read_table(tmp_path / f"{name}.parquet").num_rows == 0 for name in schemas)
+    types = {name: {f.name: str(f.type) for f in schema} for name, schema in schemas.items()}
+    assert types["decisions"]["line"] == "int64" and types["decisions"]["executed"] == "bool"
+    assert types["options"]["turn"] == "double" and types["options"]["arguments"].endswith("string")
+    assert types["estimates"]["se"] == "double" and types["estimates"]["site"].endswith("string")
+    assert types["diagnostics"]["looks"] == "int64" and types["diagnostics"]["ess"] == "double"
+    assert list(types["estimates"]) == [
+        "target",
+        "decider",
+        "threshold",
+        "site",
+        "estimator",
+        "metric",
+        "estimate",
+        "se",
+        "analytic_low",
+        "analytic_high",
+        "bootstrap_low",
+        "bootstrap_high",
+        "refusal",
+    ]
+    assert (tmp_path / "report.md").read_text() == "# Evaluation\n\nNo targets.\n"
+
+
 # --- labels from session logs, by hand ------------------------------------------------------
 
 TOOL_LIST = {
@@ -543,6 +682,22 @@ def test_logs_without_propensities_and_mismatched_files_are_refused(tmp_path: Pa
     labelled.logging_decider = "habit"
     with pytest.raises(EvaluateError, match="no reach probabilities"):
         evaluate(labelled, [Target("reach", 0.3)])
+
+
+def test_the_package_imports_without_dagster_or_polars() -> None:
+    """The CLI and the asset share it: importing it pulls neither the pipeline nor polars,
+    which only writing the tables needs (a fresh interpreter, to see what it imports)."""
+    code = (
+        "import sys; import stretto.offline.evaluate as ev; "
+        "print(sorted(m for m in ('dagster', 'polars', 'pyarrow') if m in sys.modules)); "
+        "print(ev.targets.__module__, ev.label_folder.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [
+        "[]",
+        "stretto.offline.evaluate.target stretto.offline.evaluate.labelling",
+    ]
 
 
 def test_the_command_refuses_the_reference_logs_which_carry_no_propensities() -> None:
