@@ -21,7 +21,7 @@ from proxy.recorder import parse_json_line
 from proxy.wire import id_key, messages
 from stretto.logs.episode import context_message, response_outcome
 from stretto.logs.toollist import READ, WRITE, tools_from_result
-from stretto.model.decide import Decider, Decision, SplitMix64, fnv1a64
+from stretto.model.decide import Decider, SplitMix64, fnv1a64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.model.session import SessionView
@@ -94,7 +94,8 @@ class FlowServer:
                 method, request_id = message.get("method"), message.get("id")
                 if request_id is None:
                     continue
-                params = message.get("params") if isinstance(message.get("params"), dict) else {}
+                raw = message.get("params")
+                params: dict = raw if isinstance(raw, dict) else {}
                 if method == "tools/call" and isinstance(params.get("name"), str):
                     arguments = params.get("arguments")
                     arguments = arguments if isinstance(arguments, dict) else {}
@@ -159,7 +160,7 @@ class FlowServer:
         with self.lock:
             self.runs += 1
             run_index = self.runs
-        pending: dict[str, Decision] = {}
+        pending: dict[str, tuple[str, dict]] = {}  # outcome address -> the lookup
         try:
 
             def decide(address: str, prev: int, prev_failed: bool) -> int:
@@ -189,28 +190,28 @@ class FlowServer:
                     "shadow": self.shadow or decision.shadow,
                     "explore": exploration,
                 }
-                take = False
-                if decision.action == "lookup":
-                    entry.update(action="lookup", tool=decision.tool, arguments=decision.arguments)
+                take, tool = False, decision.tool
+                if decision.action == "lookup" and tool is not None:
+                    entry.update(action="lookup", tool=tool, arguments=decision.arguments)
                     if decision.shadow:
                         entry["withheld"] = "the site is not promoted"
                     elif not self.shadow:
-                        refusal = self._refusal(decision.tool)
+                        refusal = self._refusal(tool)
                         if refusal:
                             entry["withheld"] = refusal
                         take = refusal is None
                 else:
                     entry.update(action="hand_back", reason=decision.reason)
                 self._write_log(entry)
-                if not take:
+                if not take or tool is None:
                     return 0
-                pending[address.replace("decide", "outcome")] = decision
-                return self.dists.tool_id(decision.tool)
+                pending[address.replace("decide", "outcome")] = (tool, decision.arguments or {})
+                return self.dists.tool_id(tool)
 
             def look_up(address: str, tool_id: int) -> bool:
-                decision = pending[address]
-                ok, text = self._look_up(decision.tool, decision.arguments)
-                made.append((decision.tool, decision.arguments, ok, text))
+                tool, arguments = pending[address]
+                ok, text = self._look_up(tool, arguments)
+                made.append((tool, arguments, ok, text))
                 return ok
 
             started = time.monotonic()
@@ -303,15 +304,15 @@ class FlowServer:
     def _answer_with(self, answer: dict, made: list[tuple[str, dict, bool, str]]) -> None:
         """The agent's own result, plus one text item with the lookups' results."""
         text, left = APPENDIX, self.budget - len(APPENDIX)
-        for tool, arguments, ok, result in made:
+        for tool, arguments, ok, found in made:
             head = f"\n\n{tool} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
-            if len(head) + len(result) > left:
+            if len(head) + len(found) > left:
                 keep = max(0, left - len(head) - 80)
-                result = (
-                    result[:keep] + f"\n[... cut: {len(result) - keep} more characters; "
+                found = (
+                    found[:keep] + f"\n[... cut: {len(found) - keep} more characters; "
                     "call the tool to see all]"
                 )
-            text += head + result
+            text += head + found
             left = self.budget - len(text)
         message = dict(answer)
         result = dict(message["result"]) if isinstance(message.get("result"), dict) else {}

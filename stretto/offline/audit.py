@@ -171,12 +171,11 @@ def _score(
     dists: FlowDistributions,
 ) -> dict:
     options = sorted(probs)
-    if actual in options:
+    label = RESPOND  # a write, another tool, a reply or the customer speaking
+    if actual is not None and actual in options:
         label = actual
     elif actual is not None and kinds.get(actual) == "read":
         label = OTHER
-    else:
-        label = RESPOND
     normed = next_step_distribution(probs)
     # the program's option ids: 0 = respond, a lookup its tool id, `other` one past the tools
     ids = {name: (0 if name == RESPOND else dists.tool_id(name)) for name in options}
@@ -245,7 +244,7 @@ def markdown(result: Audit) -> str:
     return "\n".join(out) + "\n"
 
 
-TABLES = {
+TABLES: dict[str, frames.Schema] = {
     "decisions": {
         "episode": "String",
         "site": "String",

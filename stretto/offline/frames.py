@@ -6,11 +6,12 @@ not depend on the rows it happened to get. polars is imported inside the functio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-# Column types by name, as polars dtypes' names (resolved on use, so this module is cheap).
-Schema = dict[str, object]
+# Column types by name, as polars dtypes' names (resolved on use, so this module is cheap):
+# "String", ["String"] (a list of), {"field": "Float64", ...} (a struct).
+Schema = Mapping[str, object]
 
 RELIABILITY: Schema = {
     "from": "Float64",
@@ -39,7 +40,7 @@ def frame(rows: Sequence[dict], schema: Schema):
     return pl.DataFrame([{name: row.get(name) for name in dtypes} for row in rows], schema=dtypes)
 
 
-def write_tables(tables: dict[str, tuple[Sequence[dict], Schema]], folder: Path) -> list[Path]:
+def write_tables(tables: Mapping[str, tuple[Sequence[dict], Schema]], folder: Path) -> list[Path]:
     """Each table (name -> rows, schema) as `<folder>/<name>.parquet`; the paths written."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []

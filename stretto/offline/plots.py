@@ -11,7 +11,7 @@ matplotlib is imported inside the functions: importing this module costs nothing
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 OFF_AT = 1.05  # where a threshold above 1 (the site switched off) is drawn
@@ -71,13 +71,13 @@ def reliability_diagram(
 
 
 def threshold_sweep(
-    sweeps: dict[str, Sequence[dict]],
+    sweeps: Mapping[str, Sequence[dict]],
     path: str | Path,
     *,
     title: str,
     points: Sequence[dict] = (),
     front: Sequence[dict] = (),
-    marks: dict[str, dict] | None = None,
+    marks: Mapping[str, dict] | None = None,
 ) -> Path:
     """Left: per sweep (name -> rows {threshold, turns_saved, detours, utility}, thresholds
     above 1 drawn as "off"), utility against the threshold. Middle: turns saved and detours

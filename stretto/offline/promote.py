@@ -196,6 +196,8 @@ def promote_served(
         if previous is not None and now == previous:
             break
         previous = chains = now
+    if record is None or scored is None:
+        raise ValueError(f"max_rounds wants a count ≥ 1, got {max_rounds}")
     return Promotion(record, scored, rounds, kind)
 
 

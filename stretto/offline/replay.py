@@ -243,12 +243,15 @@ class _EpisodeReplay:
                     decision, _ = explore_options(decision, self.epsilon, rng)
             if not decision.looks_up or decision.tool is None:
                 return 0
-            pending[address.replace("decide", "outcome")] = (decision.tool, decision.arguments)
+            pending[address.replace("decide", "outcome")] = (
+                decision.tool,
+                decision.arguments or {},
+            )
             return self.dists.tool_id(decision.tool)
 
         def look_up(address: str, tool_id: int) -> bool:
             tool, arguments = pending[address]
-            return self._look_up(tool, arguments or {}, position)
+            return self._look_up(tool, arguments, position)
 
         run(
             STANDARD_PROGRAM,
@@ -435,7 +438,7 @@ def markdown(result: Replay, per_episode: bool = True) -> str:
 
 
 _COUNTS = dict.fromkeys(TOTAL_FIELDS, "Int64")
-TABLES = {
+TABLES: dict[str, frames.Schema] = {
     "episodes": {
         "episode": "String",
         "task_id": "String",
@@ -501,12 +504,12 @@ def load_episodes(
 
     if bool(sessions) == bool(results):
         raise NoEpisodes("give either a folder of session logs or τ²-bench results files")
-    if results:
+    if sessions:
+        episodes = read_episodes(sessions)
+    else:
         from stretto.logs.tau2 import episodes_from_results
 
-        episodes = episodes_from_results(results)
-    else:
-        episodes = read_episodes(sessions)
+        episodes = episodes_from_results(results or [])
     if split:
         from stretto.logs.tau2 import read_split
 

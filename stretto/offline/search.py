@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from stretto.logs.episode import Episode
 from stretto.model.decide import Decider
 from stretto.model.program import FlowDistributions
+from stretto.offline import frames
 from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
 LOW, STEP, LEVELS = 0.10, 0.05, 18
@@ -276,7 +277,7 @@ SETTING = {
     "episodes": "Int64",
     "utility": "Float64",
 }
-TABLES = {
+TABLES: dict[str, frames.Schema] = {
     "settings": {
         "setting": "Int64",
         **SETTING,
@@ -302,7 +303,6 @@ def write_tables(search: Search, chosen: Scored, folder) -> list:
     written."""
     from pathlib import Path
 
-    from stretto.offline import frames
     from stretto.offline.plots import threshold_sweep
 
     folder = Path(folder)

@@ -143,6 +143,7 @@ def served(demo_flow: Path, tmp_path_factory) -> tuple[Path, list[list[str]], li
     each answer reached the host, and its history at the end."""
     host = Host(tmp_path_factory.mktemp("served"), load_flow(demo_flow), per_call=1)
     log = session(host)
+    assert host.flow is not None
     return log, host.histories, list(host.flow.session_view.history)
 
 
@@ -206,5 +207,6 @@ def test_a_shadow_proxy_and_the_walk_agree(demo_flow: Path, tmp_path: Path) -> N
     log = session(host)
     assert host.histories[0] == ["lookup"]  # decided and logged, nothing looked up
     seen, final = walked(log)
+    assert host.flow is not None
     assert seen == host.histories and final == host.flow.session_view.history
     assert final.count("respond (end)") == 2

@@ -55,7 +55,7 @@ def test_calls_go_out_as_the_host_sent_them(tmp_path: Path) -> None:
     turns = [e for e in walk(episode) if isinstance(e, Turn)]
     assert len(turns) == 1 and [c.id for c in turns[0].calls] == ["1", "2"]
     w = walk(episode)
-    seen = []
+    seen: list[tuple] = []
     for event in w:
         if isinstance(event, Point):
             seen.append((event.result.call_id, set(event.view.state.used["get_order"])))
