@@ -74,7 +74,8 @@ class FlowServer:
         self.epsilon, self.seed, self.session = explore, explore_seed, session
         self.runs = 0
         self._send, self._to_host, self._record = send, to_host, record
-        self.session_view = SessionView()
+        # only results a binding can read from are kept (as the offline walk keeps them)
+        self.session_view = SessionView(self.decider.rules.source_tools())
         self.lock = threading.RLock()
         self.agent_calls: dict[str, tuple[object, str, dict]] = {}  # id -> id, tool, args
         self.list_requests: set[str] = set()
