@@ -33,8 +33,9 @@ OTHER = "other"
 
 @dataclass
 class Audit:
-    decider: str
+    decider: str  # the decider whose next-step probabilities are scored
     episodes: int = 0
+    served_by: str = ""  # the decider the proxy would serve with (its served scores)
     decisions: list[dict] = field(default_factory=list)  # next-step scoring, one per decision
     served: list[dict] = field(default_factory=list)  # served score vs used, one per lookup
 
@@ -85,7 +86,7 @@ def audit(flow: dict, episodes: list[Episode], decider: str = "habit") -> Audit:
     dists = FlowDistributions(flow)
     kinds = flow["manifest"]["tools"]
     writes = write_tools(kinds)
-    result = Audit(scorer.kind, episodes=len(episodes))
+    result = Audit(scorer.kind, episodes=len(episodes), served_by=server.kind)
     sources = server.rules.source_tools()
     for episode in episodes:
         for point in walk(episode, sources):
@@ -216,7 +217,8 @@ def markdown(result: Audit) -> str:
         f"- Agreement: {t['agreement']:.1%} (expected {t['expected_agreement']:.1%})",
         f"- Surprise: {t['nats_per_decision']:.3f} nats per decision "
         f"(total log-probability {t['log_prob']:.2f})",
-        f"- Served scores: {t['served']} lookups the proxy would make; ECE {_number(t['ece'])}, "
+        f"- Served scores: {t['served']} lookups the proxy would make "
+        f"({result.served_by} decider); ECE {_number(t['ece'])}, "
         f"Brier {_number(t['brier'])}, AUC {_number(t['auc'])} (ECE over the bins from "
         f"{calibration.edges_text()})",
         "",
@@ -303,7 +305,7 @@ def write_tables(result: Audit, folder) -> list:
         reliability_diagram(
             rows["calibration"],
             folder / "reliability.png",
-            title=f"Served score ({result.decider} audit)",
+            title=f"Served score ({result.served_by or 'the served'} decider)",
             what="made by the agent before its next write",
         )
     )

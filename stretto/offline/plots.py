@@ -35,8 +35,9 @@ def reliability_diagram(
     fig, ax = plt.subplots(figsize=(5.2, 5.2), dpi=100)
     try:
         ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect")
-        for row in rows:
-            ax.axvspan(row["from"], min(row["to"], 1.0), color="#e8eef8", zorder=0)
+        for number, row in enumerate(rows):  # the non-empty bins, shaded in turn
+            shade = "#e3eaf6" if number % 2 == 0 else "#f1f4fa"
+            ax.axvspan(row["from"], min(row["to"], 1.0), color=shade, zorder=0)
         if rows:
             x = [r["mean_score"] for r in rows]
             y = [r["used"] for r in rows]
@@ -56,7 +57,7 @@ def reliability_diagram(
         ax.set(
             xlim=(0, 1),
             ylim=(0, 1.05),
-            xlabel="mean score in the bin (shaded: the bins)",
+            xlabel="mean score in the bin (shaded: the bins that hold scores)",
             ylabel=f"share {what}",
             title=f"{title}\n{total} scores; numbers: scores per bin",
         )
