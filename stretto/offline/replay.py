@@ -1,8 +1,9 @@
 """Replaying recorded episodes "from the record" (../shared/spec/results.md §2.2–2.4).
 
-No LLM runs. Each episode's turns are walked in order; after each of the agent's calls that
-is made, the flow decides exactly as the proxy would (the same Decider and program), and its
-lookups are answered from the record: with the result of the agent's own later call with the
+No LLM runs. Each episode is walked as the proxy saw it (stretto.offline.walk, the recorded
+flow's own lookups left out); after each of the agent's calls that is made, the flow decides
+exactly as the proxy would (the same Decider, program and session view), and its lookups are
+answered from the record: with the result of the agent's own later call with the
 same arguments before its next write, else with a stand-in (the nearest recorded result of
 that tool), which can never count as used. A later call of the agent is skipped when a fresh
 lookup already answered it; a turn is saved when every call in it was skipped.
