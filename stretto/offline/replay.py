@@ -198,6 +198,8 @@ class _EpisodeReplay:
                 lookup.stale = True
 
     def _answered(self, call: ToolCall, result: ToolResult | None) -> bool:
+        if not self.lookups:
+            return False
         key = call_key(call.name, call.arguments)
         for lookup in self.lookups:
             if lookup.key != key or lookup.used or lookup.guessed:

@@ -42,13 +42,24 @@ def call_key(tool: str, arguments: dict) -> tuple[str, str]:
     return tool, canonical(arguments)
 
 
-def _matches(match: str, tool: str, arguments: dict, bound: dict[str, str] | None):
-    """A test of (tool, arguments) against the looked-for call, under `match`."""
+def _matcher(match: str, tool: str, arguments: dict):
+    """A test of (tool, arguments) against the looked-for call, under `match`. The other
+    tool's calls are told apart by name alone; the looked-for arguments are serialized once,
+    and only if some call of the same tool comes up."""
     if match == EXACT:
-        wanted = canonical(arguments)
-        return lambda name, args: name == tool and canonical(args) == wanted
+        wanted: list[str] = []
+
+        def exact(name: str, args: dict) -> bool:
+            if name != tool:
+                return False
+            if not wanted:
+                wanted.append(canonical(arguments))
+            return canonical(args) == wanted[0]
+
+        return exact
     if match == BOUND:
-        return lambda name, args: name == tool and same_arguments(bound or {}, args)
+        bound = {arg: value_text(value) for arg, value in arguments.items()}
+        return lambda name, args: name == tool and same_arguments(bound, args)
     raise ValueError(f"unknown match {match!r} ({EXACT} or {BOUND})")
 
 
@@ -71,8 +82,7 @@ def agent_made(
     - `made`: calls made before (the agent's or the flow's). If one of them matches, the call
       was made already and the agent's later one does not count: None.
     """
-    bound = {arg: value_text(value) for arg, value in arguments.items()}
-    same = _matches(match, tool, arguments, bound)
+    same = _matcher(match, tool, arguments)
     if any(same(name, args) for name, args in made):
         return None
     for index, call in enumerate(later):
