@@ -12,6 +12,10 @@ from stretto.offline.audit import audit as run_audit
 from stretto.offline.audit import markdown, write_tables
 
 
+def _number(value: float | None) -> dg.MetadataValue:
+    return dg.MetadataValue.null() if value is None else dg.MetadataValue.float(value)
+
+
 class AuditConfig(dg.Config):
     flow: str  # the flow file
     sessions: str  # a folder of session logs the flow did not learn from
@@ -39,8 +43,10 @@ def audit(
             "reliability": dg.MetadataValue.md(f"![reliability](data:image/png;base64,{plot})"),
             "agreement": totals["agreement"],
             "nats per decision": totals["nats_per_decision"],
-            "ece": totals["ece"],
-            "brier": totals["brier"],
+            # null when no lookup was served; ECE over the spec's bins (stretto.offline.calibration)
+            "ece": _number(totals["ece"]),
+            "brier": _number(totals["brier"]),
+            "auc": _number(totals["auc"]),
             "tables": dg.MetadataValue.path(str(folder)),
             "sites": dg.MetadataValue.table(
                 records=[dg.TableRecord(row) for row in result.sites()],

@@ -1,6 +1,8 @@
 """Asset: recorded episodes replayed with a flow (stretto.offline.replay), the benchmark's
 tables."""
 
+import base64
+
 import dagster as dg
 
 from assets.resources import StrettoHome
@@ -51,5 +53,13 @@ def replay_report(
     }
     if config.explore is not None:
         calibration = result.calibration()
-        metadata["ece"] = dg.MetadataValue.float(calibration["ece"] or 0.0)
+        metadata["ece"] = (
+            dg.MetadataValue.null()
+            if calibration["ece"] is None
+            else dg.MetadataValue.float(calibration["ece"])
+        )
+        plot = base64.b64encode((folder / "reliability.png").read_bytes()).decode()
+        metadata["reliability"] = dg.MetadataValue.md(
+            f"![reliability](data:image/png;base64,{plot})"
+        )
     return dg.MaterializeResult(metadata=metadata)

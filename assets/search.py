@@ -1,6 +1,8 @@
 """Asset: per-site thresholds searched by replaying each domain's recorded sessions
 (stretto.offline.search), written beside the learned flow for a reviewer to take."""
 
+import base64
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +12,7 @@ from assets.resources import StrettoHome
 from stretto.logs.episode import read_episodes
 from stretto.model.flow import load_flow, write_flow
 from stretto.offline.review import diff, diff_markdown
-from stretto.offline.search import Search, markdown, with_thresholds
+from stretto.offline.search import Search, markdown, with_thresholds, write_tables
 
 
 class SearchConfig(dg.Config):
@@ -47,7 +49,7 @@ def thresholds(
             for p in (home / "flows").glob("*.flow.json")
             if not p.name.endswith(".searched.flow.json")
         )
-    reports, summary = [], {}
+    reports, summary, plots = [], {}, {}
     for domain in domains:
         learned = load_flow(flow_path(home, domain))
         folder = Path(config.sessions) if config.sessions else stretto.layout().logs / domain
@@ -60,17 +62,24 @@ def thresholds(
         path = searched_path(home, domain)
         write_flow(searched, path)
         review, other = diff(learned, searched)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        tables = home / "reports" / domain / f"search-{stamp}"
+        write_tables(search, chosen, tables)
+        plot = base64.b64encode((tables / "sweep.png").read_bytes()).decode()
+        plots[f"sweep ({domain})"] = dg.MetadataValue.md(f"![sweep](data:image/png;base64,{plot})")
         reports.append(f"# {domain}\n\n{markdown(search, chosen)}\n{diff_markdown(review, other)}")
         summary[domain] = {
             "flow": str(path),
             "turns_saved": chosen.turns_saved,
             "detours": chosen.detours,
             "needs_review": len(review),
+            "tables": str(tables),
         }
         context.log.info(f"searched {domain} on {len(episodes)} sessions: {path}")
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md("\n".join(reports) or "no learned flows"),
             "domains": dg.MetadataValue.json(summary),
+            **plots,
         }
     )

@@ -2,7 +2,9 @@
 agent its own result with theirs appended (../shared/spec/algorithms.md §6.5).
 
 The relay tells this module what passes (the host's calls, the conversation, the server's
-answers); it keeps the session's state as it goes, and never re-reads its own log. A run
+answers); it feeds them to a SessionView (stretto.model.session: the step names and binding
+state the Decider reads, the same view stretto.offline.walk rebuilds from a recorded log) and
+never re-reads its own log. A run
 holds the agent's answer, decides with stretto.model.decide, sends lookups with ids of its own
 (`stretto-<n>`), and writes one line per decision and one per run to the flow log.
 """
@@ -17,12 +19,12 @@ import time
 
 from proxy.recorder import parse_json_line
 from proxy.wire import id_key, messages
-from stretto.logs.episode import result_content
+from stretto.logs.episode import context_message, response_outcome
 from stretto.logs.toollist import READ, WRITE, tools_from_result
-from stretto.model.binding import SessionState
 from stretto.model.decide import Decider, SplitMix64, fnv1a64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+from stretto.model.session import SessionView
 
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATIENCE_S = 60.0  # a lookup not answered by then is abandoned
@@ -31,6 +33,15 @@ DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under wha
 
 def _compact(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Waiter:
+    """A lookup waiting for its answer: (failed, text) once it came, None if it never did."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.done = threading.Event()
+        self.answer: tuple[bool, str] | None = None
 
 
 class FlowServer:
@@ -63,15 +74,15 @@ class FlowServer:
         self.epsilon, self.seed, self.session = explore, explore_seed, session
         self.runs = 0
         self._send, self._to_host, self._record = send, to_host, record
-        self.state = SessionState()
-        self.history: list[str] = []
+        # only results a binding can read from are kept (as the offline walk keeps them)
+        self.session_view = SessionView(self.decider.rules.source_tools())
         self.lock = threading.RLock()
         self.agent_calls: dict[str, tuple[object, str, dict]] = {}  # id -> id, tool, args
         self.list_requests: set[str] = set()
         self.listed: dict[str, tuple[str, str | None]] | None = None  # tool -> kind, contract
         self.session_lookups = 0
         self.next_id = 1
-        self.waiting: dict[str, list] = {}  # lookup id -> [event, answer]
+        self.waiting: dict[str, _Waiter] = {}  # lookup id -> its waiter
         self.running = False
         self.warned: set[str] = set()
         self._log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -84,39 +95,40 @@ class FlowServer:
                 method, request_id = message.get("method"), message.get("id")
                 if request_id is None:
                     continue
-                params = message.get("params") if isinstance(message.get("params"), dict) else {}
+                raw = message.get("params")
+                params: dict = raw if isinstance(raw, dict) else {}
                 if method == "tools/call" and isinstance(params.get("name"), str):
                     arguments = params.get("arguments")
                     arguments = arguments if isinstance(arguments, dict) else {}
                     self.agent_calls[id_key(request_id)] = (request_id, params["name"], arguments)
-                    self.state.add_call(params["name"], arguments)
+                    self.session_view.sent(params["name"], arguments)
                 elif method == "tools/list":
                     self.list_requests.add(id_key(request_id))
 
     def said(self, value) -> None:
-        if not isinstance(value, dict):
-            return
-        role, content = value.get("role"), value.get("content")
-        text = content if isinstance(content, str) else ""
+        role, text = context_message(value)  # read as the episode reader reads it
         with self.lock:
             if role == "user":
-                self.state.add_user(text)
-                if self.history and self.history[-1] == "respond (end)":
-                    self.history[-1] = "respond"  # the user answered the reply
-            elif role == "assistant" and text.strip():
-                self.history.append("respond (end)")
+                self.session_view.user_said(text)
+            elif role == "assistant":
+                self.session_view.assistant_replied(text)
 
     def from_server(self, value, line: bytes) -> bool:
         """True when the line is the flow's: a lookup's answer, or an agent's answer held for a
         run (the run sends it on); False to forward it as it is."""
         if not isinstance(value, dict) or "method" in value or "id" not in value:
             return False
+        if "result" not in value and "error" not in value:
+            return False  # not an answer the episode reader would take either
         key = id_key(value["id"])
         with self.lock:
             waiter = self.waiting.pop(key, None)
             if waiter is not None:
-                waiter[1] = value
-                waiter[0].set()
+                # taken into the view here, in the order the log records the answers
+                failed, text = response_outcome(value)
+                self.session_view.came_back(waiter.tool, failed, text)
+                waiter.answer = (failed, text)
+                waiter.done.set()
                 return True
             if key in self.list_requests and isinstance(value.get("result"), dict):
                 self.list_requests.discard(key)
@@ -129,16 +141,8 @@ class FlowServer:
             if call is None:
                 return False
             request_id, tool, _ = call
-            failed = "error" in value or (
-                isinstance(value.get("result"), dict) and value["result"].get("isError") is True
-            )
-            content = (
-                value["error"].get("message", "")
-                if isinstance(value.get("error"), dict)
-                else result_content(value.get("result"))
-            )
-            self.history.append(tool + (" (error)" if failed else ""))
-            self.state.add_result(tool, not failed, content)
+            failed, content = response_outcome(value)
+            self.session_view.came_back(tool, failed, content)
             if "result" not in value or self.running or self.session_lookups >= self.per_session:
                 return False
             self.running = True
@@ -157,7 +161,7 @@ class FlowServer:
         with self.lock:
             self.runs += 1
             run_index = self.runs
-        pending: dict[str, dict] = {}
+        pending: dict[str, tuple[str, dict]] = {}  # outcome address -> the lookup
         try:
 
             def decide(address: str, prev: int, prev_failed: bool) -> int:
@@ -166,9 +170,9 @@ class FlowServer:
                 last = self.dists.tools[prev] if prev < len(self.dists.tools) else None
                 with self.lock:
                     decision = self.decider.decide(
-                        list(self.history),
+                        list(self.session_view.history),
                         (last, bool(prev_failed)) if last else None,
-                        self.state,
+                        self.session_view.state,
                         every_option=self.epsilon > 0,
                     )
                 exploration = None
@@ -187,28 +191,28 @@ class FlowServer:
                     "shadow": self.shadow or decision.shadow,
                     "explore": exploration,
                 }
-                take = False
-                if decision.action == "lookup":
-                    entry.update(action="lookup", tool=decision.tool, arguments=decision.arguments)
+                take, tool = False, decision.tool
+                if decision.action == "lookup" and tool is not None:
+                    entry.update(action="lookup", tool=tool, arguments=decision.arguments)
                     if decision.shadow:
                         entry["withheld"] = "the site is not promoted"
                     elif not self.shadow:
-                        refusal = self._refusal(decision.tool)
+                        refusal = self._refusal(tool)
                         if refusal:
                             entry["withheld"] = refusal
                         take = refusal is None
                 else:
                     entry.update(action="hand_back", reason=decision.reason)
                 self._write_log(entry)
-                if not take:
+                if not take or tool is None:
                     return 0
-                pending[address.replace("decide", "outcome")] = decision
-                return self.dists.tool_id(decision.tool)
+                pending[address.replace("decide", "outcome")] = (tool, decision.arguments or {})
+                return self.dists.tool_id(tool)
 
             def look_up(address: str, tool_id: int) -> bool:
-                decision = pending[address]
-                ok, text = self._look_up(decision.tool, decision.arguments)
-                made.append((decision.tool, decision.arguments, ok, text))
+                tool, arguments = pending[address]
+                ok, text = self._look_up(tool, arguments)
+                made.append((tool, arguments, ok, text))
                 return ok
 
             started = time.monotonic()
@@ -276,9 +280,9 @@ class FlowServer:
         with self.lock:
             lookup_id = f"stretto-{self.next_id}"
             self.next_id += 1
-            waiter = [threading.Event(), None]
+            waiter = _Waiter(tool)
             self.waiting[id_key(lookup_id)] = waiter
-            self.state.add_call(tool, arguments)
+            self.session_view.sent(tool, arguments)
             self.session_lookups += 1
         request = {
             "jsonrpc": "2.0",
@@ -289,38 +293,27 @@ class FlowServer:
         line = _compact(request).encode() + b"\n"
         self._record("proxy", line, parse_json_line(line))
         self._send(line)
-        if not waiter[0].wait(PATIENCE_S):
+        if not waiter.done.wait(PATIENCE_S):
             with self.lock:
                 self.waiting.pop(id_key(lookup_id), None)
             return False, "(no answer in time; abandoned)"
-        answer = waiter[1]
-        if answer is None:
+        if waiter.answer is None:
             return False, "(the server went away before answering)"
-        failed = "error" in answer or (
-            isinstance(answer.get("result"), dict) and answer["result"].get("isError") is True
-        )
-        text = (
-            answer["error"].get("message", "")
-            if isinstance(answer.get("error"), dict)
-            else result_content(answer.get("result"))
-        )
-        with self.lock:
-            self.history.append(tool + (" (error)" if failed else ""))
-            self.state.add_result(tool, not failed, text)
+        failed, text = waiter.answer
         return not failed, text
 
     def _answer_with(self, answer: dict, made: list[tuple[str, dict, bool, str]]) -> None:
         """The agent's own result, plus one text item with the lookups' results."""
         text, left = APPENDIX, self.budget - len(APPENDIX)
-        for tool, arguments, ok, result in made:
+        for tool, arguments, ok, found in made:
             head = f"\n\n{tool} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
-            if len(head) + len(result) > left:
+            if len(head) + len(found) > left:
                 keep = max(0, left - len(head) - 80)
-                result = (
-                    result[:keep] + f"\n[... cut: {len(result) - keep} more characters; "
+                found = (
+                    found[:keep] + f"\n[... cut: {len(found) - keep} more characters; "
                     "call the tool to see all]"
                 )
-            text += head + result
+            text += head + found
             left = self.budget - len(text)
         message = dict(answer)
         result = dict(message["result"]) if isinstance(message.get("result"), dict) else {}
@@ -342,7 +335,7 @@ class FlowServer:
         with self.lock:
             waiting, self.waiting = list(self.waiting.values()), {}
         for waiter in waiting:
-            waiter[0].set()
+            waiter.done.set()
 
     def close(self) -> None:
         os.close(self._log)

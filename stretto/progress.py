@@ -47,7 +47,7 @@ class Progress:
         bar.start()  # on the screen's other bars, if any (rich stacks them)
         self._bar = bar
         self._task = bar.add_task(self.label, total=self.total or None)
-        _drawn.add(self)
+        _drawn[self] = None
 
     def advance(self, amount: int = 1) -> None:
         self.done += amount
@@ -58,10 +58,10 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-        _drawn.discard(self)
+        _drawn.pop(self, None)
 
 
-_drawn: set[Progress] = set()  # the bars on screen
+_drawn: dict[Progress, None] = {}  # the bars on screen, in the order they were opened
 _consoles: list = []
 
 
@@ -77,5 +77,5 @@ def _console():
 def close_all() -> None:
     """Take every bar off the screen (a command that failed half-way leaves its bar open, and
     the cursor hidden)."""
-    for progress in list(_drawn):
+    for progress in reversed(list(_drawn)):  # the newest first: rich nests them
         progress.close()

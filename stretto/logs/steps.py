@@ -10,6 +10,7 @@ from stretto.logs.episode import Assistant, Episode, User
 
 OK, FAILED, REPLY, END = "ok", "failed", "reply", "end"
 RESPOND = "respond"
+RESPOND_END = "respond (end)"
 
 
 @dataclass
@@ -24,9 +25,10 @@ class Step:
         return self.action == RESPOND and self.call_id is None
 
     def name(self) -> str:
-        """How a flow writes it: `tool`, `tool (error)`, or `respond`."""
+        """How a flow writes it: `tool`, `tool (error)`, `respond` (a reply the user answered)
+        or `respond (end)` (a reply nobody answered: the session ended, or the agent went on)."""
         if self.call_id is None:
-            return RESPOND
+            return RESPOND if self.outcome == REPLY else RESPOND_END
         return self.action + (" (error)" if self.outcome == FAILED else "")
 
 

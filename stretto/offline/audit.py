@@ -1,15 +1,19 @@
 """`stretto audit`: how well a flow predicts sessions it never saw (../shared/spec/algorithms.md
 §9), and how well its served scores are calibrated.
 
-Two measures over the same decision points (the last result of each batch of results that
-something followed):
+The sessions are walked as the proxy saw them (stretto.offline.walk), so the decider reads the
+history the proxy would have. Two measures over the same decision points (the last result of
+each batch of results that something followed):
 
-- **Next step**: the decider's probabilities over the site's options, plus `other`, scored
-  against what the agent did next: agreement (the likeliest option was it) and nats per
-  decision (−mean log-probability).
+- **Next step**: the flow's program (stretto.model.program) run under a Score handler whose
+  `Decide` distribution is the decider's probabilities over the site's options, plus `other`
+  (1 − Σ), each floored at 1e-6 and renormalized; the recorded trace is the agent's next step:
+  agreement (the likeliest option was it) and nats per decision (−mean log-probability).
 - **Served score**: the score the proxy would act on (probability × binding chance of the
   lookup it would choose, with its real binding) against whether the agent made that very
-  call before its next write: ECE and Brier, and a reliability table.
+  call in a later LLM turn before its next write (stretto.offline.walk.agent_made, bound
+  arguments): ECE over the spec's bins, Brier, AUC and a reliability table
+  (stretto.offline.calibration).
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from stretto.logs.episode import Assistant, Episode, ToolResult, User
-from stretto.logs.steps import episode_steps
-from stretto.model.binding import SessionState, value_text
-from stretto.model.decide import Decider
+from stretto.logs.episode import Assistant, Episode
+from stretto.model.decide import RESPOND, Decider
+from stretto.model.program import STANDARD_PROGRAM, FlowDistributions, Score, run
+from stretto.offline import calibration, frames
+from stretto.offline.walk import BOUND, Point, agent_made, walk, write_tools
 
 FLOOR = 1e-6
 OTHER = "other"
@@ -28,14 +33,16 @@ OTHER = "other"
 
 @dataclass
 class Audit:
-    decider: str
+    decider: str  # the decider whose next-step probabilities are scored
     episodes: int = 0
+    served_by: str = ""  # the decider the proxy would serve with (its served scores)
     decisions: list[dict] = field(default_factory=list)  # next-step scoring, one per decision
     served: list[dict] = field(default_factory=list)  # served score vs used, one per lookup
 
     def totals(self) -> dict:
         n = len(self.decisions)
         log_prob = sum(d["log_prob"] for d in self.decisions)
+        measured = calibration.measures(*_scored(self.served))
         return {
             "episodes": self.episodes,
             "decisions": n,
@@ -44,8 +51,9 @@ class Audit:
             "agreement": sum(d["hit"] for d in self.decisions) / n if n else 0.0,
             "expected_agreement": sum(d["p_actual"] for d in self.decisions) / n if n else 0.0,
             "served": len(self.served),
-            "ece": ece(self.served),
-            "brier": brier(self.served),
+            "ece": measured["ece"],
+            "brier": measured["brier"],
+            "auc": measured["auc"],
         }
 
     def sites(self) -> list[dict]:
@@ -63,85 +71,64 @@ class Audit:
         ]
         return sorted(rows, key=lambda r: (-r["decisions"], r["site"]))
 
-
-def reliability(served: list[dict], bins: int = 10) -> list[dict]:
-    """Per tenth of the served score: how many, their mean score, how often used."""
-    rows = []
-    for b in range(bins):
-        inside = [s for s in served if min(bins - 1, int(s["score"] * bins)) == b]
-        if inside:
-            rows.append(
-                {
-                    "from": b / bins,
-                    "decisions": len(inside),
-                    "mean_score": sum(s["score"] for s in inside) / len(inside),
-                    "used": sum(s["used"] for s in inside) / len(inside),
-                }
-            )
-    return rows
+    def reliability(self) -> list[dict]:
+        """The served scores' reliability table over the spec's bins."""
+        return calibration.reliability(*_scored(self.served))
 
 
-def ece(served: list[dict]) -> float:
-    n = len(served)
-    return (
-        sum(r["decisions"] / n * abs(r["mean_score"] - r["used"]) for r in reliability(served))
-        if n
-        else 0.0
-    )
-
-
-def brier(served: list[dict]) -> float:
-    return sum((s["score"] - s["used"]) ** 2 for s in served) / len(served) if served else 0.0
+def _scored(served: list[dict]) -> tuple[list[float], list[bool]]:
+    return [s["score"] for s in served], [bool(s["used"]) for s in served]
 
 
 def audit(flow: dict, episodes: list[Episode], decider: str = "habit") -> Audit:
     scorer = Decider(flow, decider)
     server = Decider(flow, None)  # what the proxy would serve: reach when the flow has it
+    dists = FlowDistributions(flow)
     kinds = flow["manifest"]["tools"]
-    result = Audit(scorer.kind, episodes=len(episodes))
+    writes = write_tools(kinds)
+    result = Audit(scorer.kind, episodes=len(episodes), served_by=server.kind)
+    sources = server.rules.source_tools()
     for episode in episodes:
-        _audit_episode(episode, scorer, server, kinds, result)
+        for point in walk(episode, sources):
+            if isinstance(point, Point) and point.batch_end:
+                _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result)
     return result
 
 
-def _audit_episode(
-    episode: Episode, scorer: Decider, server: Decider, kinds: dict, out: Audit
+def _audit_point(
+    session: str,
+    point: Point,
+    scorer: Decider,
+    server: Decider,
+    dists: FlowDistributions,
+    kinds: dict,
+    writes: frozenset[str],
+    out: Audit,
 ) -> None:
-    names = {s.call_id: s.name() for s in episode_steps(episode) if s.call_id}
-    events = episode.events
-    state, history = SessionState(), []
-    for i, event in enumerate(events):
-        if isinstance(event, User):
-            state.add_user(event.text)
-        elif isinstance(event, Assistant):
-            for call in event.calls:
-                state.add_call(call.name, call.arguments)
-                history.append(names.get(call.id, call.name))
-            if not event.calls:
-                history.append("respond")
-        elif isinstance(event, ToolResult):
-            state.add_result(event.name, not event.error, event.content)
-            following = events[i + 1] if i + 1 < len(events) else None
-            if following is None or isinstance(following, ToolResult):
-                continue
-            last = (event.name, event.error)
-            actual = _agents_step(following)
-            probs = scorer.probabilities(history, last)
-            if probs:
-                out.decisions.append(_score(episode.id, scorer, probs, actual, last, kinds))
-            decision = server.decide(list(history), last, state)
-            if decision.tool and decision.binding is not None and decision.prob is not None:
-                out.served.append(
-                    {
-                        "episode": episode.id,
-                        "site": decision.site,
-                        "tool": decision.tool,
-                        "score": decision.prob * decision.binding,
-                        "used": _used_before_write(
-                            events[i + 1 :], decision.tool, decision.arguments or {}, kinds
-                        ),
-                    }
-                )
+    view, last = point.view, point.last
+    probs = scorer.probabilities(view.history, last)
+    if probs:
+        out.decisions.append(
+            _score(session, probs, _agents_step(point.following), last, kinds, dists)
+        )
+    decision = server.decide(list(view.history), last, view.state)
+    if decision.tool and decision.binding is not None and decision.prob is not None:
+        made = agent_made(
+            decision.tool,
+            decision.arguments or {},
+            point.later_turns(),
+            match=BOUND,
+            writes=writes,
+        )
+        out.served.append(
+            {
+                "episode": session,
+                "site": decision.site,
+                "tool": decision.tool,
+                "score": decision.prob * decision.binding,
+                "used": made is not None,
+            }
+        )
 
 
 def _agents_step(event) -> str | None:
@@ -150,19 +137,58 @@ def _agents_step(event) -> str | None:
     return None  # a reply, or the customer speaking
 
 
-def _score(session: str, scorer: Decider, probs: dict, actual: str | None, last, kinds) -> dict:
-    options = sorted(probs)
-    if actual in options:
-        label = actual
-    elif actual is not None and kinds.get(actual) == "read":
-        label = OTHER
-    else:
-        label = "respond"
+class NextStep(Score):
+    """The Score handler audit runs the program with: `Decide` is the decider's distribution
+    at the decision point (not the flow's level-1 counts); `Outcome` is not scored (audit
+    scores the agent's step, not whether its call succeeded)."""
+
+    def __init__(self, trace: dict, distribution: dict[int, float]) -> None:
+        super().__init__(trace)
+        self.distribution = distribution
+
+    def sample(self, address, dist, args, dists):
+        if dist == "Decide":
+            value = self.trace[address]
+            return value, math.log(self.distribution[value])
+        return True, 0.0
+
+
+def next_step_distribution(probs: dict[str, float]) -> dict[str, float]:
+    """The decider's probabilities plus `other` (1 − Σ), each floored at 1e-6 and
+    renormalized (../shared/spec/algorithms.md §9)."""
     full = dict(probs)
     full[OTHER] = max(0.0, 1.0 - sum(probs.values()))
     floored = {k: max(v, FLOOR) for k, v in full.items()}
     total = sum(floored.values())
-    normed = {k: v / total for k, v in floored.items()}
+    return {k: v / total for k, v in floored.items()}
+
+
+def _score(
+    session: str,
+    probs: dict,
+    actual: str | None,
+    last: tuple[str, bool],
+    kinds: dict,
+    dists: FlowDistributions,
+) -> dict:
+    options = sorted(probs)
+    label = RESPOND  # a write, another tool, a reply or the customer speaking
+    if actual is not None and actual in options:
+        label = actual
+    elif actual is not None and kinds.get(actual) == "read":
+        label = OTHER
+    normed = next_step_distribution(probs)
+    # the program's option ids: 0 = respond, a lookup its tool id, `other` one past the tools
+    ids = {name: (0 if name == RESPOND else dists.tool_id(name)) for name in options}
+    ids[OTHER] = len(dists.tools)
+    _, trace = run(
+        STANDARD_PROGRAM,
+        dists,
+        NextStep({"decide#0": ids[label]}, {ids[k]: p for k, p in normed.items()}),
+        call=last[0],
+        call_failed=last[1],
+        max_lookups=1,
+    )
     top = max([*options, OTHER], key=lambda k: normed[k])  # first of equals
     site = last[0] + (" (error)" if last[1] else "")
     return {
@@ -173,25 +199,12 @@ def _score(session: str, scorer: Decider, probs: dict, actual: str | None, last,
         "p_top": normed[top],
         "p_actual": normed[label],
         "hit": top == label,
-        "log_prob": math.log(normed[label]),
+        "log_prob": sum(logp for _, _, logp in trace),
     }
 
 
-def _used_before_write(rest: list, tool: str, arguments: dict, kinds: dict) -> bool:
-    """Did the agent make this very call before its next write?"""
-    wanted = {k: value_text(v) for k, v in arguments.items()}
-    for event in rest:
-        if isinstance(event, Assistant):
-            for call in event.calls:
-                if (
-                    call.name == tool
-                    and not call.by_proxy
-                    and all(value_text(call.arguments.get(k)) == v for k, v in wanted.items())
-                ):
-                    return True
-                if kinds.get(call.name) == "write":
-                    return False
-    return False
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def markdown(result: Audit) -> str:
@@ -204,8 +217,10 @@ def markdown(result: Audit) -> str:
         f"- Agreement: {t['agreement']:.1%} (expected {t['expected_agreement']:.1%})",
         f"- Surprise: {t['nats_per_decision']:.3f} nats per decision "
         f"(total log-probability {t['log_prob']:.2f})",
-        f"- Served scores: {t['served']} lookups the proxy would make; ECE {t['ece']:.3f}, "
-        f"Brier {t['brier']:.3f}",
+        f"- Served scores: {t['served']} lookups the proxy would make "
+        f"({result.served_by} decider); ECE {_number(t['ece'])}, "
+        f"Brier {_number(t['brier'])}, AUC {_number(t['auc'])} (ECE over the bins from "
+        f"{calibration.edges_text()})",
         "",
         "## Sites",
         "",
@@ -220,79 +235,78 @@ def markdown(result: Audit) -> str:
         "",
         "## Calibration of the served score",
         "",
-        "| score from | lookups | mean score | used before the next write |",
-        "|---|---|---|---|",
+        "| score from | to | lookups | mean score | used before the next write |",
+        "|---|---|---|---|---|",
     ]
     out += [
-        f"| {r['from']:.1f} | {r['decisions']} | {r['mean_score']:.2f} | {r['used']:.2f} |"
-        for r in reliability(result.served)
+        f"| {r['from']:g} | {min(r['to'], 1):g} | {r['count']} | {r['mean_score']:.2f} | "
+        f"{r['used']:.2f} |"
+        for r in result.reliability()
     ]
     return "\n".join(out) + "\n"
 
 
-def reliability_png(served: list[dict], path, size: int = 320) -> None:
-    """A reliability diagram: the diagonal, and per tenth of the score a bar to how often the
-    lookup was used; plain PNG, no plotting library."""
-    import struct
-    import zlib
-
-    white, grey, blue, black = (255, 255, 255), (200, 200, 200), (60, 110, 200), (0, 0, 0)
-    pixels = [[white] * size for _ in range(size)]
-    margin = 20
-    span = size - 2 * margin
-    for i in range(span + 1):  # axes and the diagonal
-        pixels[size - margin][margin + i] = black
-        pixels[size - margin - i][margin] = black
-        pixels[size - margin - i][margin + i] = grey
-    for row in reliability(served):
-        x0 = margin + int(row["from"] * span) + 2
-        x1 = margin + int((row["from"] + 0.1) * span) - 2
-        height = int(row["used"] * span)
-        for y in range(size - margin - height, size - margin):
-            for x in range(x0, x1):
-                pixels[y][x] = blue
-    raw = b"".join(b"\x00" + bytes(c for px in line for c in px) for line in pixels)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    png = (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(raw, 9))
-        + chunk(b"IEND", b"")
-    )
-    with open(path, "wb") as f:
-        f.write(png)
+TABLES: dict[str, frames.Schema] = {
+    "decisions": {
+        "episode": "String",
+        "site": "String",
+        "actual": "String",
+        "top": "String",
+        "p_top": "Float64",
+        "p_actual": "Float64",
+        "hit": "Boolean",
+        "log_prob": "Float64",
+    },
+    "sites": {
+        "site": "String",
+        "decisions": "Int64",
+        "agreement": "Float64",
+        "nats_per_decision": "Float64",
+    },
+    "served": {
+        "episode": "String",
+        "site": "String",
+        "tool": "String",
+        "score": "Float64",
+        "used": "Boolean",
+    },
+    "calibration": frames.RELIABILITY,
+    "totals": {
+        "episodes": "Int64",
+        "decisions": "Int64",
+        "log_prob": "Float64",
+        "nats_per_decision": "Float64",
+        "agreement": "Float64",
+        "expected_agreement": "Float64",
+        "served": "Int64",
+        "ece": "Float64",
+        "brier": "Float64",
+        "auc": "Float64",
+    },
+}
 
 
 def write_tables(result: Audit, folder) -> list:
-    """The audit's tables as Parquet, and the reliability plot; the paths written."""
+    """The audit's tables as Parquet, and the reliability diagram; the paths written."""
     from pathlib import Path
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from stretto.offline.plots import reliability_diagram
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    tables = {
+    rows = {
         "decisions": result.decisions,
         "sites": result.sites(),
         "served": result.served,
-        "calibration": reliability(result.served),
+        "calibration": result.reliability(),
         "totals": [result.totals()],
     }
-    for name, rows in tables.items():
-        path = folder / f"{name}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows) if rows else pa.table({}), path)
-        written.append(path)
-    plot = folder / "reliability.png"
-    reliability_png(result.served, plot)
-    written.append(plot)
+    written = frames.write_tables({n: (rows[n], schema) for n, schema in TABLES.items()}, folder)
+    written.append(
+        reliability_diagram(
+            rows["calibration"],
+            folder / "reliability.png",
+            title=f"Served score ({result.served_by or 'the served'} decider)",
+            what="made by the agent before its next write",
+        )
+    )
     return written

@@ -20,16 +20,15 @@ flow serves: it acts only there) until the promotion repeats, at most 8 rounds.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stretto.logs.episode import Assistant, Episode, ToolResult, User
+from stretto.logs.episode import Episode, ToolResult
 from stretto.model import defaults
-from stretto.model.binding import SessionState, same_arguments, value_text
 from stretto.model.decide import DEFAULT_THRESHOLD, Decider, theta_text
 from stretto.model.flow import write_flow
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+from stretto.offline.walk import BOUND, Point, agent_made, walk
 
 Z = 1.6448536  # 90% two-sided
 PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
@@ -198,28 +197,12 @@ def promote_served(
         if previous is not None and now == previous:
             break
         previous = chains = now
+    if record is None or scored is None:
+        raise ValueError(f"max_rounds wants a count ≥ 1, got {max_rounds}")
     return Promotion(record, scored, rounds, kind)
 
 
 # --- scoring one session as the proxy would have served it ----------------------------------
-
-
-def _fork(state: SessionState) -> SessionState:
-    """A copy to extend with a chain's lookups (parsed outputs are shared: they never change)."""
-    return SessionState(
-        state.source_tools,
-        state.customer,
-        list(state.outputs),
-        {tool: set(values) for tool, values in state.used.items()},
-        set(state.called),
-    )
-
-
-def _same_call(call, tool: str, arguments: dict) -> bool:
-    """The agent's call is the lookup: the same tool, every bound argument equal by value
-    text (the agent may pass more)."""
-    bound = {arg: value_text(value) for arg, value in arguments.items()}
-    return call.name == tool and same_arguments(bound, call.arguments)
 
 
 def _score_episode(
@@ -230,76 +213,16 @@ def _score_episode(
     chains: set[str] | None,
     out: Scored,
 ) -> None:
-    """Walk the session as the proxy saw it: the calls as the host sent them, the results as
-    they came back (the proxy's history is in that order), what the user said; at each of the
-    agent's results that something followed, run the flow's program as served."""
-    task = episode.id  # each recorded session is its own task
-    events = episode.events
-    results = episode.results_by_key()
-    sent_after = episode.sent_after_results
-    turn_of: dict[tuple[int, int], int] = {}  # call key -> index of its turn's event
-    agent_calls: list[tuple[int, object, ToolResult | None]] = []  # in turn order
-    for index, event in enumerate(events):
-        if isinstance(event, Assistant):
-            for call in event.calls:
-                turn_of[call.key] = index
-                if not call.by_proxy:
-                    agent_calls.append((index, call, results.get(call.key)))
-    turn_starts = [index for index, _, _ in agent_calls]
-    state = SessionState(decider.rules.source_tools())
-    history: list[str] = []
-    sent: set[tuple[int, int]] = set()
-    turn: Assistant | None = None
-    turn_index, back = -1, 0  # the current turn's event; its results come back so far
-
-    def send(call) -> None:
-        if call.key not in sent:
-            sent.add(call.key)
-            state.add_call(call.name, call.arguments)
-
-    def flush() -> None:  # the rest of the turn's calls went out before the next turn
-        if turn is not None:
-            for call in turn.calls:
-                send(call)
-
-    for i, event in enumerate(events):
-        if isinstance(event, User):
-            state.add_user(event.text)
-            if history and history[-1] == "respond (end)":
-                history[-1] = "respond"  # the user answered the reply
-        elif isinstance(event, Assistant):
-            flush()
-            if not event.calls:
-                history.append("respond (end)")
-                turn, turn_index = None, -1
-                continue
-            turn, turn_index, back = event, i, 0
-            for call in event.calls:  # sent before any of the turn's results came back
-                if sent_after.get(call.id, 0) < 1:
-                    send(call)
-        elif isinstance(event, ToolResult):
-            if turn is not None and turn_of.get(event.call_key) == turn_index:
-                back += 1
-                for call in turn.calls:  # the calls the host had sent by this result
-                    if sent_after.get(call.id, 0) < back:
-                        send(call)
-            history.append(event.name + (" (error)" if event.error else ""))
-            state.add_result(event.name, not event.error, event.content)
-            if event.by_proxy or i + 1 >= len(events):
-                continue  # the proxy runs after the agent's calls only; nothing followed
+    """Walk the session as the proxy saw it (stretto.offline.walk); at each of the agent's
+    results that something followed, run the flow's program as served."""
+    for point in walk(episode, decider.rules.source_tools()):
+        if isinstance(point, Point) and not point.by_proxy and point.followed:
             out.decision_points += 1
-            # the agent's calls in later LLM turns than this result's own
-            first = bisect_right(turn_starts, turn_of.get(event.call_key, i))
-            later = agent_calls[first:] if first < len(agent_calls) else []
-            _run(event, history, state, later, decider, dists, per_call, chains, task, out)
-    flush()
+            _run(point, decider, dists, per_call, chains, episode.id, out)
 
 
 def _run(
-    result: ToolResult,
-    history: list[str],
-    state: SessionState,
-    later: list,
+    point: Point,
     decider: Decider,
     dists: FlowDistributions,
     per_call: int,
@@ -308,14 +231,17 @@ def _run(
     out: Scored,
 ) -> None:
     """The flow's run after one of the agent's results, its lookups answered by the agent's
-    own later calls. The session's history and state are extended only on a copy."""
-    view = {"history": history, "state": state, "forked": False}
+    own calls in later LLM turns. The session's view is extended only on a fork."""
+    result = point.result
+    later = point.later_turns()
+    views = [point.view]  # the session's own view, then its fork once a lookup is answered
     pending: dict[str, tuple[str, dict, ToolResult]] = {}
 
     def decide(address: str, prev: int, prev_failed: bool) -> int:
+        view = views[-1]
         last = dists.tools[prev] if prev < len(dists.tools) else None
         decision = decider.decide(
-            list(view["history"]), (last, bool(prev_failed)) if last else None, view["state"]
+            list(view.history), (last, bool(prev_failed)) if last else None, view.state
         )
         if decision.site is None:
             return 0
@@ -337,32 +263,30 @@ def _run(
                 "used": None,
             }
             out.decisions.append(entry)
-        if not decision.looks_up:
+        if not decision.looks_up or decision.tool is None:
             return 0
         tally.lookups += 1
         tally.tasks.add(task)
         arguments = decision.arguments or {}
-        match = next(
-            (answer for _, call, answer in later if _same_call(call, decision.tool, arguments)),
-            False,
-        )
+        # promotion's rule: any later LLM turn, no cut at the next write, made before or not
+        made = agent_made(decision.tool, arguments, later, match=BOUND, writes=None)
         if entry is not None:
-            entry["used"] = match is not False
-        if match is False:
+            entry["used"] = made is not None
+        if made is None:
             return 0  # a detour: the agent never made that call
         tally.used += 1
-        if match is None or (chains is not None and decision.site not in chains):
+        answer = point.walk.results.get(later[made].key)
+        if answer is None or (chains is not None and decision.site not in chains):
             return 0  # no result to go on with, or the flow does not go on from this site
-        pending[address.replace("decide", "outcome")] = (decision.tool, arguments, match)
+        pending[address.replace("decide", "outcome")] = (decision.tool, arguments, answer)
         return dists.tool_id(decision.tool)
 
     def look_up(address: str, tool_id: int) -> bool:
         tool, arguments, answer = pending[address]
-        if not view["forked"]:
-            view.update(history=list(history), state=_fork(state), forked=True)
-        view["state"].add_call(tool, arguments)
-        view["history"].append(tool + (" (error)" if answer.error else ""))
-        view["state"].add_result(tool, not answer.error, answer.content)
+        if len(views) == 1:
+            views.append(point.view.fork())
+        views[-1].sent(tool, arguments)
+        views[-1].came_back(tool, answer.error, answer.content)
         return not answer.error
 
     run(

@@ -1,8 +1,9 @@
 """Replaying recorded episodes "from the record" (../shared/spec/results.md §2.2–2.4).
 
-No LLM runs. Each episode's turns are walked in order; after each of the agent's calls that
-is made, the flow decides exactly as the proxy would (the same Decider and program), and its
-lookups are answered from the record: with the result of the agent's own later call with the
+No LLM runs. Each episode is walked as the proxy saw it (stretto.offline.walk, the recorded
+flow's own lookups left out); after each of the agent's calls that is made, the flow decides
+exactly as the proxy would (the same Decider, program and session view), and its lookups are
+answered from the record: with the result of the agent's own later call with the
 same arguments before its next write, else with a stand-in (the nearest recorded result of
 that tool), which can never count as used. A later call of the agent is skipped when a fresh
 lookup already answered it; a turn is saved when every call in it was skipped.
@@ -17,23 +18,19 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from stretto.logs.episode import Assistant, Episode, ToolCall, ToolResult, User
-from stretto.logs.steps import episode_steps
+from stretto.logs.episode import Episode, ToolCall, ToolResult
 from stretto.model import defaults
-from stretto.model.binding import SessionState, parse_output
+from stretto.model.binding import parse_output
 from stretto.model.decide import DEFAULT_THRESHOLD, Decider, SplitMix64, fnv1a64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+from stretto.offline import frames
+from stretto.offline.calibration import edges_text, measures
+from stretto.offline.ceiling import ceiling_turns
+from stretto.offline.walk import EXACT, Point, Reply, Turn, agent_made, call_key, walk, write_tools
 
 PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
 PER_EPISODE = defaults.PER_SESSION  # lookups in one episode (the reference harness's budget)
-
-# Calibration bins (results.md §2.4): finer at the low end, where most scores fall.
-CALIBRATION_EDGES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
-
-
-def call_key(tool: str, arguments: dict) -> tuple[str, str]:
-    return tool, json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
 def _normalized_result(result: ToolResult | None) -> str | None:
@@ -151,67 +148,59 @@ class _EpisodeReplay:
         seed: int,
     ) -> None:
         self.episode = episode
-        self.decider, self.dists, self.kinds = decider, dists, kinds
+        self.decider, self.dists = decider, dists
+        self.writes = write_tools(kinds)
         self.per_call, self.per_episode = per_call, per_episode
         self.epsilon, self.seed = epsilon, seed
         self.check = EpisodeCheck(episode.id, episode.task_id, episode.trial)
-        self.state = SessionState(decider.rules.source_tools())
-        self.history: list[str] = []
+        # the recorded flow's lookups are left out: this replay makes its own
+        self.walk = walk(episode, decider.rules.source_tools(), lookups=False)
+        self.view = self.walk.view
         self.lookups: list[Lookup] = []
-        self.made: set[tuple[str, str]] = set()  # every call made so far, agent's or flow's
+        self.made: list[tuple[str, dict]] = []  # every call made so far, agent's or flow's
         self.runs = 0
-        results = episode.results_by_key()
-        # the agent's own calls in order, each with its normalized result
-        self.agent_calls: list[tuple[ToolCall, ToolResult | None]] = [
-            (c, results.get(c.key)) for c in episode.calls() if not c.by_proxy
-        ]
-        self.position = {c.key: i for i, (c, _) in enumerate(self.agent_calls)}
         self.executed = 0  # agent calls made so far (not skipped)
 
-    def is_write(self, tool: str) -> bool:
-        return self.kinds.get(tool) == "write"
-
     def replay(self) -> EpisodeCheck:
-        names = {s.call_id: s.name() for s in episode_steps(self.episode) if s.call_id}
-        results = self.episode.results_by_key()
-        for event in self.episode.events:
-            if isinstance(event, User):
-                self.state.add_user(event.text)
-            elif isinstance(event, Assistant):
-                self._turn(event, names, results)
+        for event in self.walk:
+            if isinstance(event, Reply):
+                self.check.turns += 1
+            elif isinstance(event, Turn):
+                self._turn(event)
+            elif isinstance(event, Point):
+                self._made(event.result.call_key)
+                self._run_flow(event)
         self.check.detours = self.check.flow_lookups - self.check.calls_skipped
         return self.check
 
-    def _turn(self, turn: Assistant, names: dict, results: dict) -> None:
+    def _turn(self, turn: Turn) -> None:
+        """The agent's LLM turn, before its calls go out: lookups made before it answer its
+        calls (those are not made); the rest go out together."""
         self.check.turns += 1
-        calls = [c for c in turn.calls if not c.by_proxy]
-        if not calls:
-            self.history.append("respond")
-            return
         self.check.tool_turns += 1
-        # Lookups made before the turn answer its calls; the turn's calls then go out together.
-        answered = [self._answered(c, results.get(c.key)) for c in calls]
-        made_now = [c for c, a in zip(calls, answered, strict=True) if not a]
-        for call in made_now:
-            self.state.add_call(call.name, call.arguments)
-        self.check.calls += len(calls)
+        results = self.walk.results
+        answered = [self._answered(c, results.get(c.key)) for c in turn.calls]
+        turn.skipped = {c.key for c, a in zip(turn.calls, answered, strict=True) if a}
+        self.check.calls += len(turn.calls)
         self.check.calls_skipped += sum(answered)
         if all(answered):
             self.check.turns_saved += 1
-        for call in made_now:
-            result = results.get(call.key)
-            self.executed += 1
-            self.made.add(call_key(call.name, call.arguments))
-            if self.is_write(call.name):
-                for lookup in self.lookups:
-                    lookup.stale = True
-            if result is None:
-                continue  # no answer was recorded (cancelled, or the session ended)
-            self.history.append(names.get(call.id, call.name))
-            self.state.add_result(call.name, not result.error, result.content)
-            self._run_flow(call, result)
+        for call in turn.calls:
+            if call.key not in turn.skipped and results.get(call.key) is None:
+                self._made(call.key)  # no answer was recorded (cancelled, or the session ended)
+
+    def _made(self, key: tuple[int, int]) -> None:
+        """One of the agent's calls was made (counted when its answer comes back)."""
+        call = self.walk.agent_calls[self.walk.position[key]]
+        self.executed += 1
+        self.made.append((call.name, call.arguments))
+        if call.name in self.writes:
+            for lookup in self.lookups:
+                lookup.stale = True
 
     def _answered(self, call: ToolCall, result: ToolResult | None) -> bool:
+        if not self.lookups:
+            return False
         key = call_key(call.name, call.arguments)
         for lookup in self.lookups:
             if lookup.key != key or lookup.used or lookup.guessed:
@@ -228,11 +217,12 @@ class _EpisodeReplay:
 
     # the flow's run after one call, as the proxy runs it --------------------------------------
 
-    def _run_flow(self, call: ToolCall, result: ToolResult) -> None:
+    def _run_flow(self, point: Point) -> None:
         if self.check.flow_lookups >= self.per_episode:
             return
         self.runs += 1
-        position = self.position[call.key]
+        position = self.walk.position[point.result.call_key]
+        later = self.walk.agent_calls[position + 1 :]
         pending: dict[str, tuple[str, dict]] = {}
 
         def decide(address: str, prev: int, prev_failed: bool) -> int:
@@ -241,23 +231,26 @@ class _EpisodeReplay:
             last = self.dists.tools[prev] if prev < len(self.dists.tools) else None
             every_option = self.epsilon is not None
             decision = self.decider.decide(
-                list(self.history),
+                list(self.view.history),
                 (last, bool(prev_failed)) if last else None,
-                self.state,
+                self.view.state,
                 every_option=every_option,
             )
             if decision.site is not None:
                 self.check.sites.add(decision.site)
-            if every_option and decision.site is not None:
-                self._options(decision, position)
+            if self.epsilon is not None and decision.site is not None:
+                self._options(decision, later)
                 if self.epsilon > 0:
                     rng = SplitMix64(
                         self.seed ^ fnv1a64(f"{self.episode.id}/{self.runs}/{address}")
                     )
                     decision, _ = explore_options(decision, self.epsilon, rng)
-            if not decision.looks_up:
+            if not decision.looks_up or decision.tool is None:
                 return 0
-            pending[address.replace("decide", "outcome")] = (decision.tool, decision.arguments)
+            pending[address.replace("decide", "outcome")] = (
+                decision.tool,
+                decision.arguments or {},
+            )
             return self.dists.tool_id(decision.tool)
 
         def look_up(address: str, tool_id: int) -> bool:
@@ -268,39 +261,44 @@ class _EpisodeReplay:
             STANDARD_PROGRAM,
             self.dists,
             Execute(decide, look_up),
-            call=call.name,
-            call_failed=result.error,
+            call=point.result.name,
+            call_failed=point.result.error,
             max_lookups=self.per_call,
         )
 
     def _look_up(self, tool: str, arguments: dict, position: int) -> bool:
         """Answer a lookup from the record; True when it succeeded."""
-        key = call_key(tool, arguments)
-        answer, guessed = self._recorded_answer(tool, key, position)
+        answer, guessed = self._recorded_answer(tool, arguments, position)
         if answer is None:
             self.check.unrecorded += 1
         self.check.flow_lookups += 1
+        key = call_key(tool, arguments)
         self.lookups.append(Lookup(key, self.executed, guessed, _normalized_result(answer)))
-        self.made.add(key)
-        self.state.add_call(tool, arguments)
+        self.made.append((tool, arguments))
         failed = answer is None or answer.error
-        self.history.append(tool + (" (error)" if failed else ""))
-        if answer is not None:
-            self.state.add_result(tool, not answer.error, answer.content)
+        self.view.sent(tool, arguments)
+        self.view.came_back(tool, failed, answer.content if answer is not None else "")
         return not failed
 
     def _recorded_answer(
-        self, tool: str, key: tuple[str, str], position: int
+        self, tool: str, arguments: dict, position: int
     ) -> tuple[ToolResult | None, bool]:
-        """The agent's own later result for this call before its next write (exact), else the
-        nearest recorded result of the same tool (a guess)."""
-        for call, result in self.agent_calls[position + 1 :]:
-            if call_key(call.name, call.arguments) == key and result is not None:
-                return result, False
-            if self.is_write(call.name):
+        """The agent's own later result for this call (after the one at `position`, which the
+        run follows) before its next write (exact), else the nearest recorded result of the
+        same tool (a guess)."""
+        agent_calls, results, start = self.walk.agent_calls, self.walk.results, 0
+        later = agent_calls[position + 1 :]
+        while True:
+            found = agent_made(tool, arguments, later[start:], match=EXACT, writes=self.writes)
+            if found is None:
                 break
+            result = results.get(later[start + found].key)
+            if result is not None:
+                return result, False
+            start += found + 1  # that call got no answer: a later one may have
         nearest, distance = None, None
-        for i, (call, result) in enumerate(self.agent_calls):
+        for i, call in enumerate(agent_calls):
+            result = results.get(call.key)
             if call.name == tool and result is not None:
                 d = abs(i - position)
                 if distance is None or d < distance:
@@ -309,16 +307,18 @@ class _EpisodeReplay:
 
     # calibration rows (results.md §2.4) --------------------------------------------------------
 
-    def _options(self, decision, position: int) -> None:
-        ahead = set()
-        for call, _ in self.agent_calls[position + 1 :]:
-            if self.is_write(call.name):
-                break
-            ahead.add(call_key(call.name, call.arguments))
+    def _options(self, decision, later: list[ToolCall]) -> None:
         for option in decision.options:
             if option.arguments is None or option.chance is None:
                 continue
-            key = call_key(option.tool, option.arguments)
+            used = agent_made(
+                option.tool,
+                option.arguments,
+                later,
+                match=EXACT,
+                writes=self.writes,
+                made=self.made,
+            )
             self.check.options.append(
                 {
                     "episode": self.episode.id,
@@ -326,7 +326,7 @@ class _EpisodeReplay:
                     "site": decision.site,
                     "tool": option.tool,
                     "score": option.prob * option.chance,
-                    "used": key in ahead and key not in self.made,
+                    "used": used is not None,
                 }
             )
 
@@ -386,119 +386,13 @@ def replay(
     return Replay(chosen.kind, threshold, explore, checks)
 
 
-# --- the read-only ceiling (results.md §2.3) ------------------------------------------------
-
-
-def _norm(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip().lower()
-
-
-def _leaves(value, out: set[str]) -> None:
-    if isinstance(value, dict):
-        for item in value.values():
-            _leaves(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _leaves(item, out)
-    elif value is not None:
-        out.add(_norm(value))
-
-
-def _result_leaves(content: str, out: set[str]) -> None:
-    parsed = parse_output(content)
-    if isinstance(parsed, dict | list):
-        _leaves(parsed, out)
-    elif parsed is not None and not isinstance(parsed, str):
-        out.add(_norm(parsed))
-    else:
-        for line in content.splitlines():
-            if line.strip():
-                out.add(_norm(line))
-
-
-def ceiling_turns(episode: Episode, kinds: dict[str, str]) -> int:
-    """Turns a perfect read-only speculator could have saved: turns whose calls are all reads,
-    after some earlier turn made calls, with every argument copied from an earlier successful
-    result of the episode."""
-    seen: set[str] = set()
-    results = episode.results_by_key()
-    called_before = False
-    count = 0
-    for event in episode.events:
-        if not isinstance(event, Assistant):
-            continue
-        calls = [c for c in event.calls if not c.by_proxy]
-        if not calls:
-            continue
-        reads = all(kinds.get(c.name) == "read" for c in calls)
-        if reads and called_before:
-            leaves: set[str] = set()
-            for call in calls:
-                _leaves(call.arguments, leaves)
-            if leaves <= seen:
-                count += 1
-        called_before = True
-        for call in calls:
-            result = results.get(call.key)
-            if result is not None and not result.error:
-                _result_leaves(result.content, seen)
-    return count
-
-
-# --- calibration (results.md §2.4) ----------------------------------------------------------
-
-
 def calibration(rows: list[dict]) -> dict:
-    """ECE over the fixed bins, Brier, and AUC (Mann–Whitney with mid-ranks) of option scores
-    against use before the next write."""
-    n = len(rows)
-    if n == 0:
-        return {"options": 0, "used": 0, "ece": None, "brier": None, "auc": None, "bins": []}
-    bins = []
-    for low, high in zip(CALIBRATION_EDGES, CALIBRATION_EDGES[1:], strict=False):
-        inside = [r for r in rows if low <= r["score"] < high]
-        if inside:
-            bins.append(
-                {
-                    "from": low,
-                    "options": len(inside),
-                    "mean_score": sum(r["score"] for r in inside) / len(inside),
-                    "used": sum(r["used"] for r in inside) / len(inside),
-                }
-            )
-    ece = sum(b["options"] / n * abs(b["mean_score"] - b["used"]) for b in bins)
-    brier = sum((r["score"] - r["used"]) ** 2 for r in rows) / n
-    return {
-        "options": n,
-        "used": sum(bool(r["used"]) for r in rows),
-        "ece": ece,
-        "brier": brier,
-        "auc": auc([r["score"] for r in rows], [bool(r["used"]) for r in rows]),
-        "bins": bins,
-    }
-
-
-def auc(scores: list[float], labels: list[bool]) -> float | None:
-    positives = sum(labels)
-    negatives = len(labels) - positives
-    if positives == 0 or negatives == 0:
-        return None
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1  # mid-rank of the tie
-        i = j + 1
-    rank_sum = sum(r for r, label in zip(ranks, labels, strict=True) if label)
-    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+    """ECE over the spec's bins (stretto.offline.calibration.EDGES), Brier, and AUC of the
+    options' scores against their use before the next write:
+    `{options, used, ece, brier, auc, bins}`."""
+    measured = measures([r["score"] for r in rows], [bool(r["used"]) for r in rows])
+    measured["options"] = measured.pop("count")
+    return measured
 
 
 # --- reports --------------------------------------------------------------------------------
@@ -528,7 +422,8 @@ def markdown(result: Replay, per_episode: bool = True) -> str:
             auc_text = "n/a" if c["auc"] is None else f"{c['auc']:.3f}"
             out.append(
                 f"- Calibration of p × binding over {c['options']} options "
-                f"({c['used']} used): ECE {c['ece']:.3f}, Brier {c['brier']:.3f}, AUC {auc_text}"
+                f"({c['used']} used): ECE {c['ece']:.3f}, Brier {c['brier']:.3f}, AUC {auc_text} "
+                f"(ECE over the bins from {edges_text()})"
             )
     if per_episode:
         out += [
@@ -546,26 +441,57 @@ def markdown(result: Replay, per_episode: bool = True) -> str:
     return "\n".join(out) + "\n"
 
 
+_COUNTS = dict.fromkeys(TOTAL_FIELDS, "Int64")
+TABLES: dict[str, frames.Schema] = {
+    "episodes": {
+        "episode": "String",
+        "task_id": "String",
+        "trial": "Int64",
+        **_COUNTS,
+        "sites": ["String"],
+    },
+    "totals": {
+        **_COUNTS,
+        "episodes": "Int64",
+        "episodes_with_detour": "Int64",
+        "turns_saved_share": "Float64",
+        "ceiling_share": "Float64",
+    },
+    "options": {
+        "episode": "String",
+        "task_id": "String",
+        "site": "String",
+        "tool": "String",
+        "score": "Float64",
+        "used": "Boolean",
+    },
+    "calibration": frames.RELIABILITY,
+}
+
+
 def write_tables(result: Replay, folder) -> list:
-    """The replay's tables as Parquet (episodes, totals, and with exploration the options and
-    calibration bins); the paths written."""
+    """The replay's tables as Parquet (episodes, totals, and with exploration the options,
+    the calibration bins and the reliability diagram); the paths written."""
     from pathlib import Path
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     data = result.as_json()
-    tables = {"episodes": data["episodes"], "totals": [data["total"]]}
+    rows = {"episodes": data["episodes"], "totals": [data["total"]]}
     if result.explore is not None:
-        tables["options"] = [o for e in result.episodes for o in e.options]
-        tables["calibration"] = data["calibration"]["bins"]
-    written = []
-    for name, rows in tables.items():
-        path = folder / f"{name}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows) if rows else pa.table({}), path)
-        written.append(path)
+        rows["options"] = [o for e in result.episodes for o in e.options]
+        rows["calibration"] = data["calibration"]["bins"]
+    written = frames.write_tables({name: (rows[name], TABLES[name]) for name in rows}, folder)
+    if result.explore is not None:
+        from stretto.offline.plots import reliability_diagram
+
+        written.append(
+            reliability_diagram(
+                rows["calibration"],
+                folder / "reliability.png",
+                title=f"p × binding ({result.decider} at {result.threshold:g})",
+                what="made by the agent before its next write",
+            )
+        )
     return written
 
 
@@ -582,12 +508,12 @@ def load_episodes(
 
     if bool(sessions) == bool(results):
         raise NoEpisodes("give either a folder of session logs or τ²-bench results files")
-    if results:
+    if sessions:
+        episodes = read_episodes(sessions)
+    else:
         from stretto.logs.tau2 import episodes_from_results
 
-        episodes = episodes_from_results(results)
-    else:
-        episodes = read_episodes(sessions)
+        episodes = episodes_from_results(results or [])
     if split:
         from stretto.logs.tau2 import read_split
 

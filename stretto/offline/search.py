@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from stretto.logs.episode import Episode
 from stretto.model.decide import DEFAULT_THRESHOLD, Decider
 from stretto.model.program import FlowDistributions
+from stretto.offline import frames
 from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
 LOW, STEP, LEVELS = 0.10, 0.05, 18
@@ -114,16 +115,7 @@ class Search:
     def score(self, setting: dict[str, float]) -> Scored:
         key = setting_key(setting)
         if key not in self.scored:
-            checks = [self._episode(i, setting) for i in range(len(self.episodes))]
-            t = totals(checks)
-            self.scored[key] = Scored(
-                dict(setting),
-                t["turns"],
-                t["turns_saved"],
-                t["detours"],
-                t["episodes_with_detour"],
-                t["episodes"],
-            )
+            self.scored[key] = self._uncached(setting)
             if self.progress is not None:
                 self.progress.advance()
         return self.scored[key]
@@ -182,6 +174,37 @@ class Search:
         for p in sorted(front, key=order):
             unique.setdefault((p.turns_saved, p.detours), p)
         return list(unique.values())
+
+    def sweep(self, chosen: Scored) -> list[dict]:
+        """Each searched site's grid with the other sites held at the chosen setting: rows
+        {site, threshold, turns_saved, detours, utility}. The search's last round scored
+        these already, so a sweep replays nothing then (and never adds to the front)."""
+        rows = []
+        for site in self.sites:
+            for level in GRID:
+                setting = {**chosen.setting, site: level}
+                scored = self.scored.get(setting_key(setting)) or self._uncached(setting)
+                rows.append(
+                    {
+                        "site": site,
+                        "threshold": level,
+                        "turns_saved": scored.turns_saved,
+                        "detours": scored.detours,
+                        "utility": scored.utility(self.beta, self.delta),
+                    }
+                )
+        return rows
+
+    def _uncached(self, setting: dict[str, float]) -> Scored:
+        t = totals([self._episode(i, setting) for i in range(len(self.episodes))])
+        return Scored(
+            dict(setting),
+            t["turns"],
+            t["turns_saved"],
+            t["detours"],
+            t["episodes_with_detour"],
+            t["episodes"],
+        )
 
 
 def with_thresholds(flow: dict, setting: dict[str, float]) -> dict:
@@ -244,3 +267,77 @@ def report_json(search: Search, chosen: Scored) -> dict:
         "front": [p.as_json(b, d) for p in search.front()],
         "evaluated": len(search.scored),
     }
+
+
+SETTING = {
+    "turns": "Int64",
+    "turns_saved": "Int64",
+    "detours": "Int64",
+    "episodes_with_detour": "Int64",
+    "episodes": "Int64",
+    "utility": "Float64",
+}
+TABLES: dict[str, frames.Schema] = {
+    "settings": {
+        "setting": "Int64",
+        **SETTING,
+        "start": "Boolean",
+        "chosen": "Boolean",
+        "front": "Boolean",
+        "thresholds": [{"site": "String", "threshold": "Float64"}],
+    },
+    "sweep": {
+        "site": "String",
+        "threshold": "Float64",
+        "turns_saved": "Int64",
+        "detours": "Int64",
+        "utility": "Float64",
+    },
+}
+
+
+def write_tables(search: Search, chosen: Scored, folder) -> list:
+    """Every setting the search scored (`settings`: its totals, utility, thresholds (θ 2.0 =
+    off), and whether it is the start, the chosen one, on the Pareto front), each site's
+    sweep around the chosen setting (`sweep`), as Parquet; and `sweep.png`. The paths
+    written."""
+    from pathlib import Path
+
+    from stretto.offline.plots import threshold_sweep
+
+    folder = Path(folder)
+    b, d = search.beta, search.delta
+    start, front = setting_key(search.start), {setting_key(p.setting) for p in search.front()}
+    settings = []
+    for number, (key, scored) in enumerate(search.scored.items()):
+        row = scored.as_json(b, d)
+        row.update(
+            setting=number,
+            start=key == start,
+            chosen=key == setting_key(chosen.setting),
+            front=key in front,
+            thresholds=[{"site": s, "threshold": t} for s, t in sorted(scored.setting.items())],
+        )
+        settings.append(row)
+    sweep = search.sweep(chosen)
+    written = frames.write_tables(
+        {"settings": (settings, TABLES["settings"]), "sweep": (sweep, TABLES["sweep"])}, folder
+    )
+    by_site: dict[str, list[dict]] = {}
+    for row in sweep:
+        by_site.setdefault(row["site"], []).append(row)
+    written.append(
+        threshold_sweep(
+            by_site,
+            folder / "sweep.png",
+            title=f"Threshold search ({search.decider.kind}; β {b:g}, δ {d:g}): each site "
+            "around the chosen setting",
+            points=settings,
+            front=[r for r in settings if r["front"]],
+            marks={
+                "start": search.score(search.start).as_json(b, d),
+                "chosen": chosen.as_json(b, d),
+            },
+        )
+    )
+    return written

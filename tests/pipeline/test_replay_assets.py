@@ -55,7 +55,12 @@ def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flo
     assert 0 <= metadata["ece"] < 0.5
     folders = list((tmp_path / "home/reports/retail").glob("replay-*"))
     assert len(folders) == 1
-    assert {p.name for p in folders[0].iterdir()} >= {"episodes.parquet", "calibration.parquet"}
+    assert {p.name for p in folders[0].iterdir()} >= {
+        "episodes.parquet",
+        "calibration.parquet",
+        "reliability.png",
+    }
+    assert metadata["reliability"].startswith("![reliability](data:image/png;base64,")
     # the CLI, on the same episodes, reports the same totals
     done = subprocess.run(
         [STRETTO, "replay", "--flow", str(retail_flow), "--results", str(TEST)]
@@ -100,3 +105,5 @@ def test_the_relearn_job_searches_thresholds_beside_each_flow(tmp_path: Path) ->
     ][0]
     assert report["domains"].value["shop"]["turns_saved"] == 18
     assert "Pareto front" in report["report"].value
+    assert report["sweep (shop)"].value.startswith("![sweep](data:image/png;base64,")
+    assert (Path(report["domains"].value["shop"]["tables"]) / "settings.parquet").exists()

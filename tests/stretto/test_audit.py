@@ -12,7 +12,7 @@ import pytest
 
 from stretto.logs.episode import read_episodes
 from stretto.model.flow import habit_model, load_flow
-from stretto.offline.audit import audit, brier, ece, reliability
+from stretto.offline.audit import audit
 from tests.conftest import REFERENCE_HOME
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
@@ -21,20 +21,6 @@ STRETTO = str(Path(sys.executable).parent / "stretto")
 @pytest.fixture
 def shop(shop_flow_path: Path) -> Path:
     return shop_flow_path
-
-
-def test_calibration_by_hand() -> None:
-    served = [
-        {"score": 0.8, "used": True},
-        {"score": 0.8, "used": False},
-        {"score": 0.2, "used": False},
-    ]
-    assert reliability(served) == [
-        {"from": 0.2, "decisions": 1, "mean_score": 0.2, "used": 0.0},
-        {"from": 0.8, "decisions": 2, "mean_score": 0.8, "used": 0.5},
-    ]
-    assert ece(served) == pytest.approx(2 / 3 * 0.3 + 1 / 3 * 0.2)
-    assert brier(served) == pytest.approx((0.04 + 0.64 + 0.04) / 3)
 
 
 def test_a_decision_scored_by_hand(shop: Path) -> None:
@@ -56,6 +42,13 @@ def test_a_decision_scored_by_hand(shop: Path) -> None:
     assert first["log_prob"] == pytest.approx(expected, rel=1e-12)
     totals = result.totals()
     assert totals["decisions"] == len(result.decisions) == 12
+    # the Score handler's log-probability (the program run on the agent's step) is the
+    # floored, renormalized probability of that step; the totals are those of the audit
+    # before it ran the program (pinned from that version)
+    for d in result.decisions:
+        assert d["log_prob"] == pytest.approx(math.log(d["p_actual"]), rel=1e-12)
+    assert totals["log_prob"] == pytest.approx(-0.046701380342083175, rel=1e-12)
+    assert totals["ece"] == pytest.approx(0.11098991878449208, rel=1e-12)
     assert totals["nats_per_decision"] == pytest.approx(
         -sum(d["log_prob"] for d in result.decisions) / 12
     )
@@ -89,3 +82,27 @@ def test_the_command_writes_markdown_tables_and_a_plot(shop: Path, tmp_path: Pat
         text=True,
     )
     assert missing.returncode == 1 and "not a directory of session logs" in missing.stderr
+
+
+def test_nothing_served_is_none_and_the_tables_keep_their_columns(shop: Path, tmp_path) -> None:
+    from stretto.offline.audit import markdown, write_tables
+
+    result = audit(load_flow(shop), [])
+    totals = result.totals()
+    assert (totals["served"], totals["ece"], totals["brier"], totals["auc"]) == (
+        0,
+        None,
+        None,
+        None,
+    )
+    assert "ECE n/a, Brier n/a, AUC n/a" in markdown(result)
+    write_tables(result, tmp_path)
+    calibration = pq.read_table(tmp_path / "calibration.parquet")
+    assert calibration.num_rows == 0
+    assert calibration.column_names == ["from", "to", "count", "mean_score", "used"]
+    assert pq.read_table(tmp_path / "decisions.parquet").column_names[:3] == [
+        "episode",
+        "site",
+        "actual",
+    ]
+    assert pq.read_table(tmp_path / "totals.parquet").to_pylist()[0]["ece"] is None

@@ -61,6 +61,33 @@ def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None
     assert all(t <= 1 for t in cheap.setting.values())
 
 
+def test_the_search_tables_and_sweep_plot(shop: Path, tmp_path: Path) -> None:  # noqa: F811
+    import polars as pl
+
+    from stretto.logs.episode import read_episodes
+    from stretto.offline.search import write_tables
+
+    flow = load_flow(shop)
+    search = Search(flow, read_episodes(one_order_sessions(tmp_path / "s")), costs=(1.0, 5.0))
+    chosen = search.run()
+    evaluated = len(search.scored)
+    written = write_tables(search, chosen, tmp_path / "report")
+    assert {p.name for p in written} == {"settings.parquet", "sweep.parquet", "sweep.png"}
+    assert len(search.scored) == evaluated  # the sweep was scored by the search already
+    settings = pl.read_parquet(tmp_path / "report/settings.parquet")
+    assert settings.height == evaluated
+    picked = settings.filter(pl.col("chosen")).row(0, named=True)
+    assert picked["front"] and picked["detours"] == chosen.detours
+    assert {t["site"]: t["threshold"] for t in picked["thresholds"]} == chosen.setting
+    sweep = pl.read_parquet(tmp_path / "report/sweep.parquet")
+    assert sweep.height == len(search.sites) * len(GRID)
+    at_chosen = sweep.filter(
+        (pl.col("site") == "get_order") & (pl.col("threshold") == chosen.setting["get_order"])
+    ).row(0, named=True)
+    assert at_chosen["utility"] == chosen.utility(1.0, 5.0)
+    assert (tmp_path / "report/sweep.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_search_cli_writes_thresholds_and_flow_diff_lists_them(
     shop: Path,  # noqa: F811
     tmp_path: Path,
