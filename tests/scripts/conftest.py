@@ -38,7 +38,6 @@ def walked(tmp_path_factory: pytest.TempPathFactory) -> Walked:
         text=True,
         env=newcomer_env(user_home),
         cwd=ROOT,
-        timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return Walked(user_home, user_home / ".stretto", done.stdout)

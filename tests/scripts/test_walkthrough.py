@@ -4,6 +4,7 @@ everything where stretto keeps it under the home."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_it_refuses_a_home_holding_sessions_of_your_own(tmp_path: Path) -> None:
     logs = tmp_path / ".stretto/logs/notes"
     logs.mkdir(parents=True)
     mine = logs / "mine.jsonl"
-    mine.write_bytes((REFERENCE_HOME / "logs/shop").glob("*.jsonl").__next__().read_bytes())
+    shutil.copy(min((REFERENCE_HOME / "logs/shop").glob("*.jsonl")), mine)  # another agent's
     done = subprocess.run(
         [PYTHON, str(ROOT / "scripts/walkthrough.py")],
         capture_output=True,

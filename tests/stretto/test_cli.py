@@ -52,10 +52,13 @@ def test_no_command_prints_help_and_exits_2(capsys) -> None:
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
 def test_version(flag: str, capsys) -> None:
-    with pytest.raises(SystemExit) as done:
-        main([flag])
-    assert done.value.code == 0
-    assert capsys.readouterr().out == f"stretto {__version__}\n"
+    from proxy.cli import main as proxy_main
+
+    for command, run in (("stretto", main), ("stretto-proxy", proxy_main)):
+        with pytest.raises(SystemExit) as done:
+            run([flag])
+        assert done.value.code == 0
+        assert capsys.readouterr().out == f"{command} {__version__}\n"
 
 
 # --- a reader that goes away --------------------------------------------------------------
