@@ -35,6 +35,7 @@ LOOKED_UP = re.compile(r'^read_text_file \{"path":"((?:[^"\\]|\\.)*)"\}:', re.MU
 
 sys.path.insert(0, str(ROOT))
 from stretto.cli.learning import learn_cache  # noqa: E402
+from stretto.home import Paths  # noqa: E402
 from stretto.logs.episode import read_episode  # noqa: E402
 from stretto.logs.sessionlog import list_session_logs  # noqa: E402
 from stretto.stdio_client import StdioClient, result_text  # noqa: E402
@@ -81,22 +82,18 @@ class Home:
 
     @property
     def logs(self) -> Path:  # what the proxy records (and what is served a flow)
-        return self.home / "logs" / "notes"
+        return Paths(self.home).logs / "notes"
 
     @property
     def shadow(self) -> Path:  # served in shadow mode (`stretto init --shadow`)
-        return self.home / "shadow" / "notes"
+        return Paths(self.home).shadow / "notes"
 
     @property
     def explore(self) -> Path:  # served exploring (`stretto init --explore`)
-        return self.home / "explore" / "notes"
-
-    @property
-    def flows(self) -> Path:
-        return self.home / "flows"
+        return Paths(self.home).explore / "notes"
 
     def flow(self, kind: str = "") -> Path:
-        return self.flows / f"notes{'.' + kind if kind else ''}.flow.json"
+        return Paths(self.home).flows / f"notes{'.' + kind if kind else ''}.flow.json"
 
     def owned(self) -> list[Path]:
         """What an earlier walkthrough left: its session folders and flows."""

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from stretto.home import Paths
+
 
 @dataclass(frozen=True)
 class Host:
@@ -83,8 +85,8 @@ def home_text(given: str | None) -> str:
 def record_folder(home: str, name: str, *, shadow: bool, explore: float | None) -> str:
     """Sessions served exploring and sessions served in shadow mode each get a folder of their
     own (`evaluate` wants only exploring logs); the others go to the domain's logs."""
-    kind = "explore" if explore else "shadow" if shadow else "logs"
-    return f"{home}/{kind}/{name}"
+    where = Paths(Path(home))  # as written: `~` stays for the proxy to expand
+    return str((where.explore if explore else where.shadow if shadow else where.logs) / name)
 
 
 def proxy_path() -> str:

@@ -161,6 +161,7 @@ def test_the_home_comes_from_stretto_home_and_reports_go_under_it(tmp_path, monk
     paths = Paths.at()
     assert paths.home == (tmp_path / "home").resolve()
     assert paths.logs == paths.home / "logs" and paths.warehouse == paths.home / "warehouse"
+    assert (paths.shadow, paths.explore) == (paths.home / "shadow", paths.home / "explore")
     folder = paths.report_folder("shop", "audit", when=0)
     assert folder == paths.home / "reports" / "shop" / "audit-19700101T000000"
     assert Paths.at(tmp_path / "other").home == (tmp_path / "other").resolve()
