@@ -3,9 +3,11 @@
 A scripted agent (no LLM, no key) answers questions about a folder of notes through
 stretto-proxy. The script records eight sessions, learns a flow from them, shows it, audits
 it on three sessions it never saw, serves it to a new question, replays the three with it,
-serves it in shadow mode and promotes the sites that earned it, learns again from all eleven
-and compares the two flows — checking every outcome, and exiting non-zero if one is not what
-it should be. docs/walkthrough.md tells the same story with real output.
+serves it in shadow mode and promotes the sites that earned it, serves it exploring and
+evaluates other rules, learns again from every session and compares the two flows, and
+ingests the sessions for SQL — checking every outcome, and exiting non-zero if one is not what
+it should be. Everything goes where stretto keeps it under STRETTO_HOME (README.md, "After
+make run"). docs/walkthrough.md tells the same story with real output.
 
     .venv/bin/python scripts/walkthrough.py [--home DIR]
 """
@@ -32,7 +34,10 @@ AGENT_MODEL = "scripted-notes-agent"
 LOOKED_UP = re.compile(r'^read_text_file \{"path":"((?:[^"\\]|\\.)*)"\}:', re.MULTILINE)
 
 sys.path.insert(0, str(ROOT))
+from stretto.cli.learning import learn_cache  # noqa: E402
+from stretto.home import Paths  # noqa: E402
 from stretto.logs.episode import read_episode  # noqa: E402
+from stretto.logs.sessionlog import list_session_logs  # noqa: E402
 from stretto.stdio_client import StdioClient, result_text  # noqa: E402
 
 
@@ -66,6 +71,65 @@ SERVED = Task("Summarize the October meetings.", "**/2026-10-*", 3)
 def home_dir(given: str | None) -> Path:
     home = given or os.environ.get("STRETTO_HOME") or "~/.stretto"
     return Path(home).expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where the walkthrough puts things: where stretto keeps them (stretto.home), under the
+    domain `notes`."""
+
+    home: Path
+
+    @property
+    def logs(self) -> Path:  # what the proxy records (and what is served a flow)
+        return Paths(self.home).logs / "notes"
+
+    @property
+    def shadow(self) -> Path:  # served in shadow mode (`stretto init --shadow`)
+        return Paths(self.home).shadow / "notes"
+
+    @property
+    def explore(self) -> Path:  # served exploring (`stretto init --explore`)
+        return Paths(self.home).explore / "notes"
+
+    def flow(self, kind: str = "") -> Path:
+        return Paths(self.home).flows / f"notes{'.' + kind if kind else ''}.flow.json"
+
+    def owned(self) -> list[Path]:
+        """What an earlier walkthrough left: its session folders and flows."""
+        flows = [self.flow(kind) for kind in ("", "promoted", "new")]
+        return [self.logs, self.shadow, self.explore, *flows]
+
+
+def start_afresh(where: Home) -> str | None:
+    """Remove what an earlier walkthrough left, so each run tells the story from the start —
+    unless something there is not the walkthrough's (sessions of another agent, a flow
+    learned from them): then why the walkthrough will not run here."""
+    for folder in (where.logs, where.shadow, where.explore):
+        for log in folder.glob("*.jsonl") if folder.is_dir() else []:
+            if log.name.endswith(".flow.jsonl"):
+                continue
+            try:
+                header = json.loads(log.open("rb").readline())
+            except (OSError, ValueError):
+                header = {}
+            if not isinstance(header, dict) or header.get("agent_model") != AGENT_MODEL:
+                return f"{log} is not the walkthrough's"
+    for flow in where.owned()[3:]:
+        if flow.exists():
+            try:
+                sources = json.loads(flow.read_text())["provenance"]["sources"]
+            except (OSError, ValueError, KeyError, TypeError):
+                sources = None
+            if sources != [AGENT_MODEL]:
+                return f"{flow} is not learned from the walkthrough's sessions"
+    # learn's own warehouse of logs/notes still holds the sessions removed below
+    for path in [*where.owned(), learn_cache(where.home, where.logs)]:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return None
 
 
 def run_session(task: Task, logs: Path, workdir: Path, *flow_options: str) -> tuple[Path, dict]:
@@ -119,13 +183,15 @@ def check(condition: bool, what: str) -> None:
     print(f"  ok  {what}")
 
 
-def stretto(*args: str, expect: int = 0) -> str:
+def stretto(*args: str, expect: int = 0, stderr: bool = True) -> str:
+    """What `stretto ARGS` printed (with `stderr`, its messages too); a status other than
+    `expect` stops the walkthrough."""
     done = subprocess.run([str(STRETTO), *args], capture_output=True, text=True)
     if done.returncode != expect:
         raise SystemExit(
             f"walkthrough: stretto {args[0]} exited {done.returncode}:\n{done.stdout}{done.stderr}"
         )
-    return done.stdout + done.stderr
+    return done.stdout + done.stderr if stderr else done.stdout
 
 
 def learn(logs: Path, out: Path, home: Path) -> None:
@@ -144,15 +210,16 @@ def learn(logs: Path, out: Path, home: Path) -> None:
     print("  " + said.strip())
 
 
-def record(tasks: list[Task], logs: Path, workdir: Path) -> list[Path]:
+def record(tasks: list[Task], logs: Path, workdir: Path, *flow_options: str) -> list[Path]:
     recorded = []
     for task in tasks:
-        log, did = run_session(task, logs, workdir)
-        calls = [c.name for c in read_episode(log).calls()]
-        check(
-            calls == ["search_files"] + ["read_text_file"] * task.reads,
-            f"{task.question!r}: {len(calls)} calls, as planned",
-        )
+        log, did = run_session(task, logs, workdir, *flow_options)
+        calls = [c.name for c in read_episode(log).calls() if not c.by_proxy]
+        if not flow_options or "--flow-shadow" in flow_options:
+            check(
+                calls == ["search_files"] + ["read_text_file"] * task.reads,
+                f"{task.question!r}: {len(calls)} calls, as planned",
+            )
         recorded.append(log)
     return recorded
 
@@ -165,19 +232,24 @@ def main() -> int:
         print(f"walkthrough: {FILESYSTEM_SERVER} is missing; run `make setup`", file=sys.stderr)
         return 2
     home = home_dir(args.home)
-    run_dir = home / "walkthrough"
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # each run tells the story from the start
-    logs, held_out, served = run_dir / "logs", run_dir / "held-out", run_dir / "served"
-    flows = run_dir / "flows"
-    flows.mkdir(parents=True)
+    where = Home(home)
+    refused = start_afresh(where)
+    if refused:
+        print(
+            f"walkthrough: {refused}; run it in another home: "
+            f"`make run STRETTO_HOME=DIR` (or --home DIR)",
+            file=sys.stderr,
+        )
+        return 2
+    logs = where.logs
     with tempfile.TemporaryDirectory(prefix="stretto-walkthrough-") as tmp:
         workdir = Path(tmp)
+        held_out = workdir / "held-out"  # joins logs/notes at step 9
         print(f"1. Recording {len(TRAINING)} sessions of the scripted agent into {logs}")
-        recorded = record(TRAINING, logs, workdir)
+        record(TRAINING, logs, workdir)
 
         print("\n2. Learning a flow from them")
-        first = flows / "notes.flow.json"
+        first = where.flow()
         learn(logs, first, home)
         check(first.exists(), f"the flow is in {first}")
 
@@ -197,13 +269,7 @@ def main() -> int:
         print(f"\n4. Auditing it on {len(HELD_OUT)} sessions it never saw")
         record(HELD_OUT, held_out, workdir)
         report = stretto(
-            "audit",
-            "--flow",
-            str(first),
-            "--sessions",
-            str(held_out),
-            "--out",
-            str(run_dir / "audit"),
+            "audit", "--flow", str(first), "--sessions", str(held_out), "--home", str(home)
         )
         for line in report.splitlines()[2:6]:
             print("     " + line)
@@ -214,7 +280,7 @@ def main() -> int:
 
         print(f"\n5. Serving it: {SERVED.question!r}")
         plain = SERVED.reads + 1
-        log, did = run_session(SERVED, served, workdir, "--flow", str(first))
+        log, did = run_session(SERVED, logs, workdir, "--flow", str(first))
         flow_log = [
             json.loads(line) for line in log.with_suffix(".flow.jsonl").read_text().splitlines()
         ]
@@ -250,12 +316,10 @@ def main() -> int:
         )
 
         print("\n7. Serving it in shadow mode, then promoting the sites that earned it")
-        shadow = run_dir / "shadow"
-        for task in HELD_OUT:
-            run_session(task, shadow, workdir, "--flow", str(first), "--flow-shadow")
-        promoted = flows / "notes.promoted.flow.json"
+        record(HELD_OUT, where.shadow, workdir, "--flow", str(first), "--flow-shadow")
+        promoted = where.flow("promoted")
         report = stretto(
-            "promote", "--flow", str(first), "--shadow", str(shadow), "--out", str(promoted)
+            "promote", "--flow", str(first), "--shadow", str(where.shadow), "--out", str(promoted)
         )
         for line in report.splitlines():
             if line.startswith("| ") and not line.startswith("| After"):
@@ -266,10 +330,49 @@ def main() -> int:
             "shadow mode earned search_files its promotion: only there will the flow act",
         )
 
-        print("\n8. Learning again from all eleven sessions, and comparing")
-        for log_file in held_out.glob("*[0-9].jsonl"):
-            shutil.copy(log_file, logs / log_file.name)
-        second = flows / "notes.2.flow.json"
+        print(
+            "\n8. Serving it exploring (in shadow mode), then estimating what other rules would do"
+        )
+        # in shadow mode too, so that what the agent then did is not swayed by lookups
+        explore = ("--flow-shadow", "--flow-explore", "0.3", "--flow-explore-seed", "7")
+        record(HELD_OUT, where.explore, workdir, "--flow", str(first), *explore)
+        report = stretto(
+            "evaluate",
+            "--sessions",
+            str(where.explore),
+            "--flow",
+            str(first),
+            "--decider",
+            "habit",
+            "--threshold",
+            "0.3",
+            "--threshold",
+            "0.5",
+            "--json",
+            "--home",
+            str(home),
+            stderr=False,
+        )
+        evaluated = json.loads(report)
+        for result in evaluated:
+            total, name = result["total"], result["target"]["name"]
+            labelled = total["labelled"]
+            print(
+                f"     {name}: over {total['decisions']} decisions, "
+                f"{labelled['lookups']:g} lookups, {labelled['used']:g} used, "
+                f"{labelled['detours']:g} detours"
+            )
+        check(
+            [r["target"]["name"] for r in evaluated] == ["habit@0.3", "habit@0.5"]
+            and all(r["total"]["decisions"] > 0 for r in evaluated),
+            "evaluate estimated both thresholds from the exploring sessions",
+        )
+
+        print(f"\n9. Learning again from every session in {logs}, and comparing")
+        for log_file in held_out.iterdir():
+            shutil.move(log_file, logs / log_file.name)
+        count = len(list_session_logs(logs))
+        second = where.flow("new")
         learn(logs, second, home)
         changes = stretto("flow-diff", str(first), str(second))
         check(
@@ -277,32 +380,41 @@ def main() -> int:
             "flow-diff exits 0: the new flow can do nothing the old one could not",
         )
 
-    print(f"\nstretto: the walkthrough's {len(recorded)} + {len(HELD_OUT)} sessions are in {logs}")
-    ingest(home, logs)
+    ingest(home, logs, count)
+    print(f"\nWhat the walkthrough left, under {home}:")
+    rows = [
+        (f"logs/notes/ ({count})", "8 sessions learned from, 1 served the flow, 3 held out"),
+        (f"shadow/notes/ ({len(HELD_OUT)})", "served in shadow mode (step 7)"),
+        (f"explore/notes/ ({len(HELD_OUT)})", "served in shadow mode, exploring (step 8)"),
+        (
+            "flows/",
+            "notes.flow.json (from the first 8), notes.promoted.flow.json, "
+            f"notes.new.flow.json (from all {count})",
+        ),
+        ("reports/notes/", "the audit's and the evaluation's tables"),
+        ("warehouse/", "the sessions under logs/, for `stretto sql`"),
+    ]
+    for folder, what in rows:
+        print(f"  {folder:<20} {what}")
+    print('Next: README.md, "After make run".')
     return 0
 
 
-def ingest(home: Path, logs: Path) -> None:
-    """Copy the walkthrough's logs under HOME/logs/notes and ingest them into the warehouse."""
-    target = home / "logs" / "notes"
-    target.mkdir(parents=True, exist_ok=True)
-    names = []
-    for log in sorted(logs.glob("*[0-9].jsonl")):
-        shutil.copy(log, target / log.name)
-        names.append(log.stem)
-    print(f"\n9. Ingesting the logs into the warehouse under {home / 'warehouse'}")
+def ingest(home: Path, logs: Path, count: int) -> None:
+    """Ingest the home's logs into its warehouse, and check the walkthrough's are there."""
+    names = [log.stem for log in list_session_logs(logs)]
+    print(f"\n10. Ingesting the logs into the warehouse under {home / 'warehouse'}")
     print("  " + stretto("ingest", "--home", str(home)).strip())
     query = (
-        "SELECT count(DISTINCT session) AS sessions, count(*) AS calls FROM calls "
-        f"WHERE session IN ({', '.join(repr(n) for n in names)})"
+        "SELECT count(DISTINCT session) AS sessions, count(*) FILTER (WHERE NOT by_proxy) "
+        f"AS calls FROM calls WHERE session IN ({', '.join(repr(n) for n in names)})"
     )
     (counts,) = json.loads(stretto("sql", query, "--format", "json", "--home", str(home)))
-    planned = len(names) + sum(t.reads for t in TRAINING + HELD_OUT)
+    planned = sum(1 + t.reads for t in TRAINING + HELD_OUT) + 1  # the served session: a search
     check(
-        counts == {"sessions": len(names), "calls": planned},
-        f"the warehouse holds the {len(names)} sessions and their {planned} calls",
+        counts == {"sessions": count, "calls": planned},
+        f"the warehouse holds the {count} sessions and the agent's {planned} calls",
     )
-    print(f'\nQuery them: {STRETTO} sql --home {home} "SELECT * FROM calls LIMIT 5"')
 
 
 if __name__ == "__main__":

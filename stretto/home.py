@@ -1,6 +1,8 @@
 """STRETTO_HOME and the folders under it: one place that says where things live.
 
     logs/<domain>/<session>.jsonl         written by stretto-proxy
+    shadow/<domain>/, explore/<domain>/   what it records serving a flow in shadow mode, or
+                                          exploring (as `stretto init` configures it)
     flows/<domain>.flow.json              the served flows
     reports/<domain>/<kind>-<time>/       audit, replay and evaluation tables
     cache/                                what `learn` and `compile` keep between runs
@@ -37,6 +39,14 @@ class Paths:
     @property
     def logs(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def shadow(self) -> Path:
+        return self.home / "shadow"
+
+    @property
+    def explore(self) -> Path:
+        return self.home / "explore"
 
     @property
     def flows(self) -> Path:

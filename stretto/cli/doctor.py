@@ -1,4 +1,6 @@
-"""`stretto doctor`: is this installation ready? One row per check; any problem exits 1."""
+"""`stretto doctor`: is this installation ready? One row per check. A problem (something stretto
+itself needs) exits 1; a warning (what only the walkthrough or the Dagster UI needs, or a
+convenience) does not. It only looks: nothing is created, not even the home."""
 
 from __future__ import annotations
 
@@ -7,97 +9,165 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 PACKAGES = ["dagster", "dagster-webserver", "duckdb", "polars", "pyarrow", "numpy", "jsonschema"]
 PROJECT = Path(__file__).resolve().parents[2]
 FILESYSTEM_SERVER = PROJECT / "node" / "node_modules" / ".bin" / "mcp-server-filesystem"
 
+# A row: (what, ok, detail); ok is True, False (a problem) or WARN.
+WARN = None
+Row = tuple[str, bool | None, str]
 
-def checks(home: Path) -> list[tuple[str, bool, str]]:
-    """(what, ok, detail) for each check."""
-    rows = []
-    version = sys.version_info
-    rows.append(
-        (
-            "Python 3.11",
-            version[:2] == (3, 11),
-            f"{version.major}.{version.minor}.{version.micro} at {sys.executable}",
-        )
-    )
-    for package in PACKAGES:
-        try:
-            rows.append((f"package {package}", True, importlib.metadata.version(package)))
-        except importlib.metadata.PackageNotFoundError:
-            rows.append((f"package {package}", False, "not installed: run `make setup`"))
-    node = shutil.which("node")
-    if node:
-        done = subprocess.run([node, "--version"], capture_output=True, text=True)
-        rows.append(("node", done.returncode == 0, f"{done.stdout.strip()} at {node}"))
-    else:
-        rows.append(("node", False, "not on PATH (the walkthrough's filesystem server needs it)"))
-    rows.append(
-        (
-            "filesystem MCP server",
-            FILESYSTEM_SERVER.exists(),
-            str(FILESYSTEM_SERVER)
-            if FILESYSTEM_SERVER.exists()
-            else f"{FILESYSTEM_SERVER} is missing: run `make setup`",
-        )
-    )
-    rows.append(_writable("STRETTO_HOME", home))
-    rows.extend(_dagster())
+
+def checks(home: Path) -> list[Row]:
+    """Each check's row, in the order they are printed."""
+    rows: list[Row] = [_python()]
+    rows += [_package(name) for name in PACKAGES]
+    rows.append(_proxy_on_path())
+    rows += _node()
+    rows.append(_home(home))
+    rows.append(_warehouse(home))
+    rows += _flows(home)
+    rows += _dagster()
     return rows
 
 
-def _writable(label: str, folder: Path) -> tuple[str, bool, str]:
+def _python() -> Row:
+    v = sys.version_info
+    return ("Python 3.11", v[:2] == (3, 11), f"{v.major}.{v.minor}.{v.micro} at {sys.executable}")
+
+
+def _package(name: str) -> Row:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder):
-            pass
-        return (f"{label} writable", True, str(folder))
-    except OSError as exc:
-        return (f"{label} writable", False, f"{folder}: {exc.strerror or exc}")
+        return (f"package {name}", True, importlib.metadata.version(name))
+    except importlib.metadata.PackageNotFoundError:
+        return (f"package {name}", False, "not installed: run `make setup`")
 
 
-def _dagster() -> list[tuple[str, bool, str]]:
+def _proxy_on_path() -> Row:
+    beside = Path(sys.executable).parent / "stretto-proxy"
+    found = shutil.which("stretto-proxy")
+    if found:
+        return ("stretto-proxy on PATH", True, found)
+    how = (
+        f"not on PATH: run `source {beside.parent}/activate` (stretto init names it in full, "
+        f"{beside}, so hosts need no PATH)"
+    )
+    return ("stretto-proxy on PATH", WARN, how)
+
+
+def _node() -> list[Row]:
+    node = shutil.which("node")
+    if not node:
+        return [("node", WARN, "not on PATH: the walkthrough's filesystem server needs it")]
+    done = subprocess.run([node, "--version"], capture_output=True, text=True)
+    rows: list[Row] = [("node", done.returncode == 0 or WARN, f"{done.stdout.strip()} at {node}")]
+    if FILESYSTEM_SERVER.exists():
+        rows.append(("filesystem MCP server", True, str(FILESYSTEM_SERVER)))
+    else:
+        rows.append(
+            ("filesystem MCP server", WARN, f"{FILESYSTEM_SERVER} is missing: run `make setup`")
+        )
+    return rows
+
+
+def _home(home: Path) -> Row:
+    """Writable if it exists; else creatable (the first command that writes creates it)."""
+    if home.exists():
+        if not home.is_dir():
+            return ("STRETTO_HOME", False, f"{home}: not a folder")
+        if not os.access(home, os.W_OK | os.X_OK):
+            return ("STRETTO_HOME", False, f"{home}: not writable")
+        return ("STRETTO_HOME", True, f"{home}, writable")
+    parent = next(p for p in home.parents if p.exists())
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return ("STRETTO_HOME", False, f"{home} cannot be created: {parent} is not writable")
+    return ("STRETTO_HOME", True, f"{home}, not there yet: the first command that writes makes it")
+
+
+def _warehouse(home: Path) -> Row:
+    """Readable, with every view a query may name."""
+    from warehouse import store
+    from warehouse.layout import TABLES, Layout
+
+    layout = Layout.at(home)
+    if not layout.database.exists():
+        return ("warehouse", WARN, f"none yet under {layout.warehouse}: `stretto ingest` makes it")
+    try:
+        names = store.query(layout, "SELECT table_name FROM information_schema.tables")
+        present = set(names.column("table_name").to_pylist())
+        missing = [view for view in TABLES if view not in present]
+        if missing:
+            return (
+                "warehouse",
+                False,
+                f"{layout.database}: no view {', '.join(missing)}: run `stretto ingest`",
+            )
+        counted = " UNION ALL ".join(
+            f"SELECT '{view}' AS view, count(*) AS n FROM {view}" for view in TABLES
+        )
+        counts = {r["view"]: r["n"] for r in store.query(layout, counted).to_pylist()}
+    except Exception as exc:  # DuckDB's and pyarrow's errors: the row says what it was
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return ("warehouse", False, f"{layout.database}: cannot be read ({first})")
+    return (
+        "warehouse",
+        True,
+        f"{layout.database}: {counts['sessions']} sessions, {counts['calls']} calls, "
+        f"{counts['quarantine']} quarantined lines",
+    )
+
+
+def _flows(home: Path) -> list[Row]:
+    """Each flow under HOME/flows/ validates, as the proxy would load it."""
+    from stretto.model.flow import FlowError, load_flow
+
+    folder = home / "flows"
+    files = sorted(folder.glob("*.flow.json")) if folder.is_dir() else []
+    if not files:
+        return [("flows", True, f"none yet in {folder}")]
+    bad: list[Row] = []
+    for path in files:
+        try:
+            load_flow(path)
+        except (FlowError, OSError) as exc:
+            bad.append((f"flow {path.name}", False, str(exc)))
+    good = len(files) - len(bad)
+    return [("flows", not bad, f"{good} of {len(files)} valid in {folder}"), *bad]
+
+
+def _dagster() -> list[Row]:
+    """DAGSTER_HOME, which only the Dagster UI needs: warnings, never problems."""
+    how = (
+        "export DAGSTER_HOME=~/.stretto/dagster, make it and copy the project's dagster.yaml "
+        "there (docs/cli.md, the Dagster UI)"
+    )
     home = os.environ.get("DAGSTER_HOME")
     if not home:
-        return [
-            (
-                "DAGSTER_HOME",
-                False,
-                "not set: set it to an absolute folder holding "
-                "dagster.yaml (needed for the Dagster UI)",
-            )
-        ]
+        return [("DAGSTER_HOME", WARN, f"not set; only the Dagster UI needs it: {how}")]
     if not os.path.isabs(home):
-        return [("DAGSTER_HOME", False, f"{home!r} is not an absolute path")]
-    rows = [("DAGSTER_HOME", True, home)]
+        return [("DAGSTER_HOME", WARN, f"{home!r} is not an absolute path: {how}")]
+    rows: list[Row] = [("DAGSTER_HOME", True, home)]
     config = Path(home) / "dagster.yaml"
     if not config.exists():
-        rows.append(
-            ("dagster.yaml", False, f"{config} is missing: copy the project's dagster.yaml there")
-        )
-        return rows
+        return [*rows, ("dagster.yaml", WARN, f"{config} is missing: {how}")]
     import yaml  # dagster's own dependency
 
     try:
         settings = yaml.safe_load(config.read_text()) or {}
-    except yaml.YAMLError as exc:
-        return [*rows, ("dagster.yaml", False, f"{config}: not YAML ({exc})")]
+    except (yaml.YAMLError, OSError) as exc:
+        return [*rows, ("dagster.yaml", WARN, f"{config}: cannot be read ({exc})")]
     telemetry = (settings.get("telemetry") or {}).get("enabled", True)
-    rows.append(
-        ("dagster telemetry off", telemetry is False, f"{config}: telemetry.enabled is {telemetry}")
-    )
-    return rows
+    off = telemetry is False
+    detail = f"{config}: telemetry.enabled is {str(telemetry).lower()}"
+    return [*rows, ("dagster telemetry off", True if off else WARN, detail)]
 
 
-def render(rows: list[tuple[str, bool, str]]) -> str:
+def render(rows: list[Row]) -> str:
+    """The table: check, ok (yes, warn or NO), detail."""
     width = max(len(what) for what, _, _ in rows)
+    marks = {True: "yes ", False: "NO  ", WARN: "warn"}
     lines = [f"{'check'.ljust(width)}  ok    detail", f"{'-' * width}  ----  ------"]
-    lines += [
-        f"{what.ljust(width)}  {'yes ' if ok else 'NO  '}  {detail}" for what, ok, detail in rows
-    ]
+    lines += [f"{what.ljust(width)}  {marks[ok]}  {detail}" for what, ok, detail in rows]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, paths, say
+from stretto.cli.options import Commands, add_home, add_wait, command, log_domains, paths, say
 from stretto.home import Paths
 
 
@@ -122,6 +122,14 @@ def resolved(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
 
 
+def learn_cache(home: str | Path | None, sessions: Path) -> Path:
+    """The warehouse `learn` keeps for a folder of logs, under HOME/cache/learn/."""
+    import hashlib
+
+    key = hashlib.blake2b(str(resolved(sessions)).encode(), digest_size=8).hexdigest()
+    return Paths.at(home).cache / "learn" / key
+
+
 def learn_folder(
     sessions: Path,
     domain: str,
@@ -135,7 +143,6 @@ def learn_folder(
     """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
     kept so that learning again is incremental), then run the pipeline's `flow` asset to
     learn the `domain` flow into `out`. The asset's metadata, or None (after saying why)."""
-    import hashlib
     import os
 
     from assets.ingest import INGEST_ASSETS
@@ -143,8 +150,7 @@ def learn_folder(
     from pipeline.run import failure_message, materialize, output_metadata
 
     sessions = resolved(sessions)
-    key = hashlib.blake2b(str(sessions).encode(), digest_size=8).hexdigest()
-    cache = Paths.at(home).cache / "learn" / key
+    cache = learn_cache(home, sessions)
     cache.mkdir(parents=True, exist_ok=True)
     logs = cache / "logs"
     if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
@@ -175,6 +181,8 @@ def _learn(args: argparse.Namespace) -> int:
     if not sessions.is_dir():
         say(f"{sessions}: not a directory of session logs")
         return 1
+    if not _domain_matches(sessions, args.domain):
+        return 1
     if args.manifest:
         load_manifest(args.manifest)  # refuse a bad manifest before any work
     out = resolved(args.out)
@@ -194,6 +202,27 @@ def _learn(args: argparse.Namespace) -> int:
         f"({learned['tools']} tools) and wrote {out}"
     )
     return 0
+
+
+def _domain_matches(sessions: Path, domain: str) -> bool:
+    """Whether `learn --domain` fits the logs: refused (False, said why) when the folder holds
+    no session log, or every log names another domain (a typo: `ntoes` for `notes`); a
+    warning when some logs name another domain."""
+    found = log_domains(sessions, below=True)
+    if not found:
+        say(f"{sessions}: no session logs (*.jsonl) in it or below it")
+        return False
+    others = {d: n for d, n in found.items() if d is not None and d != domain}
+    held = ", ".join(f"{d or 'no domain'} ({n})" for d, n in sorted(found.items(), key=str))
+    if others and sum(others.values()) == found.total():
+        say(f"no session in {sessions} is of the domain {domain!r}; its logs are of: {held}")
+        return False
+    if others:
+        say(
+            f"warning: {sum(others.values())} of {found.total()} sessions in {sessions} are of "
+            f"another domain than {domain!r} ({held}); the {domain} flow learns from all of them"
+        )
+    return True
 
 
 def _tau2_tally(files: list) -> str:

@@ -14,6 +14,7 @@ from stretto.cli.options import (
     add_home,
     add_threshold,
     command,
+    log_domains,
     paths,
     say,
 )
@@ -226,13 +227,34 @@ def _register_replay(commands: Commands) -> None:
     add_home(replay, "write the tables under HOME/reports/<domain>/replay-<time>/")
 
 
-def _replay_episodes(args: argparse.Namespace, part: str) -> list:
+def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
+    """The episodes to walk, all of the flow's domain (as `compile` refuses results files of
+    another domain): a flow's counts say nothing about another domain's tools."""
     from stretto.offline.replay import NoEpisodes, load_episodes
 
     try:
-        return load_episodes(args.sessions, args.results, args.split, part)
+        episodes = load_episodes(args.sessions, args.results, args.split, part)
     except NoEpisodes as exc:
         raise SystemExit(f"stretto: {exc}") from exc
+    domain = flow["manifest"]["domain"]
+    if args.results:
+        other = next((e for e in episodes if e.domain != domain), None)
+        if other is not None:
+            where = other.source.split("#")[0]
+            raise SystemExit(
+                f"stretto: {where}: a results file of the {other.domain} domain, not the "
+                f"flow's {domain} ({args.flow})"
+            )
+    else:  # a log without a domain in its header may be of any
+        found = log_domains(Path(args.sessions), below=False)
+        others = {d: n for d, n in found.items() if d is not None and d != domain}
+        if others:
+            held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
+            raise SystemExit(
+                f"stretto: {args.sessions}: sessions of another domain than the flow's "
+                f"{domain} ({args.flow}): {held}"
+            )
+    return episodes
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -244,7 +266,7 @@ def _replay(args: argparse.Namespace) -> int:
     if args.decider == "reach" and not flow.get("reach"):
         say("this flow has no reach counts; use --decider habit")
         return 1
-    episodes = _replay_episodes(args, "test")
+    episodes = _replay_episodes(args, flow, "test")
     progress = Progress(len(episodes), "replay", " episodes")
     result = replay(
         flow,
@@ -320,7 +342,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.decider == "reach" and not flow.get("reach"):
         say("this flow has no reach counts; use --decider habit")
         return 1
-    episodes = _replay_episodes(args, "train")
+    episodes = _replay_episodes(args, flow, "train")
     progress = Progress(0, "search", " settings scored")
     try:
         search = Search(

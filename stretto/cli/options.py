@@ -4,11 +4,15 @@ options several commands take, each defined once."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 from stretto.home import Paths
+from stretto.logs.sessionlog import is_session_log
 from stretto.model.defaults import THRESHOLD
 
 DECIDERS = ("reach", "habit")
@@ -96,6 +100,25 @@ def add_wait(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="SECONDS",
         help=f"how long to wait for {what} (default %(default)g; 0: fail at once)",
     )
+
+
+def log_domains(folder: Path, *, below: bool) -> Counter[str | None]:
+    """How many session logs in `folder` (with `below`, in its subfolders too, as ingest finds
+    them) name each domain in their header (None: no domain). Only the first line of each is
+    read; a log whose header cannot be read is left to the reader, which says why."""
+    domains: Counter[str | None] = Counter()
+    for path in folder.rglob("*.jsonl") if below else folder.glob("*.jsonl"):
+        if not (path.is_file() and is_session_log(path)):
+            continue
+        try:
+            with path.open("rb") as log:
+                header = json.loads(log.readline())
+        except (OSError, ValueError):
+            continue
+        if isinstance(header, dict) and "stretto_mcp_log" in header:
+            domain = header.get("domain")
+            domains[domain if isinstance(domain, str) else None] += 1
+    return domains
 
 
 def say(message: str) -> None:

@@ -15,34 +15,65 @@ def register(commands: Commands) -> None:
         commands,
         "init",
         _init,
-        summary="print the host configuration that wraps an MCP server in stretto-proxy",
+        summary="the host configuration that wraps an MCP server in stretto-proxy",
         description="Print (JSON, on stdout) the MCP host configuration that runs SERVER "
-        "behind stretto-proxy, recording every session (and serving FLOW when given), and on "
-        "stderr the steps from there to a served flow.",
-        usage="stretto init [--host HOST] [--flow FLOW] [--decider {reach,habit}] "
-        "[--name NAME] [--home DIR] -- SERVER COMMAND...",
+        "behind stretto-proxy, recording every session into HOME/logs/NAME/ (and serving FLOW "
+        "when given), or merge it into the host's configuration file with --write; on stderr, "
+        "the steps from there to a served flow. HOME is --home, else $STRETTO_HOME, else "
+        "~/.stretto. For Claude Code it prints the JSON `claude mcp add-json NAME` takes.",
+        usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] [--decider {reach,habit}] "
+        "[--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] -- SERVER COMMAND...",
         examples=[
-            "stretto init -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
-            "stretto init --host claude-code --flow notes.flow.json --name notes -- node server.js",
+            "stretto init --name notes -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
+            "stretto init --host claude-code --flow notes.flow.json --write .mcp.json "
+            "-- node server.js",
         ],
     )
     init.add_argument("--host", choices=tuple(HOSTS), default="claude-desktop")
+    init.add_argument(
+        "--name",
+        help="the server's name and domain (default: the flow's domain, else from its command)",
+    )
     init.add_argument("--flow", metavar="FLOW", help="serve this flow")
     init.add_argument(
         "--decider", choices=DECIDERS, help="with --flow: the decider (default: the flow's)"
     )
-    init.add_argument("--name", help="the server's name and domain (default: from its command)")
-    add_home(init, "STRETTO_HOME in the configuration (default ~/.stretto)")
+    init.add_argument(
+        "--shadow",
+        action="store_true",
+        help="with --flow: decide and log, look nothing up; record into HOME/shadow/NAME/",
+    )
+    init.add_argument(
+        "--explore",
+        type=float,
+        metavar="EPS",
+        help="with --flow: take another option at rate EPS and log its chance; record into "
+        "HOME/explore/NAME/ (for stretto evaluate)",
+    )
+    add_home(init, "the home the configuration names (default: $STRETTO_HOME, else ~/.stretto)")
+    init.add_argument(
+        "--write",
+        metavar="PATH",
+        help="merge the server into the host's configuration file at PATH (created if "
+        "missing; the old file is kept as a backup)",
+    )
+    init.add_argument(
+        "--force",
+        action="store_true",
+        help="with --write: replace a different server of the same name",
+    )
     init.add_argument("server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     doctor = command(
         commands,
         "doctor",
         _doctor,
-        summary="check the installation",
-        description="Check Python and the packages, node and the filesystem server the "
-        "walkthrough runs, that STRETTO_HOME is writable, and DAGSTER_HOME with dagster.yaml "
-        "and telemetry off. Prints a table; exits 1 on a problem.",
+        summary="check the installation (it changes nothing)",
+        description="Check Python and the packages, that stretto-proxy is on PATH, node and "
+        "the filesystem server the walkthrough runs, the home (writable, or creatable), the "
+        "warehouse (readable, with every view), each flow under HOME/flows/ (valid), and "
+        "DAGSTER_HOME with dagster.yaml and telemetry off (for the Dagster UI only). Prints a "
+        "table; exits 1 on a problem; warnings (the Dagster UI, node, PATH) do not.",
         examples=["stretto doctor", "DAGSTER_HOME=$HOME/.stretto/dagster stretto doctor"],
     )
     add_home(doctor)
@@ -50,8 +81,9 @@ def register(commands: Commands) -> None:
 
 def _init(args: argparse.Namespace) -> int:
     import json
+    from pathlib import Path
 
-    from stretto.cli.hosts import host_config, next_steps, server_name
+    from stretto.cli import hosts
 
     server = args.server[1:] if args.server[:1] == ["--"] else args.server
     if not server:
@@ -60,26 +92,74 @@ def _init(args: argparse.Namespace) -> int:
             "stretto init -- npx -y @modelcontextprotocol/server-filesystem ~/notes"
         )
         return 2
+    for option, given in (("--decider", args.decider), ("--shadow", args.shadow)):
+        if given and not args.flow:
+            say(f"{option} goes with --flow (the flow it serves)")
+            return 2
+    if args.explore is not None and not (args.flow and 0 < args.explore <= 1):
+        say("--explore EPS goes with --flow, and EPS is a rate above 0 and at most 1")
+        return 2
+    if args.force and not args.write:
+        say("--force goes with --write (it replaces a server of the same name in that file)")
+        return 2
+    flow = None
+    name = args.name
     if args.flow:
         from stretto.model.flow import load_flow
 
-        load_flow(args.flow)  # refuse a bad flow before printing a configuration for it
-    name = args.name or server_name(server)
-    home = args.home or "~/.stretto"
-    config = host_config(
-        args.host, server, name=name, home=home, flow=args.flow, decider=args.decider
+        served = load_flow(args.flow)  # refuse a bad flow before configuring a host to serve it
+        flow = str(Path(args.flow).expanduser().resolve())
+        name = name or served["manifest"]["domain"]
+    name = name or hosts.server_name(server)
+    if not hosts.NAME.fullmatch(name):
+        say(f"--name {name!r}: letters, digits, '_', '.' and '-', not starting with '.' or '-'")
+        return 2
+    home = hosts.home_text(args.home)
+    record = hosts.record_folder(home, name, shadow=args.shadow, explore=args.explore)
+    entry = hosts.server_entry(
+        args.host,
+        server,
+        name=name,
+        record=record,
+        flow=flow,
+        decider=args.decider,
+        shadow=args.shadow,
+        explore=args.explore,
     )
-    print(json.dumps(config, indent=2))
-    print(next_steps(args.host, name, home, args.flow), file=sys.stderr)
+    if args.write:
+        try:
+            done = hosts.write_entry(
+                Path(args.write).expanduser(), args.host, name, entry, force=args.force
+            )
+        except hosts.InitError as exc:
+            say(str(exc))
+            return 1
+        say(done)
+    else:
+        print(json.dumps(hosts.printed(args.host, name, entry), indent=2))
+    steps = hosts.next_steps(
+        args.host,
+        name,
+        home,
+        record,
+        flow=flow,
+        shadow=args.shadow,
+        explore=args.explore,
+        written=bool(args.write),
+    )
+    print(steps, file=sys.stderr)
     return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from stretto.cli.doctor import checks, render
+    from stretto.cli.doctor import WARN, checks, render
 
     rows = checks(paths(args).home)
     sys.stdout.write(render(rows))
-    problems = [what for what, ok, _ in rows if not ok]
+    warnings = [what for what, ok, _ in rows if ok is WARN]
+    problems = [what for what, ok, _ in rows if ok is False]
+    if warnings:
+        say(f"{len(warnings)} warning(s), nothing stretto itself needs: {', '.join(warnings)}")
     if problems:
         say(f"{len(problems)} problem(s): {', '.join(problems)}")
         return 1

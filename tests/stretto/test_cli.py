@@ -23,7 +23,7 @@ from stretto.cli import main
 from stretto.cli.main import build_parser
 from stretto.cli.warehouse import MAX_CELL, render
 from stretto.home import Paths
-from tests.conftest import REFERENCE_HOME
+from tests.conftest import REFERENCE_HOME, SHARED
 
 SERVED_SHOP = REFERENCE_HOME / "served/shop"
 
@@ -52,10 +52,13 @@ def test_no_command_prints_help_and_exits_2(capsys) -> None:
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
 def test_version(flag: str, capsys) -> None:
-    with pytest.raises(SystemExit) as done:
-        main([flag])
-    assert done.value.code == 0
-    assert capsys.readouterr().out == f"stretto {__version__}\n"
+    from proxy.cli import main as proxy_main
+
+    for command, run in (("stretto", main), ("stretto-proxy", proxy_main)):
+        with pytest.raises(SystemExit) as done:
+            run([flag])
+        assert done.value.code == 0
+        assert capsys.readouterr().out == f"{command} {__version__}\n"
 
 
 # --- a reader that goes away --------------------------------------------------------------
@@ -158,6 +161,7 @@ def test_the_home_comes_from_stretto_home_and_reports_go_under_it(tmp_path, monk
     paths = Paths.at()
     assert paths.home == (tmp_path / "home").resolve()
     assert paths.logs == paths.home / "logs" and paths.warehouse == paths.home / "warehouse"
+    assert (paths.shadow, paths.explore) == (paths.home / "shadow", paths.home / "explore")
     folder = paths.report_folder("shop", "audit", when=0)
     assert folder == paths.home / "reports" / "shop" / "audit-19700101T000000"
     assert Paths.at(tmp_path / "other").home == (tmp_path / "other").resolve()
@@ -255,3 +259,59 @@ def test_sql_on_the_warehouse(warehouse_home: Path, capsys) -> None:
     assert capsys.readouterr().out.splitlines()[2].split()[:2] == ["quickstart", "6"]
     assert main(["sql", "--home", str(warehouse_home), "SELECT * FROM nope"]) == 1
     assert "query failed" in capsys.readouterr().err
+
+
+# --- a domain that does not fit --------------------------------------------------------------
+
+
+def test_learn_refuses_a_domain_no_log_is_of(tmp_path: Path, capsys) -> None:
+    argv = ["learn", "--sessions", str(REFERENCE_HOME / "logs/shop"), "--habit-only"]
+    out = tmp_path / "x.flow.json"
+    assert main([*argv, "--domain", "shpo", "--out", str(out), "--home", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "no session in" in err and "is of the domain 'shpo'; its logs are of: shop (6)" in err
+    assert not out.exists() and not (tmp_path / "cache").exists()  # refused before any work
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (
+        main(
+            ["learn", "--sessions", str(empty), "--domain", "shop", "--habit-only"]
+            + ["--out", str(out)]
+        )
+        == 1
+    )
+    assert (
+        f"stretto: {empty}: no session logs (*.jsonl) in it or below it" in capsys.readouterr().err
+    )
+
+
+def test_learn_warns_when_some_logs_are_of_another_domain(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "shop.flow.json"
+    argv = ["learn", "--sessions", str(REFERENCE_HOME / "logs"), "--domain", "shop"]
+    assert main([*argv, "--habit-only", "--out", str(out), "--home", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 1 of 7 sessions in" in err
+    assert "another domain than 'shop' (retail (1), shop (6)); the shop flow learns from all" in err
+    assert json.loads(out.read_text())["manifest"]["domain"] == "shop"
+
+
+def test_replay_and_search_refuse_episodes_of_another_domain(shop_flow_path: Path, capsys) -> None:
+    airline = (
+        SHARED
+        / "data/tau2/results/sierra-model_training/gpt-4.1_airline_default_gpt-4.1_1trials.json"
+    )
+    for command in ("replay", "search"):
+        with pytest.raises(SystemExit) as refused:
+            main([command, "--flow", str(shop_flow_path), "--results", str(airline)])
+        assert refused.value.code == (
+            f"stretto: {airline}: a results file of the airline domain, not the flow's shop "
+            f"({shop_flow_path})"
+        )
+    retail = REFERENCE_HOME / "logs/retail"
+    with pytest.raises(SystemExit) as refused:
+        main(["replay", "--flow", str(shop_flow_path), "--sessions", str(retail)])
+    assert refused.value.code == (
+        f"stretto: {retail}: sessions of another domain than the flow's shop ({shop_flow_path}): "
+        "retail (1)"
+    )
+    assert main(["replay", "--flow", str(shop_flow_path), "--sessions", str(SERVED_SHOP)]) == 0

@@ -3,69 +3,310 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import stat
+import sys
 from pathlib import Path
 
 import pytest
 
 from stretto.cli import main
-from tests.conftest import ROOT
+from stretto.cli.main import build_parser
+from tests.conftest import REFERENCE_HOME, ROOT
 
 SERVER = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/home/me/notes"]
+PROXY = str(Path(sys.executable).parent / "stretto-proxy")
+
+
+@pytest.fixture
+def no_home(monkeypatch) -> None:
+    """A user who set no STRETTO_HOME."""
+    monkeypatch.delenv("STRETTO_HOME", raising=False)
+
+
+def init(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(["init", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# --- init: what it prints ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("host", "table", "typed"),
+    [("claude-desktop", "mcpServers", False), ("cursor", "mcpServers", False)],
+)
+def test_init_prints_the_hosts_json(host: str, table: str, typed: bool, no_home, capsys) -> None:
+    status, out, err = init(capsys, "--host", host, "--", *SERVER)
+    assert status == 0
+    entry = json.loads(out)[table]["filesystem"]
+    assert entry == {
+        "command": PROXY,
+        "args": ["--record", "~/.stretto/logs/filesystem", "--domain", "filesystem", "--", *SERVER],
+    }
+    assert Path(entry["command"]).exists()
+    assert (
+        "stretto learn --sessions ~/.stretto/logs/filesystem --domain filesystem --habit-only "
+        "--out ~/.stretto/flows/filesystem.flow.json" in err
+    )
+    assert (
+        "serve it: run this command again with --flow ~/.stretto/flows/filesystem.flow.json" in err
+    )
+
+
+def test_init_for_vscode_is_typed_under_servers(no_home, capsys) -> None:
+    status, out, _ = init(capsys, "--host", "vscode", "--", *SERVER)
+    assert status == 0 and json.loads(out)["servers"]["filesystem"]["type"] == "stdio"
+
+
+def test_init_for_claude_code_prints_what_claude_mcp_add_json_takes(no_home, capsys) -> None:
+    status, out, err = init(capsys, "--host", "claude-code", "--name", "notes", "--", *SERVER)
+    assert status == 0
+    entry = json.loads(out)
+    assert "mcpServers" not in entry and entry["type"] == "stdio" and entry["command"] == PROXY
+    assert "claude mcp add-json notes '<the JSON above>'" in err
+
+
+def test_init_honours_stretto_home_and_home(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("STRETTO_HOME", str(tmp_path / "sh"))
+    status, out, err = init(capsys, "--", *SERVER)
+    args = json.loads(out)["mcpServers"]["filesystem"]["args"]
+    assert status == 0 and args[:2] == ["--record", f"{tmp_path}/sh/logs/filesystem"]
+    assert f"--out {tmp_path}/sh/flows/filesystem.flow.json" in err and "~/.stretto" not in err
+    status, out, _ = init(capsys, "--home", str(tmp_path / "given"), "--", *SERVER)
+    assert json.loads(out)["mcpServers"]["filesystem"]["args"][1] == (
+        f"{tmp_path}/given/logs/filesystem"
+    )
+    assert not (tmp_path / "sh").exists() and not (tmp_path / "given").exists()  # only printed
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["init", "--help"])
+    assert "else $STRETTO_HOME, else ~/.stretto" in " ".join(capsys.readouterr().out.split())
+
+
+def test_init_serves_a_flow_under_its_domain(shop_flow_path: Path, no_home, capsys) -> None:
+    status, out, err = init(capsys, "--flow", str(shop_flow_path), "--", "node", "server.js")
+    assert status == 0
+    args = json.loads(out)["mcpServers"]["shop"]["args"]
+    assert args == [
+        "--record",
+        "~/.stretto/logs/shop",
+        "--domain",
+        "shop",
+        "--flow",
+        str(shop_flow_path),
+        "--",
+        "node",
+        "server.js",
+    ]
+    assert f"stretto flow-diff {shop_flow_path} ~/.stretto/flows/shop.new.flow.json" in err
+
+
+def test_init_shadow_and_explore_record_into_folders_of_their_own(
+    shop_flow_path: Path, no_home, capsys
+) -> None:
+    flow = ["--flow", str(shop_flow_path), "--decider", "habit"]
+    status, out, err = init(capsys, *flow, "--shadow", "--", "node", "server.js")
+    args = json.loads(out)["mcpServers"]["shop"]["args"]
+    assert status == 0 and args[:2] == ["--record", "~/.stretto/shadow/shop"]
+    assert args[4:9] == ["--flow", str(shop_flow_path), "--flow-decider", "habit", "--flow-shadow"]
+    assert f"stretto promote --flow {shop_flow_path} --shadow ~/.stretto/shadow/shop" in err
+    status, out, err = init(capsys, *flow, "--shadow", "--explore", "0.2", "--", "node", "s.js")
+    args = json.loads(out)["mcpServers"]["shop"]["args"]
+    assert status == 0 and args[:2] == ["--record", "~/.stretto/explore/shop"]
+    assert args[args.index("--flow-explore") + 1] == "0.2" and "--flow-shadow" in args
+    assert f"stretto evaluate --sessions ~/.stretto/explore/shop --flow {shop_flow_path}" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
     [
-        ("claude-desktop", "mcpServers", False),
-        ("claude-code", "mcpServers", True),
-        ("cursor", "mcpServers", False),
-        ("vscode", "servers", True),
+        ([], "give the server's command after --"),
+        (["--shadow", "--", "s"], "--shadow goes with --flow"),
+        (["--decider", "habit", "--", "s"], "--decider goes with --flow"),
+        (["--explore", "0.1", "--", "s"], "--explore EPS goes with --flow"),
+        (["--force", "--", "s"], "--force goes with --write"),
+        (["--name", "../up", "--", "s"], "--name '../up': letters, digits"),
     ],
 )
-def test_init_prints_the_hosts_json(host: str, table: str, typed: bool, capsys) -> None:
-    assert main(["init", "--host", host, "--", *SERVER]) == 0
-    out, err = capsys.readouterr()
-    config = json.loads(out)
-    entry = config[table]["filesystem"]
-    assert entry["command"].endswith("stretto-proxy") and Path(entry["command"]).exists()
-    assert entry["args"][:4] == ["--record", "~/.stretto/logs/filesystem", "--domain", "filesystem"]
-    assert entry["args"][entry["args"].index("--") + 1 :] == SERVER
-    assert ("type" in entry) == typed
-    assert "stretto learn --sessions ~/.stretto/logs/filesystem" in err
+def test_init_usage_errors(argv: list[str], says: str, capsys) -> None:
+    status, out, err = init(capsys, *argv)
+    assert status == 2 and says in err and out == ""
 
 
-def test_init_with_a_flow_and_its_errors(tmp_path: Path, capsys) -> None:
+def test_init_refuses_a_bad_flow(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.flow.json"
     bad.write_text("{}")
-    assert main(["init", "--flow", str(bad), "--", *SERVER]) == 1
-    assert "field" in capsys.readouterr().err
-    assert main(["init"]) == 2
-    assert "give the server's command after --" in capsys.readouterr().err
+    status, out, err = init(capsys, "--flow", str(bad), "--", *SERVER)
+    assert status == 1 and out == ""
+    assert f"stretto: {bad}: this is not a stretto flow file" in err
 
 
-def test_init_serves_a_flow_with_its_decider(shop_flow_path: Path, capsys) -> None:
-    argv = ["init", "--flow", str(shop_flow_path), "--decider", "habit", "--home", "/srv/s"]
-    assert main([*argv, "--name", "shop", "--", "node", "server.js"]) == 0
-    args = json.loads(capsys.readouterr().out)["mcpServers"]["shop"]["args"]
-    assert args[:2] == ["--record", "/srv/s/logs/shop"]
-    assert args[args.index("--flow") + 1] == str(shop_flow_path)
-    assert args[args.index("--flow-decider") + 1] == "habit"
-    assert args[args.index("--") + 1 :] == ["node", "server.js"]
+# --- init --write --------------------------------------------------------------------------
 
 
-def test_doctor_checks_dagster_home(tmp_path: Path, monkeypatch, capsys) -> None:
-    home = str(tmp_path / "home")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    assert main(["doctor", "--home", home]) == 1
+def test_init_writes_a_new_configuration_file(tmp_path: Path, no_home, capsys) -> None:
+    path = tmp_path / "project" / ".mcp.json"
+    status, out, err = init(capsys, "--host", "claude-code", "--write", str(path), "--", *SERVER)
+    assert status == 0 and out == ""
+    entry = json.loads(path.read_text())["mcpServers"]["filesystem"]
+    assert entry["type"] == "stdio" and entry["args"][-4:] == SERVER
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert f"stretto: added the `filesystem` server in {path}\n" in err
+    assert "1. restart the host" in err
+    assert sorted(p.name for p in path.parent.iterdir()) == [".mcp.json"]  # no backup, no temp
+
+
+def test_init_merges_into_a_configuration_and_keeps_a_backup(
+    tmp_path: Path, no_home, capsys
+) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    before = {"globalShortcut": "Ctrl+Space", "mcpServers": {"other": {"command": "x"}}}
+    path.write_text(json.dumps(before))
+    path.chmod(0o640)
+    write = ["--write", str(path), "--name", "notes", "--"]
+    assert init(capsys, *write, *SERVER)[0] == 0
+    after = json.loads(path.read_text())
+    assert after["globalShortcut"] == "Ctrl+Space" and after["mcpServers"]["other"] == {
+        "command": "x"
+    }
+    assert after["mcpServers"]["notes"]["args"][:2] == ["--record", "~/.stretto/logs/notes"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    (backup,) = tmp_path.glob("claude_desktop_config.json.*.bak")
+    assert json.loads(backup.read_text()) == before
+
+    # the same entry again: nothing to write
+    status, _, err = init(capsys, *write, *SERVER)
+    assert status == 0 and "already has this `notes` server; nothing written" in err
+    assert len(list(tmp_path.glob("*.bak"))) == 1
+
+    # a different server of the same name: refused, the file untouched; --force replaces it
+    written = path.read_text()
+    status, _, err = init(capsys, *write, "node", "other.js")
+    assert status == 1 and path.read_text() == written
+    assert f"stretto: {path}: field `mcpServers.notes`: a different server of that name" in err
+    assert "give --force" in err
+    status, _, err = init(capsys, "--force", *write, "node", "other.js")
+    assert status == 0 and f"replaced the `notes` server in {path}" in err
+    assert json.loads(path.read_text())["mcpServers"]["notes"]["args"][-2:] == ["node", "other.js"]
+    assert len(list(tmp_path.glob("*.bak"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "expected a JSON object at the top"),
+        ('{"mcpServers": []}', "field `mcpServers`: expected an object of servers"),
+    ],
+)
+def test_init_refuses_a_file_it_cannot_merge_into(
+    text: str, says: str, tmp_path: Path, capsys
+) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(text)
+    status, _, err = init(capsys, "--write", str(path), "--", *SERVER)
+    assert status == 1 and f"stretto: {path}: " in err and says in err
+    assert path.read_text() == text and not list(tmp_path.glob("*.bak"))
+
+
+# --- doctor --------------------------------------------------------------------------------
+
+
+def doctor(capsys, home: Path) -> tuple[int, dict[str, tuple[str, str]], str]:
+    """Its status, its rows by check ({check: (ok, detail)}) and its stderr."""
+    status = main(["doctor", "--home", str(home)])
     out, err = capsys.readouterr()
-    assert "DAGSTER_HOME               NO" in out
-    assert "stretto: 1 problem(s): DAGSTER_HOME" in err
+    header, _, *lines = out.splitlines()
+    width = header.index("  ok")  # the checks' column
+    rows = {
+        line[:width].rstrip(): (line[width + 2 : width + 6].strip(), line[width + 8 :])
+        for line in lines
+    }
+    return status, rows, err
+
+
+@pytest.fixture
+def bare(monkeypatch, tmp_path: Path) -> Path:
+    """A user right after `make setup`: no DAGSTER_HOME, the venv activated; a home path that
+    does not exist yet."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ["PATH"])
+    return tmp_path / "home"
+
+
+def test_doctor_passes_a_newcomer_and_changes_nothing(bare: Path, capsys) -> None:
+    status, rows, err = doctor(capsys, bare)
+    assert status == 0, rows
+    assert rows["Python 3.11"][0] == "yes" and rows["package dagster"][0] == "yes"
+    assert rows["stretto-proxy on PATH"] == ("yes", PROXY)
+    assert rows["STRETTO_HOME"][0] == "yes" and "not there yet" in rows["STRETTO_HOME"][1]
+    assert rows["warehouse"][0] == "warn" and "`stretto ingest` makes it" in rows["warehouse"][1]
+    assert rows["flows"][0] == "yes" and rows["DAGSTER_HOME"][0] == "warn"
+    assert "only the Dagster UI needs it" in rows["DAGSTER_HOME"][1]
+    assert "warning(s), nothing stretto itself needs" in err and "problem" not in err
+    assert not bare.exists()
+
+
+def test_doctor_says_how_to_put_the_proxy_on_path(bare: Path, monkeypatch, capsys) -> None:
+    bin_dir = str(Path(sys.executable).parent)
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p != bin_dir]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    status, rows, _ = doctor(capsys, bare)
+    assert status == 0
+    ok, detail = rows["stretto-proxy on PATH"]
+    assert ok == "warn" and f"source {bin_dir}/activate" in detail
+
+
+def test_doctor_checks_dagster_home_with_warnings(
+    bare: Path, tmp_path, monkeypatch, capsys
+) -> None:
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
-    (dagster_home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
-    assert main(["doctor", "--home", home]) == 0, capsys.readouterr().out
-    assert "dagster telemetry off      yes" in capsys.readouterr().out
+    status, rows, _ = doctor(capsys, bare)
+    assert status == 0 and rows["dagster.yaml"][0] == "warn"
+    shutil.copy(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    status, rows, _ = doctor(capsys, bare)
+    assert status == 0 and rows["DAGSTER_HOME"][0] == rows["dagster telemetry off"][0] == "yes"
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
-    assert main(["doctor", "--home", home]) == 1
-    assert "dagster telemetry off      NO" in capsys.readouterr().out
+    status, rows, _ = doctor(capsys, bare)
+    assert status == 0 and rows["dagster telemetry off"][0] == "warn"
+    monkeypatch.setenv("DAGSTER_HOME", "relative/dagster")
+    status, rows, _ = doctor(capsys, bare)
+    assert status == 0 and "is not an absolute path" in rows["DAGSTER_HOME"][1]
+
+
+def test_doctor_checks_the_warehouse_and_the_flows(
+    bare: Path, shop_flow_path: Path, capsys
+) -> None:
+    shutil.copytree(REFERENCE_HOME / "logs/shop", bare / "logs/shop")
+    assert main(["ingest", "--home", str(bare)]) == 0
+    (bare / "flows").mkdir()
+    shutil.copy(shop_flow_path, bare / "flows/shop.flow.json")
+    capsys.readouterr()
+    status, rows, _ = doctor(capsys, bare)
+    assert status == 0
+    assert rows["warehouse"][0] == "yes" and ": 6 sessions, " in rows["warehouse"][1]
+    assert rows["flows"] == ("yes", f"1 of 1 valid in {bare}/flows")
+
+    (bare / "flows/typo.flow.json").write_text('{"stretto_flow": 1}')
+    status, rows, err = doctor(capsys, bare)
+    assert status == 1 and rows["flows"][0] == "NO" and rows["flow typo.flow.json"][0] == "NO"
+    assert f"{bare}/flows/typo.flow.json" in rows["flow typo.flow.json"][1]
+    assert "stretto: 2 problem(s): flows, flow typo.flow.json" in err
+    (bare / "flows/typo.flow.json").unlink()
+
+    database = bare / "warehouse/stretto.duckdb"
+    database.write_bytes(b"not a database")
+    status, rows, err = doctor(capsys, bare)
+    assert status == 1 and rows["warehouse"][0] == "NO" and "cannot be read" in rows["warehouse"][1]
+
+
+def test_doctor_refuses_a_home_that_is_a_file(bare: Path, capsys) -> None:
+    bare.write_text("")
+    status, rows, err = doctor(capsys, bare)
+    assert status == 1 and rows["STRETTO_HOME"] == ("NO", f"{bare}: not a folder")
+    assert "1 problem(s): STRETTO_HOME" in err
