@@ -306,3 +306,20 @@ def markdown(result: Stage) -> str:
     out += ["", "## Committing would change", ""]
     out.append(diff_markdown(result.review, result.other).split("\n", 1)[-1].strip() or "Nothing.")
     return "\n".join(out) + "\n"
+
+
+def commit_if_better(flow_path: str | Path, result: Stage, note: str | None = None) -> dict | None:
+    """`--auto-commit-if-better`: commit the staged flow when used − detours per session
+    improved with its 90% interval above zero; the new version's entry, else None."""
+    from stretto.offline import versions
+
+    totals = result.totals()
+    if not totals["better"]:
+        return None
+    d = totals["difference"]
+    low, high = d["interval"]
+    note = note or (
+        f"auto-commit: used − detours per session {d['mean']:+.2f} "
+        f"(90% interval {low:+.2f} to {high:+.2f}) over {totals['sessions']} sessions"
+    )
+    return versions.commit(flow_path, note, source=result.staged_path, comparison=totals)
