@@ -30,11 +30,13 @@ def choose_sessions(
     con,
     *,
     domain: str | None = None,
+    sessions: list[str] | None = None,
     rewards: Mapping[str, float] | None = None,
     half_life: float | None = None,
 ) -> list[tuple[str, str | None, int, float]]:
     """Create the temp table `wanted(session, agent_model, session_order, weight)` on `con`
-    (which has the `sessions` view) and return its rows in learning order."""
+    (which has the `sessions` view) and return its rows in learning order. `sessions`: only
+    these (a staged flow as it was before a session, a fold's flow)."""
     half_life_weights(0, half_life)  # refuse a bad half-life before any SQL
     con.register(
         "rewards_arrow",
@@ -49,7 +51,12 @@ def choose_sessions(
     con.unregister("rewards_arrow")
     con.execute(
         dict(sql_statements("weights"))["wanted"],
-        {"domain": domain, "success": SUCCESS_REWARD, "half_life": half_life},
+        {
+            "domain": domain,
+            "sessions": None if sessions is None else list(sessions),
+            "success": SUCCESS_REWARD,
+            "half_life": half_life,
+        },
     )
     return [
         tuple(row)

@@ -125,7 +125,7 @@ def _messages(value: Any) -> list[tuple[str, str, bool]]:
     for message in messages:
         if not isinstance(message, dict):
             continue
-        role = message.get("role") if isinstance(message.get("role"), str) else ""
+        role = str(message["role"]) if isinstance(message.get("role"), str) else ""
         parts = message.get("parts")
         if isinstance(parts, list):
             texts = [
@@ -284,7 +284,7 @@ def _convert(path: Path, trace: str, spans: list[Span], domain: str, manifest, o
     )
     origin = spans[0].start_ns
     session = f"otel-{trace}"
-    header = {
+    header: dict[str, Any] = {
         "stretto_mcp_log": LOG_VERSION,
         "session": session,
         "started_unix_ms": origin // 1_000_000,

@@ -107,7 +107,7 @@ def _spans(document: Any, path: Path, line: int | None, out: list[Span]) -> bool
                         trace=span["traceId"],
                         id=span["spanId"],
                         parent=span.get("parentSpanId") or "",
-                        name=span.get("name") if isinstance(span.get("name"), str) else "",
+                        name=str(span["name"]) if isinstance(span.get("name"), str) else "",
                         start_ns=_nanos(
                             span.get("startTimeUnixNano", 0), path, f"{where}.startTimeUnixNano"
                         ),

@@ -116,7 +116,7 @@ class Stage:
         for site in names:
             row: dict = {"site": site}
             for part, flow in (("committed", self.committed), ("staged", self.staged)):
-                tally = dict.fromkeys(TALLY, 0)
+                tally: dict = dict.fromkeys(TALLY, 0)
                 for r in self.rows:
                     for key in TALLY:
                         tally[key] += r[part].get(site, {}).get(key, 0)
@@ -131,7 +131,7 @@ class Stage:
         used − detours, its mean and 90% interval; `better` when that interval is above 0."""
         out: dict = {"sessions": len(self.rows)}
         for part, flow in (("committed", self.committed), ("staged", self.staged)):
-            tally = dict.fromkeys(TALLY, 0)
+            tally: dict = dict.fromkeys(TALLY, 0)
             for r in self.rows:
                 for site, t in r[part].items():
                     if acts_at(flow, site):

@@ -94,6 +94,9 @@ def test_rewards_from_a_file_win_over_the_logs(con, tmp_path) -> None:
     assert [s for s, *_ in rows] == ["a", "b", "d"]
     assert [order for _, _, order, _ in rows] == [0, 1, 2]
     assert [s for s, *_ in choose_sessions(con)] == ["a", "x", "c", "d"]
+    # a subset, as staging and the gate's folds learn from: ages among the subset
+    rows = choose_sessions(con, sessions=["d", "a", "b"], half_life=1.0)
+    assert [(s, w) for s, _, _, w in rows] == [("a", 0.25), ("d", 1.0)]
     assert successful(None) and successful(1.0) and not successful(0.99)
 
 

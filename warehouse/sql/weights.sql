@@ -5,8 +5,9 @@
 
 -- name: wanted
 -- Input: the `sessions` view, `rewards(session, reward)` (empty without a rewards file),
--- $domain (NULL: every domain), $success (the reward a success needs), $half_life (NULL: no
--- decay). A session's age is its place among the domain's sessions in start order, failed
+-- $domain (NULL: every domain), $sessions (a list of session ids, NULL: every session; staging
+-- and the surprise gate's folds learn from such subsets), $success (the reward a success
+-- needs), $half_life (NULL: no decay). A session's age is its place among the domain's sessions in start order, failed
 -- ones included (age is time): the newest weighs 1, one `half_life` sessions older 1/2.
 -- A reward from the file wins over the log's; a session with neither is successful.
 CREATE OR REPLACE TEMP TABLE wanted AS
@@ -15,7 +16,8 @@ WITH given AS (
            row_number() OVER (ORDER BY s.started_unix_ms, s.session) - 1 AS age_order,
            count(*) OVER () AS n
     FROM sessions s LEFT JOIN rewards r USING (session)
-    WHERE $domain IS NULL OR s.domain = $domain
+    WHERE ($domain IS NULL OR s.domain = $domain)
+      AND ($sessions IS NULL OR list_contains($sessions, s.session))
 )
 SELECT session, agent_model,
        (row_number() OVER (ORDER BY age_order) - 1)::BIGINT AS session_order,
