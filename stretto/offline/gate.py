@@ -1,0 +1,75 @@
+"""Learning the surprise gate's threshold by 5-fold cross-fitting
+(../shared/spec/algorithms.md §10; `stretto learn --surprise Q [--surprise-window N]`).
+
+Each session is put in a fold by its task (its id when it has none). For each fold, a
+habit-only flow is learned from the other folds, and every successful session of the fold
+with at least `window` step surprises gives its peak window mean under that flow: what the
+gate would have seen on a session like it that the flow never learned from. The threshold is
+the `ceil(Q·n)`-th smallest of the n peaks, so about a share Q of ordinary sessions would never
+trip the gate.
+
+Learning a flow is the caller's (`learn`: episodes -> flow dict), so this runs the same with
+the warehouse's learner (the CLI, the assets) and in tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from stretto.logs.episode import Episode
+from stretto.model.decide import Decider, fnv1a64
+from stretto.model.surprise import DEFAULT_WINDOW, peak_window_mean, session_surprises
+
+FOLDS = 5
+Learner = Callable[[list[Episode]], dict]
+
+
+class GateError(ValueError):
+    pass
+
+
+def fold_of(episode: Episode) -> int:
+    return fnv1a64(episode.task_id or episode.id) % FOLDS
+
+
+def learn_gate(
+    episodes: Sequence[Episode],
+    learn: Learner,
+    quantile: float,
+    window: int = DEFAULT_WINDOW,
+    successful: Callable[[Episode], bool] = lambda episode: True,
+) -> dict:
+    """The flow's `surprise` record: `{window, threshold, quantile, sessions}` (`sessions`:
+    how many held-out peaks the threshold rests on). `successful` tells the sessions whose
+    peaks count (the same rule the learner uses: a recorded session without a reward is
+    successful, which `Episode.reward`'s default of 0 cannot tell)."""
+    if not 0 < quantile <= 1:
+        raise GateError(f"--surprise wants a quantile in (0, 1], got {quantile}")
+    if window < 1:
+        raise GateError(f"--surprise-window wants at least 1 step, got {window}")
+    peaks: list[float] = []
+    for fold in range(FOLDS):
+        held_out = [e for e in episodes if fold_of(e) == fold]
+        training = [e for e in episodes if fold_of(e) != fold]
+        if not training or not any(successful(e) for e in held_out):
+            continue
+        decider = Decider(learn(training), "habit")
+        for episode in held_out:
+            if successful(episode):
+                peak = peak_window_mean(session_surprises(decider, episode), window)
+                if peak is not None:
+                    peaks.append(peak)
+    if not peaks:
+        raise GateError(
+            f"no successful held-out session has {window} or more steps to score; learn the "
+            "gate from more (or longer) sessions, or a shorter --surprise-window"
+        )
+    peaks.sort()
+    rank = min(max(math.ceil(quantile * len(peaks)), 1), len(peaks))
+    return {
+        "window": window,
+        "threshold": peaks[rank - 1],
+        "quantile": quantile,
+        "sessions": len(peaks),
+    }

@@ -1,0 +1,125 @@
+"""The drift alarm: on sessions whose agent changes its habits half-way it sounds within 10
+sessions of the change and not before; on unchanged sessions it stays quiet."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from stretto.logs.episode import read_episodes
+from stretto.offline.audit import audit
+from stretto.offline.drift import Settings, change_probabilities, drift, markdown, plot, prior
+from tests.stretto.lifecycle import learn_folder, write_sessions
+
+CHANGE = 50
+
+
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory) -> dict:
+    base = tmp_path_factory.mktemp("drift")
+    write_sessions(base / "train", ["usual"] * 30, seed=1)
+    return learn_folder(base / "train", base / "shop.flow.json", base / "home")
+
+
+@pytest.mark.parametrize("seed", [100, 101, 102])
+def test_the_alarm_sounds_within_ten_sessions_of_a_change_and_not_before(
+    flow, tmp_path, seed
+) -> None:
+    habits = ["usual"] * CHANGE + ["changed"] * CHANGE
+    write_sessions(tmp_path, habits, seed=seed, start=1000)
+    result = drift(flow, read_episodes(tmp_path))
+    first = next(i for i, r in enumerate(result.sessions) if r["change"] >= 0.5)
+    assert CHANGE <= first < CHANGE + 10
+    alarm = result.alarms[0]
+    assert alarm["at"] == first and alarm["change"] == CHANGE
+    assert alarm["change_session"] == result.sessions[CHANGE]["id"]
+    # the agent now reads the returns, a tool it never used in training, and closes orders
+    # straight after reading the account
+    assert result.unknown_tools == {"get_returns": CHANGE}
+    moved = [m["site"] for m in alarm["moved"]]
+    assert moved[0] == "get_account"
+    assert alarm["moved"][0]["after"]["surprise"] > alarm["moved"][0]["before"]["surprise"]
+    # the new habit is the norm ten sessions on: no longer sounding at the end
+    assert not result.sounding
+
+
+def test_quiet_on_two_hundred_unchanged_sessions(flow, tmp_path) -> None:
+    sounding = sessions = 0
+    for seed in range(5):
+        folder = tmp_path / f"seed-{seed}"
+        write_sessions(folder, ["usual"] * 200, seed=200 + seed, start=2000)
+        result = drift(flow, read_episodes(folder))
+        sessions += len(result.sessions)
+        sounding += sum(r["change"] >= 0.5 for r in result.sessions)
+        assert not result.alarms and not result.sounding
+        assert result.unknown_tools == {}
+    assert sessions == 1000 and sounding == 0  # false-alarm rate 0 of 1000 sessions
+
+
+def test_the_surprise_series_is_audits_nats_per_decision(flow, tmp_path) -> None:
+    write_sessions(tmp_path, ["usual", "changed", "usual"], seed=5, start=3000)
+    episodes = read_episodes(tmp_path)
+    result = drift(flow, episodes)
+    for episode, row in zip(episodes, result.sessions, strict=True):
+        totals = audit(flow, [episode], "habit").totals()
+        assert row["surprise"] == pytest.approx(totals["nats_per_decision"])
+        assert row["disagreement"] == pytest.approx(1 - totals["agreement"])
+        assert row["decisions"] == totals["decisions"]
+    assert result.sessions[1]["unknown"] > 0 == result.sessions[0]["unknown"]
+
+
+def test_sounding_after_the_last_session_and_the_report(flow, tmp_path) -> None:
+    habits = ["usual"] * 30 + ["changed"] * 5
+    write_sessions(tmp_path / "logs", habits, seed=9, start=4000)
+    result = drift(flow, read_episodes(tmp_path / "logs"))
+    assert result.sounding  # the command exits 1
+    data = json.loads(json.dumps(result.as_json()))
+    assert data["sounding"] is True
+    assert data["settings"] == {"hazard": 0.01, "window": 10, "threshold": 0.5}
+    assert set(data["sessions"][0]) == {
+        "id",
+        "decisions",
+        "surprise",
+        "disagreement",
+        "unknown",
+        "change",
+    }
+    assert data["alarms"][-1]["change"] == 30
+    text = markdown(result)
+    assert "**The alarm is sounding**" in text and "`get_returns`, first in session 30" in text
+    png = tmp_path / "drift.png"
+    plot(result, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_missing_values_and_a_flat_series() -> None:
+    # a session with no decision point has no surprise: left out of the likelihood
+    flat = [0.5] * 30 + [None] * 3 + [0.5] * 10
+    stats = change_probabilities([flat, flat, [0.0] * 43], Settings())
+    assert len(stats) == 43 and max(s["change"] for s in stats) < 0.5
+    assert prior([1.0, float("nan"), 3.0, 2.0]) == (
+        2.0,
+        pytest.approx(max(0.05, 1.5 * 1.4826 / math.sqrt(2))),
+    )
+    jump = [0.5] * 30 + [3.0] * 6
+    stats = change_probabilities([jump, [0.1] * 36, [0.0] * 36], Settings())
+    first = next(i for i, s in enumerate(stats) if s["change"] >= 0.5)
+    assert first == 32 and stats[first]["began"] == 30  # three sessions into the new run
+
+
+def test_bad_settings_are_refused(flow) -> None:
+    for settings, message in [
+        (Settings(hazard=0), "--hazard"),
+        (Settings(window=2), "--window wants at least 3"),
+        (Settings(threshold=1.5), "--threshold"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            drift(flow, [], settings=settings)
+
+
+def test_no_sessions_is_quiet(flow) -> None:
+    result = drift(flow, [])
+    assert result.sessions == [] and not result.sounding and result.alarms == []
+    assert isinstance(markdown(result), str)

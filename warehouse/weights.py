@@ -1,0 +1,75 @@
+"""Which sessions train the habit, and how much each counts: `learn --half-life H` and
+`--rewards FILE` (warehouse/sql/weights.sql; ../shared/spec/algorithms.md §2.4).
+
+Kept apart from learn.py until the learner takes them (issue 18, second round): `wanted`
+replaces learn.py's session query (same columns, plus `agent_model` and `weight`), and the
+weighted `habit` and `reach` replace counts.sql's (equal to them when every weight is 1).
+Sites, bindings and the fit of α stay unweighted, as the reference's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from warehouse.ingest import sql_statements
+from warehouse.learn import SUCCESS_REWARD, _levels
+
+
+def half_life_weights(n: int, half_life: float | None) -> list[float]:
+    """The weight of the i-th of n sessions in start order: 0.5 ** ((n - 1 - i) / half_life)."""
+    if half_life is None:
+        return [1.0] * n
+    if not half_life > 0:
+        raise ValueError(f"--half-life wants a number of sessions above 0, got {half_life}")
+    return [0.5 ** ((n - 1 - i) / half_life) for i in range(n)]
+
+
+def choose_sessions(
+    con,
+    *,
+    domain: str | None = None,
+    sessions: list[str] | None = None,
+    rewards: Mapping[str, float] | None = None,
+    half_life: float | None = None,
+) -> list[tuple[str, str | None, int, float]]:
+    """Create the temp table `wanted(session, agent_model, session_order, weight)` on `con`
+    (which has the `sessions` view) and return its rows in learning order. `sessions`: only
+    these (a staged flow as it was before a session, a fold's flow)."""
+    half_life_weights(0, half_life)  # refuse a bad half-life before any SQL
+    con.register(
+        "rewards_arrow",
+        pa.table(
+            {
+                "session": pa.array(list((rewards or {}).keys()), pa.string()),
+                "reward": pa.array(list((rewards or {}).values()), pa.float64()),
+            }
+        ),
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE rewards AS SELECT * FROM rewards_arrow")
+    con.unregister("rewards_arrow")
+    con.execute(
+        dict(sql_statements("weights"))["wanted"],
+        {
+            "domain": domain,
+            "sessions": None if sessions is None else list(sessions),
+            "success": SUCCESS_REWARD,
+            "half_life": half_life,
+        },
+    )
+    return [
+        tuple(row)
+        for row in con.execute(
+            "SELECT session, agent_model, session_order, weight FROM wanted ORDER BY session_order"
+        ).fetchall()
+    ]
+
+
+def weighted_counts(con) -> tuple[dict, dict]:
+    """(habit, reach) counts weighted by `wanted.weight`, over the `histories` table that
+    warehouse.learn.count_steps made on `con`."""
+    queries = dict(sql_statements("weights"))
+    habit = _levels(con.execute(queries["habit"]).fetchall())
+    reach = _levels(con.execute(queries["reach"]).fetchall())
+    return habit, reach
