@@ -368,6 +368,10 @@ class _Timeline:
                 )
                 decision["used"] = used
                 decision["label"] = "used later" if used else "detour"
+                if executed and not used:
+                    # the agent got it in the appended block: whether it read it, or would
+                    # have made the call, the record cannot tell
+                    decision["label"] = "not asked again (in the appended block)"
             if executed and made:
                 lookup = made.pop(0)
                 lookup["decision"] = decision

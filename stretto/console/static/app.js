@@ -42,6 +42,12 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Replace a node's children, leaving out null, undefined and false (replaceChildren would
+// show them as text).
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 export function fmt(n, digits = 2) {
   if (n === null || n === undefined) return "—";
   if (typeof n !== "number") return String(n);
@@ -93,15 +99,15 @@ async function route() {
     const match = path.match(pattern);
     if (!match) continue;
     for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.nav === nav);
-    page.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    fill(page, el("p", { class: "muted" }, "Loading…"));
     try {
       await render(...match.slice(1).map(decodeURIComponent));
     } catch (error) {
-      page.replaceChildren(problem(error));
+      fill(page, problem(error));
     }
     return;
   }
-  page.replaceChildren(el("h1", {}, "No such page"));
+  fill(page, el("h1", {}, "No such page"));
 }
 
 document.addEventListener("click", (e) => {

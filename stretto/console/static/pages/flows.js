@@ -1,4 +1,4 @@
-import { api, el, fmt, go, meta, on, page, problem, when } from "../app.js";
+import { api, el, fill, fmt, go, meta, on, page, problem, when } from "../app.js";
 
 const flowHref = (name) => `/flows/${name.split("/").map(encodeURIComponent).join("/")}`;
 const flowApi = (name) => `/api/flows/${name.split("/").map(encodeURIComponent).join("/")}`;
@@ -12,11 +12,11 @@ export async function flowsPage() {
   const threshold = el("input", { type: "number", min: 0, max: 1, step: 0.05, value: 0.3, id: "diff-threshold" });
   const out = el("div", { "data-testid": "diff" });
   const compare = async () => {
-    out.replaceChildren(el("p", { class: "muted" }, "Comparing…"));
+    fill(out, el("p", { class: "muted" }, "Comparing…"));
     try {
       const d = await api(`/api/flows/diff?from=${encodeURIComponent(from.value)}&to=${encodeURIComponent(to.value)}&threshold=${threshold.value}`);
       const at = d.at_threshold;
-      out.replaceChildren(
+      fill(out, 
         el("h2", {}, `Needs review (${d.needs_review.length})`),
         d.needs_review.length ? el("ul", { class: "review" }, d.needs_review.map((r) => el("li", {}, r))) : el("p", {}, "Nothing: the new flow can do nothing the old one could not."),
         el("h2", {}, `At threshold ${d.threshold}`),
@@ -27,10 +27,10 @@ export async function flowsPage() {
         el("h2", {}, `Other changes (${d.other.length})`),
         el("ul", {}, d.other.map((r) => el("li", {}, r))));
     } catch (error) {
-      out.replaceChildren(problem(error));
+      fill(out, problem(error));
     }
   };
-  page.replaceChildren(
+  fill(page, 
     el("h1", {}, "Flows"),
     el("table", { "data-testid": "flows" },
       el("tr", {}, ["flow", "domain", "sites", "learned from", "compiled", "promotion", "problem"].map((h) => el("th", {}, h))),
@@ -46,26 +46,26 @@ export async function flowsPage() {
         el("button", { onclick: compare, "data-testid": "compare" }, "Compare")),
     out,
   );
-  on("changed", () => flowsPage().catch((e) => page.replaceChildren(problem(e))));
+  on("changed", () => flowsPage().catch((e) => fill(page, problem(e))));
 }
 
 let graph = null;
 
 function drawGraph(container, hover, data) {
   if (!window.cytoscape) {
-    container.replaceChildren(problem(new Error("the graph library is missing: run `make setup` (node/node_modules)")));
+    fill(container, problem(new Error("the graph library is missing: run `make setup` (node/node_modules)")));
     return;
   }
   const elements = [
-    ...data.nodes.map((n) => ({ data: { id: n.id, label: n.label, kind: n.kind, binding: n.binding }, position: { x: n.kind === "site" ? 120 : 520, y: 50 + n.row * 70 } })),
+    ...data.nodes.map((n) => ({ data: { id: n.id, label: n.label, kind: n.kind, binding: n.binding || "", w: 24 + 7.2 * n.label.length }, position: { x: n.kind === "site" ? 120 : 520, y: 50 + n.row * 70 } })),
     ...data.edges.map((e) => ({ data: { ...e, width: 1 + 9 * e.reach } })),
   ];
   if (graph) graph.destroy();
-  graph = window.cytoscape({
+  graph = window.__graph = window.cytoscape({
     container, elements, layout: { name: "preset", fit: true, padding: 30 },
     userZoomingEnabled: false,
     style: [
-      { selector: "node", style: { label: "data(label)", "font-size": 12, "text-valign": "center", "text-halign": "center", width: "label", height: 26, shape: "round-rectangle", padding: "8px", "background-color": "#e8ebf1", "border-width": 1, "border-color": "#9aa3b5" } },
+      { selector: "node", style: { label: "data(label)", "font-size": 12, "text-valign": "center", "text-halign": "center", width: "data(w)", height: 30, shape: "round-rectangle", "background-color": "#e8ebf1", "border-width": 1, "border-color": "#9aa3b5" } },
       { selector: "node[kind = 'lookup']", style: { "background-color": "#e3f3e9", "border-color": "#1f8a4c" } },
       { selector: "edge", style: { width: "data(width)", "curve-style": "bezier", "target-arrow-shape": "triangle", "line-color": "#c3c9d4", "target-arrow-color": "#c3c9d4", "line-style": "dashed" } },
       { selector: "edge[?looks_up]", style: { "line-color": "#1f8a4c", "target-arrow-color": "#1f8a4c", "line-style": "solid" } },
@@ -117,7 +117,7 @@ export async function flowPage(name) {
     await api(flowApi(name), { method: "DELETE" });
     go("/flows");
   } }, "Move to trash") : null;
-  page.replaceChildren(
+  fill(page, 
     el("h1", {}, `Flow ${name}`),
     el("div", { class: "box row" },
       el("span", {}, `${first.domain} · learned from ${fmt(first.sessions)} sessions · compiled ${when(first.compiled_unix_ms)}`),
@@ -137,16 +137,16 @@ export async function flowPage(name) {
     ]);
     if (mine !== asked) return;  // a later move of the slider won
     value.textContent = fmt(detail.threshold);
-    lookedUp.replaceChildren(detail.looked_up.length ? el("ul", {}, detail.looked_up.map((x) => el("li", { class: "looks" }, x))) : el("p", { class: "hands" }, "nothing: every site hands back"));
-    replay.replaceChildren(figures.error ? problem(figures.error) : replayBox(figures), figures.sessions ? el("p", { class: "muted" }, `on ${figures.sessions}; utility = ${figures.costs.beta} × saved − ${figures.costs.delta} × detours`) : null);
-    sites.replaceChildren(sitesTable(detail.summary));
+    fill(lookedUp, detail.looked_up.length ? el("ul", {}, detail.looked_up.map((x) => el("li", { class: "looks" }, x))) : el("p", { class: "hands" }, "nothing: every site hands back"));
+    fill(replay, figures.error ? problem(figures.error) : replayBox(figures), figures.sessions ? el("p", { class: "muted" }, `on ${figures.sessions}; utility = ${figures.costs.beta} × saved − ${figures.costs.delta} × detours`) : null);
+    fill(sites, sitesTable(detail.summary));
     drawGraph(container, hover, detail.graph);
   };
   let timer = null;
   slider.addEventListener("input", () => {
     value.textContent = fmt(Number(slider.value));
     clearTimeout(timer);
-    timer = setTimeout(() => show(slider.value).catch((e) => replay.replaceChildren(problem(e))), 80);
+    timer = setTimeout(() => show(slider.value).catch((e) => fill(replay, problem(e))), 80);
   });
   await show(first.threshold);
 }

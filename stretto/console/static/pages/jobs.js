@@ -1,4 +1,4 @@
-import { api, el, fmt, meta, on, page, problem, when } from "../app.js";
+import { api, el, fill, fmt, meta, on, page, problem, when } from "../app.js";
 
 // What each job asks for: [field, label, kind]; kinds: flow, folder, text, number, check.
 const FORMS = {
@@ -22,7 +22,7 @@ async function showJob(box, id) {
   const output = await api(`/api/jobs/${encodeURIComponent(id)}/output`);
   const cancel = job.state === "running" && meta && !meta.read_only
     ? el("button", { class: "danger", onclick: () => api(`/api/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }).catch((e) => box.append(problem(e))) }, "Cancel") : null;
-  box.replaceChildren(
+  fill(box, 
     el("h2", {}, `Job ${job.id}`),
     el("div", { class: "row" }, el("span", { class: `badge ${job.state === "succeeded" ? "ok" : job.state}`, "data-testid": "job-state" }, job.state),
       el("code", {}, job.argv.join(" ")), job.exit_code !== null ? el("span", { class: "muted" }, `exit ${job.exit_code}`) : null, cancel),
@@ -40,7 +40,7 @@ export async function jobsPage() {
   const fields = el("div", { class: "row" });
   const inputs = {};
   const build = () => {
-    fields.replaceChildren();
+    fill(fields, );
     for (const [name, label, type] of FORMS[kind.value]) {
       let input;
       if (type === "flow") input = el("select", {}, flows.items.filter((f) => f.valid).map((f) => el("option", { value: f.name }, f.name)));
@@ -65,26 +65,26 @@ export async function jobsPage() {
       else if (type === "number") params[name] = Number(input.value);
       else if (input.value) params[name] = input.value;
     }
-    message.replaceChildren();
+    fill(message, );
     try {
       const job = await api("/api/jobs", { method: "POST", body: { kind: kind.value, params } });
       current = job.id;
       await refresh();
     } catch (error) {
-      message.replaceChildren(problem(error));
+      fill(message, problem(error));
     }
   } }, "Start");
   const table = el("table", { "data-testid": "jobs" });
   let current = list.running ? list.running.id : list.items[0]?.id;
   const refresh = async () => {
     const now = await api("/api/jobs");
-    table.replaceChildren(el("tr", {}, ["job", "state", "started", "finished"].map((h) => el("th", {}, h))),
+    fill(table, el("tr", {}, ["job", "state", "started", "finished"].map((h) => el("th", {}, h))),
       now.items.map((j) => el("tr", { class: "clickable", onclick: () => { current = j.id; showJob(detail, j.id); } },
         el("td", {}, j.id), el("td", {}, el("span", { class: `badge ${j.state === "succeeded" ? "ok" : j.state}` }, j.state)),
         el("td", {}, when(j.started_unix_ms)), el("td", {}, when(j.finished_unix_ms)))));
     if (current) await showJob(detail, current);
   };
-  page.replaceChildren(el("h1", {}, "Jobs"),
+  fill(page, el("h1", {}, "Jobs"),
     el("div", { class: "box" }, el("div", { class: "row" }, "job", kind, fields, start), message,
       el("p", { class: "muted" }, "One job at a time; each runs the stretto command in a process of its own. Output and artifacts stay under console/jobs/ in the data directory.")),
     detail, el("h2", {}, "All jobs"), table);
@@ -99,7 +99,7 @@ export async function jobsPage() {
     }
     if (event.state !== "running" && event.state !== "cancelling") {
       clearTimeout(pending);
-      pending = setTimeout(() => refresh().catch((e) => message.replaceChildren(problem(e))), 100);
+      pending = setTimeout(() => refresh().catch((e) => fill(message, problem(e))), 100);
     }
   });
 }

@@ -1,4 +1,4 @@
-import { api, el, fmt, on, page, problem } from "../app.js";
+import { api, el, fill, fmt, on, page, problem } from "../app.js";
 
 let chart = null;
 
@@ -7,7 +7,7 @@ export async function overviewPage() {
   const t = data.totals;
   const card = (n, what) => el("div", { class: "card" }, el("div", { class: "n" }, fmt(n)), el("div", { class: "what" }, what));
   const canvas = el("canvas", { id: "days" });
-  page.replaceChildren(
+  fill(page, 
     el("h1", {}, "Overview"),
     el("div", { class: "cards", "data-testid": "totals" },
       card(t.sessions, "sessions"), card(t.calls, "the agents' calls"), card(t.lookups, "lookups made"),
@@ -48,5 +48,5 @@ export async function overviewPage() {
   } else {
     canvas.replaceWith(problem(new Error("the chart library is missing: run `make setup` (node/node_modules)")));
   }
-  on("changed", () => overviewPage().catch((e) => page.replaceChildren(problem(e))));
+  on("changed", () => overviewPage().catch((e) => fill(page, problem(e))));
 }

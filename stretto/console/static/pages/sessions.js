@@ -1,4 +1,4 @@
-import { api, el, fmt, go, meta, on, page, problem, when } from "../app.js";
+import { api, el, fill, fmt, go, meta, on, page, problem, when } from "../app.js";
 
 const FILTERS = ["domain", "day", "agent_model", "server", "mode"];
 
@@ -26,7 +26,7 @@ export async function sessionsPage() {
     el("td", {}, s.server || "—"), el("td", {}, s.mode ? el("span", { class: `badge ${s.mode}` }, s.mode) : "—"),
     el("td", {}, fmt(s.calls)), el("td", {}, fmt(s.lookups)), el("td", {}, fmt(s.turns)),
     el("td", { class: "problem" }, s.problem || "")));
-  page.replaceChildren(
+  fill(page, 
     el("h1", {}, "Sessions"),
     el("div", { class: "row" }, search, selects),
     el("p", { class: "muted" }, `${data.total} session(s)${data.total > data.limit ? `, ${offset + 1}–${Math.min(offset + data.limit, data.total)} shown` : ""}`),
@@ -37,7 +37,7 @@ export async function sessionsPage() {
       offset > 0 ? el("button", { class: "secondary", onclick: () => apply({ offset: String(Math.max(0, offset - data.limit)) }) }, "Previous") : null,
       offset + data.limit < data.total ? el("button", { class: "secondary", onclick: () => apply({ offset: String(offset + data.limit) }) }, "Next") : null),
   );
-  on("changed", () => sessionsPage().catch((e) => page.replaceChildren(problem(e))));
+  on("changed", () => sessionsPage().catch((e) => fill(page, problem(e))));
 }
 
 function args(value) {
@@ -125,7 +125,7 @@ export async function sessionPage(key) {
     await api(`/api/sessions/${encodeURIComponent(key)}`, { method: "DELETE" });
     go("/sessions");
   } }, "Move to trash") : null;
-  page.replaceChildren(
+  fill(page, 
     el("h1", {}, `Session ${s.id || key}`),
     s.problem ? problem(new Error(s.problem)) : null,
     el("div", { class: "box row" },
