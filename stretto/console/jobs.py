@@ -59,7 +59,7 @@ class Jobs:
         self.stretto = stretto
         self.publish = publish
         self.catalog = catalog
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.running: dict | None = None
         self.process: subprocess.Popen | None = None
 

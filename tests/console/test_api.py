@@ -139,7 +139,9 @@ def test_an_unexpected_failure_is_a_500_with_a_message(client, home):
 
 def test_unknown_endpoints_are_404_json(client):
     answer = client.get("/api/nothing", headers=AUTH)
-    assert answer.status_code == 404 and answer.json() == {"error": "no such endpoint: /api/nothing"}
+    assert answer.status_code == 404 and answer.json() == {
+        "error": "no such endpoint: /api/nothing"
+    }
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -200,7 +202,9 @@ def test_the_raw_log_streams_whole_or_by_lines(client, home):
     assert whole.headers["content-type"] == "application/x-ndjson"
     second = client.get(f"/api/sessions/{SERVED}/raw?from=2&lines=1", headers=AUTH)
     assert second.content == log.read_bytes().split(b"\n")[1] + b"\n"
-    assert client.get(f"/api/sessions/{SERVED}/raw?from=999&lines=1", headers=AUTH).status_code == 404
+    assert (
+        client.get(f"/api/sessions/{SERVED}/raw?from=999&lines=1", headers=AUTH).status_code == 404
+    )
 
 
 def test_unknown_sessions_are_404(client):
@@ -239,7 +243,9 @@ def test_copies_of_a_log_are_one_session_and_a_different_one_keeps_both(client, 
     rows = client.get("/api/sessions", headers=AUTH).json()["items"]
     (row,) = [r for r in rows if r["id"] == "20260928T020400.548Z-14457"]
     assert row["copies"] == [f"archive/{log.name}"]
-    (home / "archive" / log.name).write_text(log.read_text() + '{"t_ms":9999,"from":"client","raw":"x"}\n')
+    (home / "archive" / log.name).write_text(
+        log.read_text() + '{"t_ms":9999,"from":"client","raw":"x"}\n'
+    )
     keys = [r["key"] for r in client.get("/api/sessions", headers=AUTH).json()["items"]]
     twins = [k for k in keys if k.startswith("20260928T020400.548Z-14457@")]
     assert len(twins) == 2
@@ -249,7 +255,10 @@ def test_deleting_a_session_moves_it_and_its_side_logs_to_the_trash(client, home
     answer = client.delete(f"/api/sessions/{SERVED}", headers=WRITE)
     assert answer.status_code == 200
     moved = answer.json()
-    assert sorted(moved["moved"]) == [f"served/shop/{SERVED}.flow.jsonl", f"served/shop/{SERVED}.jsonl"]
+    assert sorted(moved["moved"]) == [
+        f"served/shop/{SERVED}.flow.jsonl",
+        f"served/shop/{SERVED}.jsonl",
+    ]
     trash = home / moved["trash"]
     assert (trash / "served/shop" / f"{SERVED}.jsonl").exists()
     assert stat.S_IMODE(trash.stat().st_mode) == 0o700
@@ -266,7 +275,9 @@ def test_flows_list_valid_and_invalid(client):
     assert not items["shop.flow.json"]["valid"]
     assert "field `(the whole flow)`" in items["shop.flow.json"]["error"]
     answer = client.get("/api/flows/shop.flow.json", headers=AUTH)
-    assert answer.status_code == 422 and "'actions' is a required property" in answer.json()["error"]
+    assert (
+        answer.status_code == 422 and "'actions' is a required property" in answer.json()["error"]
+    )
     raw = client.get("/api/flows/shop.flow.json/raw", headers=AUTH)  # still readable as a file
     assert raw.status_code == 200 and raw.json()["stretto_flow"] == 1
 
