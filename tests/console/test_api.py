@@ -222,7 +222,8 @@ def test_a_corrupt_log_says_what_is_wrong_and_the_rest_works(client, home):
     (folder / "garbage.jsonl").write_text("this is not a log\n")
     rows = {r["path"]: r for r in client.get("/api/sessions", headers=AUTH).json()["items"]}
     assert rows["logs/shop/broken.jsonl"]["problem"].endswith(
-        "broken.jsonl:11: field `from`: expected one of client, server, proxy, context, got 'nobody'"
+        "broken.jsonl:11: field `from`: expected one of client, server, proxy, context, "
+        "got 'nobody'"
     )
     garbage = rows["logs/shop/garbage.jsonl"]
     assert "garbage.jsonl:1: not JSON" in garbage["problem"]

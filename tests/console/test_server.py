@@ -150,7 +150,7 @@ def test_a_large_session_pages_and_streams(tmp_path: Path):
     item = first["items"][0]
     assert item["result"]["cut"] and item["result"]["chars"] == 20_002
     assert len(item["result"]["text"]) == 2000  # a preview; the whole line on request
-    line = client.get(f"/api/sessions/big/timeline?offset=1999&limit=100", headers=AUTH).json()
+    line = client.get("/api/sessions/big/timeline?offset=1999&limit=100", headers=AUTH).json()
     assert line["next"] is None and line["items"][0]["id"] == "2000"
     whole = client.get(f"/api/sessions/big/raw?from={item['result_line']}&lines=1", headers=AUTH)
     assert json.loads(whole.content)["message"]["result"]["content"][0]["text"].startswith("1:xxx")
