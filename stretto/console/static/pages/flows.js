@@ -61,7 +61,7 @@ function drawGraph(container, hover, data) {
     ...data.edges.map((e) => ({ data: { ...e, width: 1 + 9 * e.reach } })),
   ];
   if (graph) graph.destroy();
-  graph = window.__graph = window.cytoscape({
+  graph = window.cytoscape({
     container, elements, layout: { name: "preset", fit: true, padding: 30 },
     userZoomingEnabled: false,
     style: [
