@@ -7,14 +7,12 @@ stretto.console imports stretto.logs, stretto.model, stretto.offline or warehous
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from stretto import __version__ as VERSION  # noqa: F401 - re-exported for the console
 from stretto.logs.episode import (  # noqa: F401 - re-exported
-    Assistant,
     Episode,
     ToolResult,
     User,
@@ -37,13 +35,14 @@ from stretto.offline import replay as offline_replay
 from stretto.offline import review, search
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
-SEARCH_GRID: tuple[float, ...] = search.GRID
 
 
 def default_home() -> Path:
-    """The data directory when none is given: $STRETTO_HOME, else ~/.stretto (the rule of
-    warehouse.layout.default_home; stretto.home takes it over when it lands)."""
-    return Path(os.environ.get("STRETTO_HOME") or "~/.stretto").expanduser()
+    """The data directory when none is given: $STRETTO_HOME, else ~/.stretto (the
+    warehouse's rule today; stretto.home's when it lands)."""
+    from warehouse.layout import default_home as home
+
+    return home()
 
 
 def episode_from_lines(path: Path, header: Any, lines: Iterable[Any]) -> Episode:

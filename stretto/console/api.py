@@ -331,7 +331,7 @@ def _job_call(call):
 
 def jobs(request: Request) -> Response:
     return JSONResponse(
-        {"items": _console(request).jobs.list(), "running": _console(request).jobs.running}
+        {"items": _console(request).jobs.all(), "running": _console(request).jobs.running}
     )
 
 

@@ -18,8 +18,14 @@ from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
-from starlette.routing import Mount, Route
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stretto.console.api import ENDPOINTS, guarded
@@ -92,6 +98,7 @@ class Auth:
 
     @staticmethod
     async def _refuse(scope, receive, send, status: int, message: str) -> None:
+        response: Response
         if scope["path"].startswith("/api/"):
             response = JSONResponse({"error": message}, status_code=status)
         else:
@@ -152,7 +159,9 @@ def create_app(options: Options) -> Starlette:
         yield
         console.events.stop()
 
-    routes = [Route(route_path(e.path), guarded(e.handler), methods=[e.method]) for e in ENDPOINTS]
+    routes: list[BaseRoute] = [
+        Route(route_path(e.path), guarded(e.handler), methods=[e.method]) for e in ENDPOINTS
+    ]
     routes += [Route(p, _page, methods=["GET"]) for p in PAGES]
     routes += [
         Route("/vendor/{name}", _vendor, methods=["GET"]),

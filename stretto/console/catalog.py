@@ -46,7 +46,10 @@ class FlowEntry:
     modified_unix_ms: int
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+Stamp = tuple[int, int] | None  # (size, mtime_ns) of a file's version; None: gone
+
+
+def _stamp(path: Path) -> Stamp:
     try:
         st = path.stat()
     except OSError:
@@ -68,12 +71,12 @@ class Catalog:
         self.lock = threading.RLock()
         self._scan_at = 0.0
         self._scan: tuple[list[Path], list[Path]] = ([], [])
-        self._summaries: dict[Path, tuple[tuple[int, int], dict]] = {}
-        self._hashes: dict[Path, tuple[tuple[int, int], str]] = {}
-        self._indexes: OrderedDict[Path, tuple[tuple[int, int], Index]] = OrderedDict()
-        self._flows: dict[Path, tuple[tuple[int, int], FlowEntry]] = {}
+        self._summaries: dict[Path, tuple[Stamp, dict]] = {}
+        self._hashes: dict[Path, tuple[Stamp, str]] = {}
+        self._indexes: OrderedDict[Path, tuple[Stamp, Index]] = OrderedDict()
+        self._flows: dict[Path, tuple[Stamp, FlowEntry]] = {}
         self._building: dict[Path, threading.Lock] = {}
-        self._episodes: dict[Path, tuple[tuple[int, int] | None, object]] = {}
+        self._episodes: dict[Path, tuple[Stamp, object]] = {}
 
     # the folders ---------------------------------------------------------------------------
 
@@ -82,7 +85,8 @@ class Catalog:
         with self.lock:
             if not fresh and time.monotonic() - self._scan_at < SCAN_TTL_S:
                 return self._scan
-        logs, flows = [], []
+        logs: list[Path] = []
+        flows: list[Path] = []
         self._walk(self.data, 0, logs, flows)
         with self.lock:
             self._scan = (sorted(logs), sorted(flows))

@@ -267,7 +267,7 @@ class Jobs:
             job["state"] = "interrupted"  # the console that ran it stopped first
         return dict(job, artifacts=self.artifacts(job_id))
 
-    def list(self) -> list[dict]:
+    def all(self) -> list[dict]:
         if not self.folder.is_dir():
             return []
         out = []

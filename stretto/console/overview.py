@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from stretto.console import adapter
-from stretto.console.catalog import Catalog
+from stretto.console.catalog import Catalog, FlowEntry
 from stretto.console.flowview import Replays
 
 WAREHOUSE_SQL = {
@@ -96,27 +97,25 @@ class Overview:
             if warehouse_problem:
                 problems.append({"what": "warehouse", "problem": warehouse_problem})
         flows = self.catalog.flows()
-        for entry in flows:
-            if entry.error:
-                problems.append({"what": entry.name, "problem": entry.error})
-        newest: dict[str, object] = {}
-        for entry in sorted(flows, key=lambda f: f.modified_unix_ms):
-            if entry.flow is not None:
-                newest[entry.flow["manifest"]["domain"]] = entry
+        for flow_entry in flows:
+            if flow_entry.error:
+                problems.append({"what": flow_entry.name, "problem": flow_entry.error})
+        newest: dict[str, FlowEntry] = {}
+        for flow_entry in sorted(flows, key=lambda f: f.modified_unix_ms):
+            if flow_entry.flow is not None:
+                newest[flow_entry.flow["manifest"]["domain"]] = flow_entry
         domains = sorted({d for d, _ in cells} | set(newest))
         by_domain = []
         for domain in domains:
-            row = {"domain": domain, "sessions": 0, "calls": 0, "lookups": 0}
+            row: dict[str, Any] = {"domain": domain, "sessions": 0, "calls": 0, "lookups": 0}
             for (d, _), cell in cells.items():
                 if d == domain:
                     for k in ("sessions", "calls", "lookups"):
                         row[k] += cell[k]
             row["lookups_used"] = used.get(domain, 0)
             flow = newest.get(domain)
-            row["flow"] = flow.name if flow else None  # type: ignore[attr-defined]
-            row["replay"] = (
-                self.replays.figures(flow, threshold, costs) if flow else None  # type: ignore[arg-type]
-            )
+            row["flow"] = flow.name if flow else None
+            row["replay"] = self.replays.figures(flow, threshold, costs) if flow else None
             by_domain.append(row)
         days: dict[str, dict] = {}
         for (_, day), cell in cells.items():

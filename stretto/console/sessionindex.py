@@ -134,7 +134,7 @@ def read_flow_log(path: Path) -> tuple[dict[str, list[dict]], list[str]]:
     """The flow log's decisions and runs, grouped by the agent call they followed (in order),
     and the problems met (a bad line is skipped and named)."""
     runs: dict[str, list[dict]] = {}
-    problems = []
+    problems: list[str] = []
     if not path.exists():
         return runs, problems
     with path.open("rb") as f:
@@ -407,7 +407,7 @@ class _Timeline:
         )
         for item in calls:
             if item["kind"] == "lookup":
-                sources = {}
+                sources: dict[str, dict | None] = {}
                 for arg, value in (item["arguments"] or {}).items():
                     text = value if isinstance(value, str) else json.dumps(value)
                     for earlier in reversed(done[-SOURCE_LOOKBACK:]):
