@@ -7,6 +7,7 @@ stretto.console imports stretto.logs, stretto.model, stretto.offline or warehous
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,26 @@ def replay_totals(flow: dict, episodes: list[Episode], threshold: float) -> dict
     total = result.total()
     total["decider"] = result.decider
     return total
+
+
+def warehouse_busy(home: Path) -> bool:
+    """Whether an ingest run holds the warehouse's lock now (then a reader should not open
+    the DuckDB file: DuckDB lets one process write it only while no other has it open)."""
+    import fcntl
+
+    from warehouse.layout import Layout
+
+    try:
+        fd = os.open(Layout.at(home).lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases the shared lock at once
+    return False
 
 
 def read_only_warehouse(home: Path):

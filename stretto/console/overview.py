@@ -45,6 +45,11 @@ class Overview:
                 return self.last_warehouse[1], None
         import duckdb
 
+        if adapter.warehouse_busy(self.catalog.data):
+            with self.lock:  # an ingest is writing: the figures read before it, if any
+                if self.last_warehouse:
+                    return self.last_warehouse[1], None
+            return None, "an ingest is writing the warehouse; counts from the logs meanwhile"
         try:
             con = adapter.read_only_warehouse(self.catalog.data)
             if con is None:

@@ -369,3 +369,17 @@ def test_the_data_directory_is_found_beside_the_package(home):
     assert ok, why
     assert all(ok for _, ok, _ in checks())
     assert Path(checks()[-1][2]).is_file()
+
+
+def test_the_overview_leaves_the_warehouse_alone_while_an_ingest_holds_it(client, home):
+    from warehouse import store
+    from warehouse.layout import Layout
+
+    layout = Layout.at(home)
+    layout.warehouse.mkdir()
+    layout.database.touch()  # never opened while the lock is held
+    with store.ingest_lock(layout, 0, print):
+        data = client.get("/api/overview", headers=AUTH).json()
+    assert data["source"] == "logs" and data["totals"]["sessions"] == 12
+    problems = {p["what"]: p["problem"] for p in data["problems"]}
+    assert problems["warehouse"].startswith("an ingest is writing the warehouse")

@@ -25,7 +25,7 @@ async function showJob(box, id) {
   fill(box, 
     el("h2", {}, `Job ${job.id}`),
     el("div", { class: "row" }, el("span", { class: `badge ${job.state === "succeeded" ? "ok" : job.state}`, "data-testid": "job-state" }, job.state),
-      el("code", {}, job.argv.join(" ")), job.exit_code !== null ? el("span", { class: "muted" }, `exit ${job.exit_code}`) : null, cancel),
+      el("code", { title: job.argv.join(" ") }, job.argv.map((a) => (meta ? a.replace(meta.data + "/", "") : a)).join(" ")), job.exit_code !== null ? el("span", { class: "muted" }, `exit ${job.exit_code}`) : null, cancel),
     job.writes.length ? el("p", {}, `writes: ${job.writes.join(", ")}`) : null,
     job.dagster_links.length ? el("p", {}, "Dagster UI: ", job.dagster_links.map((u) => el("a", { href: u, target: "_blank" }, u.split("/").pop() + " "))) : null,
     el("pre", { "data-testid": "job-output" }, output || "(no output yet)"),
