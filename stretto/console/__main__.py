@@ -1,0 +1,3 @@
+from stretto.console import main
+
+main()

@@ -1,0 +1,582 @@
+"""The JSON API under /api. Each endpoint is declared once, in ENDPOINTS: the routes and the
+OpenAPI description (stretto.console.openapi) are both made from it."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from stretto.console import adapter, files, flowview
+from stretto.console.jobs import JobError
+from stretto.console.state import ApiError, Console
+
+PAGE_LIMIT = 200  # items on one page of a list or a timeline, at most
+RAW_CHUNK = 1 << 16
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str
+    handler: Callable
+    summary: str
+    params: list[tuple[str, str, str]] = field(default_factory=list)  # name, in, description
+    errors: tuple[int, ...] = ()
+    body: str | None = None  # what the JSON body holds, for mutations
+    content: str = "application/json"
+    public: bool = False
+
+
+def _console(request: Request) -> Console:
+    return request.app.state.console
+
+
+def _int(request: Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, f"{name} {text!r}: expected a whole number") from None
+    if value < low or (high is not None and value > high):
+        top = f" to {high}" if high is not None else " or more"
+        raise ApiError(400, f"{name} {value}: expected {low}{top}")
+    return value
+
+
+def _threshold(request: Request, console: Console, name: str = "threshold") -> float:
+    try:
+        return flowview.parse_threshold(
+            request.query_params.get(name), console.settings()["threshold"]
+        )
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+async def _json_body(request: Request) -> dict:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"the body is not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return body
+
+
+# --- meta -------------------------------------------------------------------------------------
+
+
+def health(request: Request) -> Response:
+    return JSONResponse({"ok": True, "version": adapter.VERSION})
+
+
+def meta(request: Request) -> Response:
+    return JSONResponse(_console(request).meta())
+
+
+def overview(request: Request) -> Response:
+    console = _console(request)
+    settings = console.settings()
+    threshold = _threshold(request, console)
+    return JSONResponse(console.overview.figures(threshold, (settings["beta"], settings["delta"])))
+
+
+def get_settings(request: Request) -> Response:
+    return JSONResponse(_console(request).settings())
+
+
+async def put_settings(request: Request) -> Response:
+    body = await _json_body(request)
+    return JSONResponse(_console(request).save_settings(body))
+
+
+def openapi(request: Request) -> Response:
+    from stretto.console.openapi import describe
+
+    return JSONResponse(describe(ENDPOINTS))
+
+
+def logout(request: Request) -> Response:
+    response = JSONResponse({"ok": True})
+    response.delete_cookie("stretto_console", path="/")
+    return response
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+SESSION_FILTERS = ("domain", "day", "agent_model", "server", "mode")
+
+
+def _day(summary: dict) -> str | None:
+    import time
+
+    started = summary.get("started_unix_ms")
+    return None if started is None else time.strftime("%Y-%m-%d", time.gmtime(started / 1000))
+
+
+def _session_row(entry) -> dict:
+    return {
+        "key": entry.key,
+        "path": entry.rel,
+        "copies": entry.copies,
+        "day": _day(entry.summary),
+    } | entry.summary
+
+
+def sessions(request: Request) -> Response:
+    console = _console(request)
+    wanted = {k: request.query_params.get(k) for k in SESSION_FILTERS}
+    wanted = {k: v for k, v in wanted.items() if v}
+    needle = (request.query_params.get("q") or "").lower()
+    offset = _int(request, "offset", 0)
+    limit = _int(request, "limit", 50, 1, PAGE_LIMIT)
+    rows = [_session_row(e) for e in console.catalog.sessions()]
+    every = rows
+    rows = [r for r in rows if all(str(r.get(k)) == v for k, v in wanted.items())]
+    if needle:
+        rows = [r for r in rows if needle in _haystack(r)]
+    facets = {
+        k: sorted({str(r.get(k)) for r in every if r.get(k) is not None}) for k in SESSION_FILTERS
+    }
+    return JSONResponse(
+        {
+            "total": len(rows),
+            "offset": offset,
+            "limit": limit,
+            "items": rows[offset : offset + limit],
+            "facets": facets,
+        }
+    )
+
+
+def _haystack(row: dict) -> str:
+    parts = [row["key"], row["path"], *row["copies"]]
+    parts += [
+        str(row.get(k) or "")
+        for k in ("domain", "agent_model", "server", "mode", "task_id", "problem")
+    ]
+    return " ".join(parts).lower()
+
+
+def _session(request: Request):
+    key = request.path_params["key"]
+    entry = _console(request).catalog.session(key)
+    if entry is None:
+        raise ApiError(404, f"no session {key!r}")
+    return entry
+
+
+def session(request: Request) -> Response:
+    entry = _session(request)
+    return JSONResponse(_session_row(entry))
+
+
+def timeline(request: Request) -> Response:
+    console = _console(request)
+    entry = _session(request)
+    if entry.summary.get("unreadable"):
+        raise ApiError(422, entry.summary["problem"])
+    offset = _int(request, "offset", 0)
+    limit = _int(request, "limit", 100, 1, PAGE_LIMIT)
+    index = console.catalog.index(entry.path)
+    items = index.items[offset : offset + limit]
+    following = offset + limit if offset + limit < len(index.items) else None
+    return JSONResponse(
+        {
+            "total": len(index.items),
+            "offset": offset,
+            "limit": limit,
+            "next": following,
+            "items": items,
+            "problems": index.problems,
+        }
+    )
+
+
+def raw(request: Request) -> Response:
+    """The log as it is on disk, streamed; `from` and `lines` pick lines (1-based)."""
+    console = _console(request)
+    entry = _session(request)
+    start = _int(request, "from", 0)
+    count = _int(request, "lines", 0)
+    path = entry.path
+    if not start and not count:
+        return StreamingResponse(_chunks(path, 0, None), media_type="application/x-ndjson")
+    index = console.catalog.index(path) if not entry.summary.get("unreadable") else None
+    if index is None:
+        raise ApiError(422, entry.summary["problem"])
+    start = max(start, 1)
+    if start > len(index.offsets):
+        raise ApiError(404, f"{entry.rel} has {len(index.offsets)} lines; no line {start}")
+    end_line = start + (count or len(index.offsets)) - 1
+    begin = index.offsets[start - 1]
+    end = index.offsets[end_line] if end_line < len(index.offsets) else None
+    return StreamingResponse(_chunks(path, begin, end), media_type="application/x-ndjson")
+
+
+def _chunks(path: Path, begin: int, end: int | None):
+    with path.open("rb") as f:
+        f.seek(begin)
+        left = None if end is None else end - begin
+        while left is None or left > 0:
+            chunk = f.read(RAW_CHUNK if left is None else min(RAW_CHUNK, left))
+            if not chunk:
+                return
+            if left is not None:
+                left -= len(chunk)
+            yield chunk
+
+
+def delete_session(request: Request) -> Response:
+    console = _console(request)
+    entry = _session(request)
+    paths = [console.data / entry.rel, *(console.data / c for c in entry.copies)]
+    moving = []
+    for path in paths:
+        moving.append(path)
+        for suffix in adapter.SIDE_FILE_SUFFIXES:
+            beside = path.with_suffix(suffix)
+            if beside.exists():
+                moving.append(beside)
+    folder = files.move_to_trash(console.data, moving)
+    console.changed("sessions")
+    return JSONResponse(
+        {
+            "ok": True,
+            "trash": str(folder.relative_to(console.data)),
+            "moved": [str(p.relative_to(console.data)) for p in moving],
+        }
+    )
+
+
+# --- flows ------------------------------------------------------------------------------------
+
+
+def flows(request: Request) -> Response:
+    return JSONResponse({"items": [flowview.listing(e) for e in _console(request).catalog.flows()]})
+
+
+def _flow(request: Request, name: str | None = None, valid: bool = True):
+    name = name if name is not None else request.path_params["name"]
+    if not name:
+        raise ApiError(400, "give a flow by its path in the data directory")
+    entry = _console(request).catalog.flow(name)
+    if entry is None:
+        raise ApiError(404, f"no flow {name!r}")
+    if valid and entry.flow is None:
+        raise ApiError(422, entry.error or "an invalid flow")
+    return entry
+
+
+def flow(request: Request) -> Response:
+    console = _console(request)
+    entry = _flow(request)
+    return JSONResponse(flowview.detail(entry, _threshold(request, console)))
+
+
+def flow_replay(request: Request) -> Response:
+    console = _console(request)
+    entry = _flow(request)
+    settings = console.settings()
+    threshold = _threshold(request, console)
+    figures = console.replays.figures(entry, threshold, (settings["beta"], settings["delta"]))
+    return JSONResponse(figures)
+
+
+def flow_raw(request: Request) -> Response:
+    entry = _flow(request, valid=False)
+    return FileResponse(entry.path, media_type="application/json")
+
+
+def flow_diff(request: Request) -> Response:
+    console = _console(request)
+    old = request.query_params.get("from")
+    new = request.query_params.get("to")
+    if not old or not new:
+        raise ApiError(400, "give both flows: ?from=OLD&to=NEW (their paths in the data directory)")
+    return JSONResponse(
+        flowview.diff(_flow(request, old), _flow(request, new), _threshold(request, console))
+    )
+
+
+def delete_flow(request: Request) -> Response:
+    console = _console(request)
+    entry = _flow(request, valid=False)
+    folder = files.move_to_trash(console.data, [entry.path])
+    console.changed("flows")
+    return JSONResponse(
+        {"ok": True, "trash": str(folder.relative_to(console.data)), "moved": [entry.name]}
+    )
+
+
+# --- jobs -------------------------------------------------------------------------------------
+
+
+def _job_call(call):
+    try:
+        return call()
+    except JobError as exc:
+        raise ApiError(exc.status, str(exc)) from None
+
+
+def jobs(request: Request) -> Response:
+    return JSONResponse(
+        {"items": _console(request).jobs.all(), "running": _console(request).jobs.running}
+    )
+
+
+async def start_job(request: Request) -> Response:
+    console = _console(request)
+    body = await _json_body(request)
+    kind = body.get("kind")
+    if not isinstance(kind, str):
+        raise ApiError(
+            422, "field `kind`: one of learn, audit, replay, search, promote, ingest, doctor"
+        )
+    job = _job_call(lambda: console.jobs.start(kind, body.get("params") or {}))
+    return JSONResponse(console.job_links(job), status_code=202)
+
+
+def job(request: Request) -> Response:
+    console = _console(request)
+    found = _job_call(lambda: console.jobs.get(request.path_params["id"]))
+    return JSONResponse(console.job_links(found))
+
+
+def cancel_job(request: Request) -> Response:
+    console = _console(request)
+    return JSONResponse(_job_call(lambda: console.jobs.cancel(request.path_params["id"])))
+
+
+def job_output(request: Request) -> Response:
+    console = _console(request)
+    job_id = request.path_params["id"]
+    _job_call(lambda: console.jobs.get(job_id))
+    return Response(console.jobs.output(job_id), media_type="text/plain; charset=utf-8")
+
+
+def job_artifact(request: Request) -> Response:
+    console = _console(request)
+    path = _job_call(
+        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
+    )
+    return FileResponse(path)
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def events(request: Request) -> Response:
+    stream = _console(request).events.stream()
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+
+# --- the table --------------------------------------------------------------------------------
+
+KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
+NAME = ("name", "path", "the flow: its path in the data directory")
+JOB = ("id", "path", "the job's id")
+THRESHOLD = ("threshold", "query", "the served threshold, 0 to 1 (default: the settings')")
+PAGING = [
+    ("offset", "query", "skip this many"),
+    ("limit", "query", f"at most this many (≤ {PAGE_LIMIT})"),
+]
+
+ENDPOINTS = [
+    Endpoint(
+        "GET", "/api/health", health, "Whether the console answers (no token needed).", public=True
+    ),
+    Endpoint(
+        "GET",
+        "/api/meta",
+        meta,
+        "The console: version, data directory, auth, read-only, what is found.",
+    ),
+    Endpoint(
+        "GET",
+        "/api/overview",
+        overview,
+        "Sessions, calls, lookups made and used, turns saved: totals, by domain and by day.",
+        [THRESHOLD],
+        (400,),
+    ),
+    Endpoint(
+        "GET",
+        "/api/sessions",
+        sessions,
+        "Sessions, newest first, filtered.",
+        [
+            ("domain", "query", "only this domain"),
+            ("day", "query", "only sessions started that UTC day (YYYY-MM-DD)"),
+            ("agent_model", "query", "only this agent model"),
+            ("server", "query", "only this server"),
+            ("mode", "query", "recorded, shadow or served"),
+            ("q", "query", "text to find in the id, paths, domain, model, server"),
+            *PAGING,
+        ],
+        (400,),
+    ),
+    Endpoint("GET", "/api/sessions/{key}", session, "One session's summary.", [KEY], (404,)),
+    Endpoint(
+        "GET",
+        "/api/sessions/{key}/timeline",
+        timeline,
+        "A page of the session's timeline: calls, lookups, decisions, appended blocks, messages.",
+        [KEY, *PAGING],
+        (400, 404, 422),
+    ),
+    Endpoint(
+        "GET",
+        "/api/sessions/{key}/raw",
+        raw,
+        "The log as on disk, streamed (all of it, or `lines` lines from line `from`).",
+        [KEY, ("from", "query", "the first line (1-based)"), ("lines", "query", "how many lines")],
+        (400, 404, 422),
+        content="application/x-ndjson",
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/sessions/{key}",
+        delete_session,
+        "Move the session's log, its copies and side logs to console/trash/<time>/.",
+        [KEY],
+        (403, 404),
+    ),
+    Endpoint("GET", "/api/flows", flows, "Every flow file in the data directory, valid or not."),
+    Endpoint(
+        "GET",
+        "/api/flows/diff",
+        flow_diff,
+        "What changed between two flows; what needs review first.",
+        [("from", "query", "the old flow"), ("to", "query", "the new flow"), THRESHOLD],
+        (400, 404, 422),
+    ),
+    Endpoint(
+        "GET",
+        "/api/flows/{name}/replay",
+        flow_replay,
+        "Replay figures of the flow at a threshold on its domain's recorded sessions.",
+        [NAME, THRESHOLD],
+        (400, 404, 422),
+    ),
+    Endpoint("GET", "/api/flows/{name}/raw", flow_raw, "The flow file as it is.", [NAME], (404,)),
+    Endpoint(
+        "GET",
+        "/api/flows/{name}",
+        flow,
+        "The flow at a threshold: sites, lookups, bindings, probabilities, graph, promotion.",
+        [NAME, THRESHOLD],
+        (400, 404, 422),
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/flows/{name}",
+        delete_flow,
+        "Move the flow to console/trash/<time>/.",
+        [NAME],
+        (403, 404),
+    ),
+    Endpoint("GET", "/api/jobs", jobs, "Every job, newest first, and the one running."),
+    Endpoint(
+        "POST",
+        "/api/jobs",
+        start_job,
+        "Start a job (one at a time).",
+        errors=(400, 403, 404, 409, 422),
+        body='{"kind": "learn|audit|replay|search|promote|ingest|doctor", "params": {...}}',
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}",
+        job,
+        "One job: its state, command, writes and artifacts.",
+        [JOB],
+        (404,),
+    ),
+    Endpoint(
+        "POST", "/api/jobs/{id}/cancel", cancel_job, "Stop a running job.", [JOB], (403, 404, 409)
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}/output",
+        job_output,
+        "What the job printed.",
+        [JOB],
+        (404,),
+        content="text/plain",
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}/artifacts/{path}",
+        job_artifact,
+        "A file the job wrote (reports, tables, plots).",
+        [JOB, ("path", "path", "the file, under the job's artifacts/")],
+        (404,),
+        content="application/octet-stream",
+    ),
+    Endpoint("GET", "/api/settings", get_settings, "The console's settings."),
+    Endpoint(
+        "PUT",
+        "/api/settings",
+        put_settings,
+        "Change settings (threshold, costs, Dagster UI address).",
+        errors=(400, 403, 422),
+        body='{"threshold": 0.3, "beta": 7, "delta": 3, "dagster_url": ""}',
+    ),
+    Endpoint(
+        "GET",
+        "/api/events",
+        events,
+        "Server-Sent Events: `changed`, `job`, and a ping every 15 s.",
+        content="text/event-stream",
+    ),
+    Endpoint("POST", "/api/logout", logout, "Forget the cookie.", errors=(403,)),
+    Endpoint("GET", "/api/openapi.json", openapi, "This description."),
+]
+
+
+def guarded(handler: Callable) -> Callable:
+    """The handler with every error as `{"error": msg}`: ApiError with its status, anything
+    unexpected as 500 (with the traceback on the console's terminal)."""
+    import asyncio
+    import functools
+    import sys
+
+    def failed(exc: Exception) -> Response:
+        if isinstance(exc, ApiError):
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        traceback.print_exc(file=sys.stderr)
+        return JSONResponse(
+            {"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500
+        )
+
+    if asyncio.iscoroutinefunction(handler):
+
+        @functools.wraps(handler)
+        async def run_async(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
+                return failed(exc)
+
+        return run_async
+
+    @functools.wraps(handler)
+    def run(request: Request) -> Response:
+        try:
+            return handler(request)
+        except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
+            return failed(exc)
+
+    return run

@@ -1,0 +1,180 @@
+"""`stretto-console`: serve the console on the data directory.
+
+stretto-console [--data DIR] [--listen ADDR] [--token TOKEN | --no-auth] [--read-only] [--open]
+stretto-console healthcheck [--listen ADDR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import secrets
+import shlex
+import socket
+import sys
+import urllib.error
+import urllib.request
+import webbrowser
+from pathlib import Path
+
+from stretto.console import adapter
+
+DEFAULT_LISTEN = "127.0.0.1:7878"
+
+
+class UsageError(ValueError):
+    pass
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """`host:port` (or `[v6]:port`) -> (host, port); a one-line error otherwise."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(
+                ipaddress.ip_address(a[4][0]).is_loopback for a in socket.getaddrinfo(host, None)
+            )
+        except OSError:
+            return False
+
+
+def url_of(host: str, port: int, token: str | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    if shown in ("0.0.0.0", "[::]"):
+        shown = "127.0.0.1"
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stretto-console",
+        description="A local web app over the data directory: sessions and their timelines, "
+        "flows as graphs with a live threshold, flow diffs, and the jobs (learn, audit, replay, "
+        "search, promote, ingest, doctor). docs/console.md tells more.",
+    )
+    parser.add_argument(
+        "--data", metavar="DIR", help="the data directory (default: $STRETTO_HOME, else ~/.stretto)"
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="ADDR",
+        help=f"where to listen (default: $STRETTO_CONSOLE_LISTEN, else {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="the access token (default: $STRETTO_CONSOLE_TOKEN, else 32 random bytes, "
+        "printed in the URL)",
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no token (loopback addresses only; then only Host localhost, 127.0.0.1 or [::1])",
+    )
+    parser.add_argument("--read-only", action="store_true", help="refuse every change (403)")
+    parser.add_argument(
+        "--open", action="store_true", help="open the console in the browser ($BROWSER)"
+    )
+    parser.add_argument(
+        "--stretto",
+        metavar="COMMAND",
+        help="the stretto command jobs run (default: this Python's `-m stretto`)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    health = commands.add_parser(
+        "healthcheck",
+        help="exit 0 if a console answers at ADDR",
+        description="GET /api/health at ADDR; exit 0 if it answers, else 1.",
+    )
+    health.add_argument(
+        "--listen",
+        dest="health_listen",
+        metavar="ADDR",
+        help=f"(default: $STRETTO_CONSOLE_LISTEN, else {DEFAULT_LISTEN})",
+    )
+    return parser
+
+
+def healthcheck(listen: str) -> int:
+    host, port = split_listen(listen)
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        with urllib.request.urlopen(f"http://{shown}:{port}/api/health", timeout=5) as answer:
+            ok = answer.status == 200
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"stretto-console: nothing answers at {listen} ({exc})", file=sys.stderr)
+        return 1
+    print(f"stretto-console: {listen} answers" if ok else f"stretto-console: {listen} is unwell")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    listen = os.environ.get("STRETTO_CONSOLE_LISTEN") or DEFAULT_LISTEN
+    try:
+        if args.command == "healthcheck":
+            return healthcheck(args.health_listen or args.listen or listen)
+        listen = args.listen or listen
+        host, port = split_listen(listen)
+        if args.no_auth and (args.token or not is_loopback(host)):
+            raise UsageError(
+                "--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), without --token"
+                if not args.token
+                else "--no-auth and --token: choose one"
+            )
+    except UsageError as exc:
+        print(f"stretto-console: {exc}", file=sys.stderr)
+        return 2
+    token = (
+        None
+        if args.no_auth
+        else (args.token or os.environ.get("STRETTO_CONSOLE_TOKEN") or secrets.token_hex(32))
+    )
+    data = Path(args.data).expanduser() if args.data else adapter.default_home()
+    from stretto.console.files import private_dir
+
+    try:
+        private_dir(data)
+    except OSError as exc:
+        print(f"stretto-console: {data}: cannot create it ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    from stretto.console.app import create_app
+    from stretto.console.state import Options
+
+    options = Options(
+        data=data,
+        listen=listen,
+        token=token,
+        read_only=args.read_only,
+        stretto=shlex.split(args.stretto) if args.stretto else None,
+    )
+    app = create_app(options)
+    url = url_of(host, port, token)
+    mode = " (read-only)" if args.read_only else ""
+    print(f"stretto-console: {data}{mode} at {url}", flush=True)
+    if args.open:
+        webbrowser.open(url)
+    import uvicorn
+
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+    except (OSError, SystemExit) as exc:
+        if isinstance(exc, SystemExit) and not exc.code:
+            return 0
+        print(f"stretto-console: cannot listen on {listen} ({exc})", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,311 @@
+"""Jobs: the `stretto` commands the console runs for people — learn, audit, replay, search,
+promote, ingest, doctor — one at a time, each as a subprocess (the CLI runs the pipeline's
+Dagster assets in that process, as it does from a terminal), with its output, its record and
+its artifacts under the data directory's `console/jobs/<id>/`. A job can be cancelled: its
+process group is stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from stretto.console import files
+
+OUTPUT_TAIL = 4000  # characters of output sent with each progress event
+STOP_GRACE_S = 5.0
+# Which Dagster assets each job materializes (the CLI runs them in-process).
+ASSETS = {
+    "ingest": ["log_files", "session_tables", "steps"],
+    "learn": ["log_files", "session_tables", "steps", "flow"],
+}
+
+
+class JobError(ValueError):
+    """Parameters a job cannot run with (422), or a job that cannot start now (409)."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _text(params: dict, name: str, required: bool = True) -> str | None:
+    value = params.get(name)
+    if value is None or value == "":
+        if required:
+            raise JobError(f"field `{name}`: required")
+        return None
+    if not isinstance(value, str):
+        raise JobError(f"field `{name}`: expected a string, got {value!r}")
+    return value
+
+
+class Jobs:
+    def __init__(
+        self,
+        data: Path,
+        stretto: list[str],
+        publish: Callable[[str, dict], None],
+        catalog=None,
+    ) -> None:
+        self.data = data
+        self.folder = data / "console" / "jobs"
+        self.stretto = stretto
+        self.publish = publish
+        self.catalog = catalog
+        self.lock = threading.RLock()
+        self.running: dict | None = None
+        self.process: subprocess.Popen | None = None
+
+    # what each job runs --------------------------------------------------------------------
+
+    def _folder_param(self, params: dict, name: str) -> Path:
+        path = self._inside(_text(params, name), name)
+        if not path.is_dir():
+            raise JobError(
+                f"field `{name}`: {params[name]!r} is not a folder of the data directory"
+            )
+        return path
+
+    def _flow_param(self, params: dict, name: str = "flow") -> Path:
+        path = self._inside(_text(params, name), name)
+        if not path.is_file():
+            raise JobError(f"field `{name}`: no flow {params[name]!r}", 404)
+        return path
+
+    def _out_param(self, params: dict, writes: list[Path]) -> Path:
+        out = self._inside(_text(params, "out"), "out")
+        if not out.name.endswith(".flow.json"):
+            raise JobError("field `out`: a flow's name ends with .flow.json")
+        if out.exists() and not params.get("replace"):
+            raise JobError(
+                f'field `out`: {params["out"]} exists; pass "replace": true to replace it '
+                "(the old one is kept in the console's trash)",
+                409,
+            )
+        writes.append(out)
+        return out
+
+    def _inside(self, relative: str | None, name: str) -> Path:
+        try:
+            return files.inside(self.data, relative or "")
+        except files.Refused as exc:
+            raise JobError(f"field `{name}`: {exc}") from None
+
+    def command(self, kind: str, params: dict, artifacts: Path) -> tuple[list[str], list[Path]]:
+        """The stretto arguments a job runs, and the flows it will write."""
+        home = str(self.data)
+        writes: list[Path] = []
+        if kind == "ingest":
+            return ["ingest", "--home", home], writes
+        if kind == "doctor":
+            return ["doctor", "--home", home], writes
+        if kind == "learn":
+            domain = _text(params, "domain")
+            if not domain or not domain.replace("-", "").replace("_", "").isalnum():
+                raise JobError(f"field `domain`: {domain!r}: letters, digits, - and _ only")
+            sessions = self._folder_param(params, "sessions")
+            params.setdefault("out", f"flows/{domain}.flow.json")
+            out = self._out_param(params, writes)
+            argv = ["learn", "--sessions", str(sessions), "--domain", domain, "--habit-only"]
+            return [*argv, "--out", str(out), "--home", home], writes
+        if kind in ("audit", "replay", "search"):
+            flow = self._flow_param(params)
+            sessions = self._folder_param(params, "sessions")
+            argv = [kind, "--flow", str(flow), "--sessions", str(sessions)]
+            if kind == "audit":
+                return [*argv, "--out", str(artifacts), "--home", home], writes
+            if kind == "replay":
+                threshold = params.get("threshold", 0.3)
+                if not isinstance(threshold, int | float) or isinstance(threshold, bool):
+                    raise JobError(f"field `threshold`: expected a number, got {threshold!r}")
+                return [*argv, "--threshold", str(threshold), "--out", str(artifacts)], writes
+            if params.get("dry_run"):
+                return [*argv, "--dry-run"], writes
+            return [*argv, "--out", str(self._out_param(params, writes))], writes
+        if kind == "promote":
+            flow = self._flow_param(params)
+            shadow = self._folder_param(params, "shadow")
+            out = self._out_param(params, writes)
+            return [
+                "promote",
+                "--flow",
+                str(flow),
+                "--shadow",
+                str(shadow),
+                "--out",
+                str(out),
+            ], writes
+        raise JobError(
+            f"unknown job {kind!r}: learn, audit, replay, search, promote, ingest or doctor", 404
+        )
+
+    # running -------------------------------------------------------------------------------
+
+    def start(self, kind: str, params: dict) -> dict:
+        if not isinstance(params, dict):
+            raise JobError("field `params`: expected an object")
+        with self.lock:
+            if self.running is not None:
+                raise JobError(
+                    f"job {self.running['id']} ({self.running['kind']}) is running; one at a time",
+                    409,
+                )
+            job_id = f"{files.stamp()}-{kind}"
+            folder = self.folder / job_id
+            artifacts = folder / "artifacts"
+            argv, writes = self.command(kind, dict(params), artifacts)
+            files.private_dir(artifacts)
+            for existing in writes:
+                if existing.exists():  # a copy in the trash before the job replaces it
+                    files.copy_to_trash(self.data, existing)
+            job = {
+                "id": job_id,
+                "kind": kind,
+                "params": params,
+                "argv": ["stretto", *argv],
+                "state": "running",
+                "exit_code": None,
+                "started_unix_ms": int(time.time() * 1000),
+                "finished_unix_ms": None,
+                "writes": [str(p.relative_to(self.data)) for p in writes],
+                "assets": ASSETS.get(kind, []),
+            }
+            files.write_json(folder / "job.json", job)
+            output = os.open(folder / "output.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            env = dict(os.environ, STRETTO_HOME=str(self.data), PYTHONUNBUFFERED="1")
+            try:
+                self.process = subprocess.Popen(
+                    [*self.stretto, *argv],
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    cwd=folder,
+                    env=env,
+                    umask=0o077,  # what the job writes is private too
+                    start_new_session=True,  # cancel stops the whole group
+                )
+            finally:
+                os.close(output)
+            self.running = job
+        threading.Thread(target=self._watch, args=(job, self.process), daemon=True).start()
+        self.publish("job", self._progress(job))
+        return job
+
+    def _watch(self, job: dict, process: subprocess.Popen) -> None:
+        while process.poll() is None:
+            time.sleep(0.5)
+            self.publish("job", self._progress(job))
+        with self.lock:
+            job["exit_code"] = process.returncode
+            if job["state"] == "cancelling":
+                job["state"] = "cancelled"
+            else:
+                job["state"] = "succeeded" if process.returncode == 0 else "failed"
+            job["finished_unix_ms"] = int(time.time() * 1000)
+            files.write_json(self.folder / job["id"] / "job.json", job)
+            self.running, self.process = None, None
+        self.publish("job", self._progress(job))
+        if job["writes"] or job["kind"] == "ingest":
+            self.publish("changed", {"what": "flows" if job["writes"] else "warehouse"})
+
+    def cancel(self, job_id: str) -> dict:
+        with self.lock:
+            job = self.running
+            if job is None or job["id"] != job_id:
+                known = self.get(job_id)
+                raise JobError(f"job {job_id} is {known['state']}: nothing to cancel", 409)
+            job["state"] = "cancelling"
+            process = self.process
+        assert process is not None
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        threading.Thread(target=self._kill_later, args=(process,), daemon=True).start()
+        return job
+
+    @staticmethod
+    def _kill_later(process: subprocess.Popen) -> None:
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    # reading -------------------------------------------------------------------------------
+
+    def _progress(self, job: dict) -> dict:
+        return {
+            "id": job["id"],
+            "kind": job["kind"],
+            "state": job["state"],
+            "exit_code": job["exit_code"],
+            "output_tail": self.output(job["id"])[-OUTPUT_TAIL:],
+        }
+
+    def get(self, job_id: str) -> dict:
+        with self.lock:
+            if self.running is not None and self.running["id"] == job_id:
+                return dict(self.running, artifacts=self.artifacts(job_id))
+        if "/" in job_id or job_id.startswith("."):
+            raise JobError(f"no job {job_id!r}", 404)
+        record = self.folder / job_id / "job.json"
+        try:
+            job = json.loads(record.read_text())
+        except (OSError, ValueError):
+            raise JobError(f"no job {job_id!r}", 404) from None
+        if job.get("state") in ("running", "cancelling"):
+            job["state"] = "interrupted"  # the console that ran it stopped first
+        return dict(job, artifacts=self.artifacts(job_id))
+
+    def all(self) -> list[dict]:
+        if not self.folder.is_dir():
+            return []
+        out = []
+        for folder in sorted(self.folder.iterdir(), reverse=True):
+            try:
+                out.append(self.get(folder.name))
+            except JobError:
+                continue
+        return out
+
+    def output(self, job_id: str) -> str:
+        try:
+            return (self.folder / job_id / "output.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def artifacts(self, job_id: str) -> list[dict]:
+        folder = self.folder / job_id / "artifacts"
+        if not folder.is_dir():
+            return []
+        return [
+            {"path": str(p.relative_to(folder)), "size": p.stat().st_size}
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        ]
+
+    def artifact(self, job_id: str, path: str) -> Path:
+        self.get(job_id)
+        folder = (self.folder / job_id / "artifacts").resolve()
+        try:
+            found = files.inside(folder, path)
+        except files.Refused as exc:
+            raise JobError(str(exc), 404) from None
+        if not found.is_file():
+            raise JobError(f"job {job_id} has no artifact {path!r}", 404)
+        return found
+
+
+def default_stretto() -> list[str]:
+    """How to run the `stretto` CLI: this interpreter's, so the jobs run the same code."""
+    return [sys.executable, "-m", "stretto"]

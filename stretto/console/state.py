@@ -1,0 +1,123 @@
+"""The console's state: the data directory and what reads it, the jobs, the events, the
+settings; and the error every endpoint answers with."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from stretto.console import adapter, files
+from stretto.console.catalog import Catalog
+from stretto.console.events import PING_S, Events
+from stretto.console.flowview import Replays
+from stretto.console.jobs import Jobs, default_stretto
+from stretto.console.overview import Overview
+
+DEFAULT_SETTINGS = {
+    "threshold": adapter.DEFAULT_THRESHOLD,
+    "beta": adapter.DEFAULT_COSTS[0],
+    "delta": adapter.DEFAULT_COSTS[1],
+    "dagster_url": "",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass
+class Options:
+    data: Path
+    listen: str = "127.0.0.1:7878"
+    token: str | None = None  # None: no auth (--no-auth)
+    read_only: bool = False
+    stretto: list[str] | None = None
+    ping_s: float = PING_S
+
+
+class Console:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.data = options.data.resolve()
+        self.catalog = Catalog(self.data)
+        self.replays = Replays(self.catalog)
+        self.overview = Overview(self.catalog, self.replays)
+        self.events = Events(self._signature, ping_s=options.ping_s)
+        self.jobs = Jobs(self.data, options.stretto or default_stretto(), self.events.publish)
+        self.settings_lock = threading.Lock()
+
+    def _signature(self) -> tuple:
+        return self.catalog.signature()
+
+    def changed(self, what: str) -> None:
+        self.catalog.scan(fresh=True)
+        self.events.publish("changed", {"what": what})
+
+    # settings ------------------------------------------------------------------------------
+
+    @property
+    def settings_path(self) -> Path:
+        return self.data / "console" / "settings.json"
+
+    def settings(self) -> dict:
+        try:
+            saved = json.loads(self.settings_path.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        out = dict(DEFAULT_SETTINGS)
+        out.update({k: v for k, v in saved.items() if k in DEFAULT_SETTINGS})
+        return out
+
+    def save_settings(self, changes: dict) -> dict:
+        unknown = sorted(set(changes) - set(DEFAULT_SETTINGS))
+        if unknown:
+            raise ApiError(
+                422, f"field `{unknown[0]}`: not a setting ({', '.join(DEFAULT_SETTINGS)})"
+            )
+        for name in ("threshold", "beta", "delta"):
+            if name in changes:
+                value = changes[name]
+                if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                    raise ApiError(422, f"field `{name}`: expected a number ≥ 0, got {value!r}")
+        if "beta" in changes and changes["beta"] <= 0:
+            raise ApiError(422, "field `beta`: the value of a saved turn must be above 0")
+        url = changes.get("dagster_url", "")
+        if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
+            raise ApiError(422, f"field `dagster_url`: expected an http(s) address, got {url!r}")
+        with self.settings_lock:
+            settings = self.settings() | changes
+            files.write_json(self.settings_path, settings)
+        self.events.publish("changed", {"what": "settings"})
+        return settings
+
+    # what the pages show about the console itself -------------------------------------------
+
+    def meta(self) -> dict:
+        from stretto.console.doctor import vendor_files
+
+        logs, flows = self.catalog.scan()
+        database = adapter.warehouse_database(self.data)
+        return {
+            "version": adapter.VERSION,
+            "data": str(self.data),
+            "listen": self.options.listen,
+            "auth": "token" if self.options.token else "none (loopback only)",
+            "read_only": self.options.read_only,
+            "session_logs": len(logs),
+            "flow_files": len(flows),
+            "warehouse": str(database) if database.exists() else None,
+            "libraries": {name: path.exists() for name, path in vendor_files().items()},
+            "jobs": ["learn", "audit", "replay", "search", "promote", "ingest", "doctor"],
+            "stretto": self.jobs.stretto,
+        }
+
+    def job_links(self, job: dict) -> dict:
+        """The job, with where to see its assets in the Dagster UI when one is set up (the
+        CLI materializes them on an ephemeral instance: no run of the UI's to link to)."""
+        url = self.settings()["dagster_url"].rstrip("/")
+        links = [f"{url}/assets/{asset}" for asset in job.get("assets", [])] if url else []
+        return dict(job, dagster_links=links)

@@ -1,0 +1,78 @@
+"""Fixtures of the console's tests: data directories (the reference's fixture home with a
+flow learned from its shop logs; the walkthrough's home) and a real uvicorn server."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from starlette.testclient import TestClient
+
+from stretto.console.app import create_app
+from stretto.console.state import Options
+from tests.conftest import REFERENCE_HOME, ROOT, free_port
+
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+WRITE = AUTH | {"X-Stretto-Console": "1"}
+
+
+@pytest.fixture
+def home(tmp_path: Path, shop_flow_path: Path) -> Path:
+    """The reference console's fixture home (recorded, served and shadow logs; two flows in
+    the reference's own encoding, which this stretto refuses) plus a flow learned from its
+    shop logs under flows/."""
+    data = tmp_path / "home"
+    shutil.copytree(REFERENCE_HOME, data)
+    (data / "flows").mkdir()
+    shutil.copy(shop_flow_path, data / "flows" / "shop.flow.json")
+    return data
+
+
+def client_for(data: Path, **options) -> TestClient:
+    options.setdefault("token", TOKEN)
+    return TestClient(create_app(Options(data=data, **options)))
+
+
+@pytest.fixture
+def client(home: Path) -> TestClient:
+    return client_for(home)
+
+
+@pytest.fixture(scope="session")
+def walkthrough_home(tmp_path_factory) -> Path:
+    """The walkthrough's data directory, written once by scripts/walkthrough.py."""
+    data = tmp_path_factory.mktemp("walkthrough") / "home"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "walkthrough.py"), "--home", str(data)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return data
+
+
+@contextmanager
+def served(options: Options):
+    """The console on a real uvicorn server on a free loopback port; its base URL."""
+    port = free_port()
+    app = create_app(options)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the console did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join()

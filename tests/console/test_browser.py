@@ -1,0 +1,147 @@
+"""The console's pages in a real browser (Debian's chromium driven by Playwright) on the
+walkthrough's data, served by uvicorn: every page opens, the threshold slider changes the
+lookups, a session's timeline shows the appended block, an audit job runs to the end, a wrong
+token gets 401 and a change without the header 403. Screenshots go to docs/console/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stretto.console.state import Options
+from tests.conftest import ROOT
+from tests.console.conftest import TOKEN, served
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = ROOT / "docs" / "console"
+FLOW = "walkthrough/flows/notes.flow.json"
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium; .ci/run installs it)"
+)
+
+
+@pytest.fixture(scope="module")
+def console(walkthrough_home):
+    with served(Options(data=walkthrough_home, token=TOKEN)) as (base, _):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, console):
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(120_000)  # a shared, busy machine: waits end on what they wait for
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    assert page.goto(f"{console}/?token={TOKEN}").status == 200  # the cookie is set
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_a_wrong_token_is_401_and_a_change_without_the_header_403(browser, console, page):
+    stranger = browser.new_context()
+    answer = stranger.new_page().goto(f"{console}/?token=wrong")
+    assert answer.status == 401
+    stranger.close()
+    refused = page.request.post(f"{console}/api/jobs", data={"kind": "doctor"})
+    assert refused.status == 403
+    assert refused.json() == {"error": "a change needs the header X-Stretto-Console: 1"}
+
+
+def test_overview(page, console):
+    page.goto(f"{console}/")
+    totals = page.get_by_test_id("totals")
+    totals.wait_for()
+    assert "sessions" in totals.inner_text()
+    page.locator("canvas#days").wait_for()
+    shot(page, "overview")
+
+
+def test_sessions_and_a_served_timeline(page, console):
+    page.goto(f"{console}/sessions")
+    table = page.get_by_test_id("sessions")
+    table.wait_for()
+    assert table.locator("tr").count() == 16  # the header and the walkthrough's 15 sessions
+    shot(page, "sessions")
+    page.get_by_test_id("search").fill("served")
+    page.get_by_test_id("search").press("Enter")
+    page.wait_for_url("**/sessions?q=served")
+    page.locator("[data-testid=sessions] tr.clickable").first.click()
+    appended = page.get_by_test_id("appended")
+    appended.wait_for()
+    assert "Also looked up automatically" in appended.inner_text()
+    assert page.get_by_test_id("lookup").count() == 3
+    shot(page, "session")
+
+
+def test_flows_and_the_diff(page, console):
+    page.goto(f"{console}/flows")
+    page.locator("#diff-from").select_option(FLOW)
+    page.locator("#diff-to").select_option("walkthrough/flows/notes.2.flow.json")
+    page.get_by_test_id("compare").click()
+    diff = page.get_by_test_id("diff")
+    diff.get_by_text("Needs review (0)").wait_for()
+    assert "learned from 8 -> 11 sessions" in diff.inner_text()
+    shot(page, "flows")
+
+
+def test_the_threshold_slider_changes_the_lookups(page, console):
+    page.goto(f"{console}/flows/{FLOW}")
+    looked_up = page.get_by_test_id("looked-up")
+    page.get_by_test_id("replay").wait_for()
+    assert looked_up.locator("li").count() == 2
+    saved_low = page.get_by_test_id("replay").locator(".n").first.inner_text()
+    page.locator("#graph canvas").first.wait_for()
+    shot(page, "flow")
+    page.locator("#threshold").fill("0.6")
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=looked-up] li').length === 1"
+    )
+    assert looked_up.inner_text().strip() == "search_files → read_text_file"
+    page.wait_for_function(
+        f"() => document.querySelector('[data-testid=replay] .n').textContent !== '{saved_low}'"
+    )
+    assert page.get_by_test_id("threshold-value").inner_text() == "0.60"
+
+
+def test_an_audit_job_runs_to_the_end(page, console):
+    page.goto(f"{console}/jobs")
+    page.locator("#job-kind").select_option("audit")
+    page.locator("select[name=flow]").select_option(FLOW)
+    page.locator("select[name=sessions]").select_option("walkthrough/held-out")
+    page.get_by_test_id("start-job").click()
+    state = page.get_by_test_id("job-state")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=job-state]')?.textContent === 'succeeded'"
+    )
+    assert state.inner_text() == "succeeded"
+    page.get_by_role("img", name="reliability.png").wait_for()
+    assert "Agreement" in page.get_by_test_id("job-output").inner_text()
+    shot(page, "jobs")

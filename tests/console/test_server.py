@@ -1,0 +1,170 @@
+"""The console on a real uvicorn server: Server-Sent Events, 50 concurrent readers while an
+ingest runs, a large session paged and streamed, and the command line (healthcheck, usage)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx2 as httpx
+
+from stretto.console.cli import main
+from stretto.console.state import Options
+from tests.conftest import free_port
+from tests.console.conftest import AUTH, TOKEN, WRITE, client_for, served
+
+
+def _listen(base: str, lines: queue.Queue, stop: threading.Event) -> None:
+    with httpx.Client(timeout=None) as client:
+        with client.stream("GET", f"{base}/api/events", headers=AUTH) as answer:
+            lines.put(("status", answer.status_code, answer.headers["content-type"]))
+            for line in answer.iter_lines():
+                lines.put(("line", line))
+                if stop.is_set():
+                    return
+
+
+def _wait_for(lines: queue.Queue, wanted: str) -> list:
+    seen = []
+    while True:
+        item = lines.get()
+        seen.append(item)
+        if item[0] == "line" and item[1].startswith(wanted):
+            return seen
+
+
+def test_events_send_changes_jobs_and_pings(home: Path):
+    with served(Options(data=home, token=TOKEN, ping_s=0.3)) as (base, _):
+        lines: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        threading.Thread(target=_listen, args=(base, lines, stop), daemon=True).start()
+        assert lines.get() == ("status", 200, "text/event-stream; charset=utf-8")
+        _wait_for(lines, ": ping")
+        httpx.put(f"{base}/api/settings", headers=WRITE, json={"threshold": 0.4})
+        seen = _wait_for(lines, "event: changed")
+        _, data = _wait_for(lines, "data: ")[-1]
+        assert json.loads(data[6:]) == {"what": "settings"}, seen
+        job = httpx.post(f"{base}/api/jobs", headers=WRITE, json={"kind": "doctor"}).json()
+        while True:
+            _wait_for(lines, "event: job")
+            _, data = _wait_for(lines, "data: ")[-1]
+            event = json.loads(data[6:])
+            assert event["id"] == job["id"]
+            if event["state"] != "running":
+                break
+        assert event["state"] in ("succeeded", "failed") and "check" in event["output_tail"]
+        (home / "logs" / "shop" / "new.jsonl").write_text(
+            (home / "logs/retail/20260928T020401.312Z-14780.jsonl").read_text()
+        )
+        _wait_for(lines, "event: changed")  # the watcher saw the new log
+        stop.set()
+
+
+def test_fifty_readers_while_an_ingest_runs(home: Path):
+    paths = ["/api/overview", "/api/sessions", "/api/flows", "/api/meta"]
+    paths += [
+        "/api/sessions/20260928T020401.117Z-14662/timeline",
+        "/api/flows/flows/shop.flow.json",
+    ]
+    with served(Options(data=home, token=TOKEN)) as (base, _):
+        with httpx.Client() as client:
+            job = client.post(f"{base}/api/jobs", headers=WRITE, json={"kind": "ingest"}).json()
+
+            def read(n: int) -> tuple[int, str, str]:
+                with httpx.Client(timeout=None) as mine:
+                    answer = mine.get(base + paths[n % len(paths)], headers=AUTH)
+                    state = mine.get(f"{base}/api/jobs/{job['id']}", headers=AUTH).json()["state"]
+                    return answer.status_code, paths[n % len(paths)], state
+
+            rounds = []
+            while True:
+                with ThreadPoolExecutor(50) as pool:
+                    results = list(pool.map(read, range(50)))
+                rounds.append(results)
+                assert all(status == 200 for status, _, _ in results), results
+                if all(state != "running" for _, _, state in results):
+                    break
+            assert any(state == "running" for _, _, state in rounds[0])  # read while it ran
+            done = client.get(f"{base}/api/jobs/{job['id']}", headers=AUTH).json()
+            assert done["state"] == "succeeded", client.get(
+                f"{base}/api/jobs/{job['id']}/output", headers=AUTH
+            ).text
+            overview = client.get(f"{base}/api/overview", headers=AUTH).json()
+            assert overview["source"] == "warehouse"
+            assert overview["totals"]["sessions"] == 7  # the logs under logs/
+
+
+def _large_session(path: Path, calls: int = 2000, result_chars: int = 20_000) -> None:
+    """A recorded session of `calls` agent calls, each answered with ~`result_chars`."""
+    tool = {
+        "name": "read",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    }
+    with path.open("w") as f:
+        header = {"stretto_mcp_log": 2, "session": "big", "started_unix_ms": 1790000000000}
+        f.write(json.dumps(header | {"server_command": ["big-server"], "domain": "big"}) + "\n")
+        listing = {"jsonrpc": "2.0", "id": 0, "result": {"tools": [tool]}}
+        f.write(
+            json.dumps(
+                {
+                    "t_ms": 0,
+                    "from": "client",
+                    "message": {"jsonrpc": "2.0", "id": 0, "method": "tools/list"},
+                }
+            )
+            + "\n"
+        )
+        f.write(json.dumps({"t_ms": 1, "from": "server", "message": listing}) + "\n")
+        body = "x" * result_chars
+        for n in range(1, calls + 1):
+            call = {
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {"name": "read", "arguments": {"n": n}},
+            }
+            answer = {
+                "jsonrpc": "2.0",
+                "id": n,
+                "result": {"content": [{"type": "text", "text": f"{n}:{body}"}]},
+            }
+            f.write(json.dumps({"t_ms": 1000 * n, "from": "client", "message": call}) + "\n")
+            f.write(json.dumps({"t_ms": 1000 * n + 1, "from": "server", "message": answer}) + "\n")
+
+
+def test_a_large_session_pages_and_streams(tmp_path: Path):
+    data = tmp_path / "home"
+    (data / "logs" / "big").mkdir(parents=True)
+    log = data / "logs" / "big" / "big.jsonl"
+    _large_session(log)
+    assert log.stat().st_size > 40_000_000
+    client = client_for(data)
+    summary = client.get("/api/sessions/big", headers=AUTH).json()
+    assert summary["calls"] == 2000 and summary["turns"] == 2000
+    first = client.get("/api/sessions/big/timeline?limit=100", headers=AUTH).json()
+    assert first["total"] == 2000 and len(first["items"]) == 100 and first["next"] == 100
+    item = first["items"][0]
+    assert item["result"]["cut"] and item["result"]["chars"] == 20_002
+    assert len(item["result"]["text"]) == 2000  # a preview; the whole line on request
+    line = client.get("/api/sessions/big/timeline?offset=1999&limit=100", headers=AUTH).json()
+    assert line["next"] is None and line["items"][0]["id"] == "2000"
+    whole = client.get(f"/api/sessions/big/raw?from={item['result_line']}&lines=1", headers=AUTH)
+    assert json.loads(whole.content)["message"]["result"]["content"][0]["text"].startswith("1:xxx")
+    with client.stream("GET", "/api/sessions/big/raw", headers=AUTH) as answer:
+        sizes = [len(chunk) for chunk in answer.iter_raw()]
+    assert sum(sizes) == log.stat().st_size and len(sizes) > 100 and max(sizes) <= 1 << 16
+
+
+def test_healthcheck_and_usage_errors(home: Path, capsys):
+    with served(Options(data=home, token=TOKEN)) as (base, _):
+        assert main(["healthcheck", "--listen", base.removeprefix("http://")]) == 0
+    assert main(["healthcheck", "--listen", f"127.0.0.1:{free_port()}"]) == 1
+    assert "nothing answers" in capsys.readouterr().err
+    assert main(["--listen", "nowhere", "--data", str(home)]) == 2
+    assert "--listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
+    assert main(["--no-auth", "--listen", "0.0.0.0:7878", "--data", str(home)]) == 2
+    assert "--no-auth: only on a loopback address" in capsys.readouterr().err
