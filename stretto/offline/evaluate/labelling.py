@@ -21,7 +21,7 @@ from typing import Any
 from stretto.logs.episode import Assistant, ToolCall, call_id_text, episode_from_log
 from stretto.logs.sessionlog import SessionLog, read_session_log
 from stretto.logs.toollist import WRITE
-from stretto.model.binding import value_text
+from stretto.offline.walk import BOUND, agent_made
 
 TOLERANCE = 1e-9
 # The label of an option that does not bind: the flow could not have made it.
@@ -201,36 +201,6 @@ def _label_session(
     return rows, skipped, episode.domain, warning
 
 
-def used_before_next_write(
-    tool: str,
-    arguments: dict,
-    later: Sequence[ToolCall],
-    *,
-    writes: Container[str],
-    made: Iterable[tuple[str, dict]],
-) -> int | None:
-    """The index in `later` (the agent's own later calls, in order) of the call that makes the
-    lookup `tool(arguments)`, or None: same tool, every bound argument equal by value text
-    (the agent may pass more), before the agent's next call of a tool in `writes`, and not in
-    `made` (made already, by the agent or the flow).
-
-    This is evaluate's copy of the rule "the agent made this lookup itself later" (issue 12);
-    the shared `agent_made(..., match=BOUND, writes=..., made=...)` replaces it here."""
-    wanted = {k: value_text(v) for k, v in arguments.items()}
-
-    def same(name: str, args: dict) -> bool:
-        return name == tool and all(value_text(args.get(k)) == v for k, v in wanted.items())
-
-    if any(same(name, args) for name, args in made):
-        return None
-    for position, call in enumerate(later):
-        if same(call.name, call.arguments):
-            return position
-        if call.name in writes:
-            return None
-    return None
-
-
 def label(
     option: dict,
     later: Sequence[ToolCall],
@@ -242,8 +212,9 @@ def label(
     decisions")."""
     if option["arguments"] is None:
         return dict(NO_LABEL)
-    position = used_before_next_write(
-        option["tool"], option["arguments"], later, writes=writes, made=made
+    # the one rule (docs/formats.md §1.5): bound arguments, cut at the next write, not made
+    position = agent_made(
+        option["tool"], option["arguments"], later, match=BOUND, writes=writes, made=made
     )
     if position is None:
         return {**NO_LABEL, "detour": True}
