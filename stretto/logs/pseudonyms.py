@@ -37,7 +37,7 @@ from stretto.logs.sessionlog import WireLine
 
 SALT_ENV = "STRETTO_REDACT_SALT"
 KEEP_SHARED = 3  # a value seen in this many sessions is kept (0: none is)
-SHORT = 3  # a core this short is kept: learning ignores it (values of 2+, siblings of 4+)
+SHORT = 3  # a value this short is kept: learning ignores it (values of 2+, siblings of 4+)
 HEX_DIGITS = 12  # a token is h_ and this many hex digits
 NUMBER_DIGITS = 15  # an integer's token has at least this many digits (few collisions)
 MIN_VALUE = 2  # shorter values are no value to the readers (stretto.logs.turns)
@@ -136,13 +136,19 @@ class Census:
     values: set[str] = field(default_factory=set)  # folded cores of data (not words)
     declared: set[str] = field(default_factory=set)  # what tools/list names
     forced: set[str] = field(default_factory=set)  # values of --hash-field keys, and words
+    # cores of at most SHORT characters once written longer (`#W1a`): hashed everywhere
+    lengthened: set[str] = field(default_factory=set)
     _last: dict[str, int] = field(default_factory=dict)
     session: int = 0
 
-    def add(self, core: str, data: bool = True) -> None:
+    def add(self, core: str, data: bool = True, written: int = 0) -> None:
+        """A value's core, seen in this session; `written` = its length as written (with
+        its leading #s)."""
         key = fold(core)
         if not key:
             return
+        if len(key) <= SHORT < written:
+            self.lengthened.add(key)
         if self._last.get(key) != self.session:
             self._last[key] = self.session
             self.sessions[key] = self.sessions.get(key, 0) + 1
@@ -186,7 +192,7 @@ class Count:
     def string(self, value: str, forced: bool = False) -> str:
         for line in value.split("\n"):
             core = _split_line(line)[1]
-            self.census.add(core)
+            self.census.add(core, written=len(line.strip()))
             if forced and core:
                 self.census.forced.add(fold(core))
                 for word in core.split():
@@ -237,7 +243,9 @@ class Pseudonyms:
                 self._known.setdefault(key[:KNOWN_PREFIX], []).append(key)
         for keys in self._known.values():
             keys.sort(key=lambda k: (-len(k), k))
-        self._short = {k for k in census.values if MIN_VALUE <= len(k) <= SHORT}
+        self._short = {  # values kept for their length
+            k for k in census.values if MIN_VALUE <= len(k) <= SHORT and not self.hashed(k)
+        }
 
     def _forced_word(self, key: str) -> bool:
         return any(fold(_split_word(w)[1]) in self.census.forced for w in key.split())
@@ -254,7 +262,9 @@ class Pseudonyms:
             return False
         if key in self.census.forced:
             return True
-        if len(key) <= SHORT or key in self.census.declared:
+        if key in self.census.declared:
+            return False
+        if len(key) <= SHORT and key not in self.census.lengthened:
             return False
         return self.keep_shared == 0 or self.census.sessions.get(key, 0) < self.keep_shared
 
@@ -327,55 +337,60 @@ class Pseudonyms:
         return value if replaced in (float("inf"), float("-inf")) else replaced
 
     def text(self, value: str, words: bool = True) -> str:
-        """Free text: every value of the records found in it (hashed or kept) replaced whole
-        by what it became, then (with `words`) every other word hashed or kept by its own
-        count. A hashed value that holds another value (`las vegas` holds `LAS`) is written
-        `token[its own words, rewritten]`, so the value inside is still found in the text."""
-        return self._scan(value, fold(value), words, len(value) + 1)[0]
-
-    def _scan(self, value: str, folded: str, words: bool, below: int) -> tuple[str, bool]:
-        """The text rewritten, and whether a value of the records was found in it."""
+        """Free text: every value of the records found in it replaced whole by what it became
+        (a kept one only where it stands as words of its own), then (with `words`) every
+        other word hashed or kept by its own count."""
+        folded = fold(value)
         out: list[str] = []
         start = i = 0
-        found_any = False
         while i < len(value):
-            length = self._known_at(folded, i, below)
+            length = self._known_at(folded, i, len(value) + 1)
             if not length:
                 i += 1
                 continue
-            found_any = True
             out.append(self._words(value[start:i]) if words else value[start:i])
-            found, found_folded = value[i : i + length], folded[i : i + length]
-            if self.hashed(found):
-                inner, holds = self._scan(found, found_folded, words, length)
-                holds = holds or self._holds_short(found)
-                out.append(self.token(found) + (f"[{inner}]" if holds else ""))
-            else:  # kept whole, unless a hashed value inside must be found
-                inner = self._scan(found, found_folded, False, length)[0]
-                out.append(found + (f"[{inner}]" if inner != found else ""))
+            out.append(self._found(value[i : i + length], folded[i : i + length]))
             i = start = i + length
         out.append(self._words(value[start:]) if words else value[start:])
-        return "".join(out), found_any
+        return "".join(out)
+
+    def _found(self, found: str, folded: str) -> str:
+        """What a value of the records found in free text becomes: its token, followed in
+        brackets by what became of the values inside it (`las vegas` holds `LAS`, a user id
+        the last name) so that they are still found in the text, as the binding looks for
+        them there; a kept value as it is, followed by the tokens of hashed values inside."""
+        inside: list[tuple[str, bool]] = []
+        i = 0
+        while i < len(found):
+            length = self._known_at(folded, i, len(found))
+            if length:
+                part = found[i : i + length]
+                inside.append((self._found(part, folded[i : i + length]), self.hashed(part)))
+                i += length
+            else:
+                i += 1
+        if not self.hashed(found):
+            hidden = [text for text, hashed in inside if hashed]
+            return found + (f"[{' '.join(hidden)}]" if hidden else "")
+        for word in found.split():  # short values (kept as they are) that are words of it
+            core = _split_word(word)[1]
+            if fold(core) in self._short:
+                inside.append((core, False))
+        shown = " ".join(text for text, _ in inside)
+        return self.token(found) + (f"[{shown}]" if shown else "")
 
     def _known_at(self, folded: str, i: int, below: int) -> int:
         """The length of the longest value of the records at `folded[i:]` shorter than
-        `below`, or 0."""
+        `below` (a kept one only between word boundaries), or 0."""
         for key in self._known.get(folded[i : i + KNOWN_PREFIX], ()):
             if len(key) < below and folded.startswith(key, i):
-                return len(key)
+                end = i + len(key)
+                if self.hashed(key) or (
+                    (i == 0 or not folded[i - 1].isalnum())
+                    and (end == len(folded) or not folded[end].isalnum())
+                ):
+                    return len(key)
         return 0
-
-    def _holds_short(self, text: str) -> bool:
-        """Whether a word of `text` that is kept holds a short value of the records (a
-        value of 2 or 3 characters, kept as it is): `las` in `las vegas`, not `den` in
-        `denver` (hashed, so no bracket could show it)."""
-        for word in text.split():
-            if not self.hashed(_split_word(word)[1]):
-                low = fold(word)
-                for n in range(MIN_VALUE, SHORT + 1):
-                    if any(low[j : j + n] in self._short for j in range(len(low) - n + 1)):
-                        return True
-        return False
 
     def _words(self, text: str) -> str:
         pieces = _WORDS.split(text)

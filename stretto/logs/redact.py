@@ -69,7 +69,10 @@ def output_name(session: str) -> str:
     return name + "_" if name.endswith((".flow", ".confirm")) or name in (".", "..") else name
 
 
-def check_folders(sessions: Path, out: Path) -> None:
+def check_request(sessions: Path, out: Path, keep_shared: int = KEEP_SHARED) -> None:
+    """Refuse what cannot be done as asked, before anything is read."""
+    if keep_shared < 0:
+        raise RedactError(f"--keep-shared must be 0 or more, not {keep_shared}")
     sessions, out = sessions.resolve(), out.resolve()
     if out == sessions or sessions in out.parents:
         raise RedactError(
@@ -207,9 +210,7 @@ def redact_folder(
     malformed, before anything is written; each file is written whole (0600, in a 0700
     folder)."""
     sessions, out = Path(sessions), Path(out)
-    if keep_shared < 0:
-        raise RedactError(f"--keep-shared must be 0 or more, not {keep_shared}")
-    check_folders(sessions, out)
+    check_request(sessions, out, keep_shared)
     report = Report(out)
     plan = _plan(sessions, hash_fields, report)
     pseudonyms = Pseudonyms(salt, plan.census, keep_shared)
