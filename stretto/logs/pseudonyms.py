@@ -16,9 +16,10 @@ replaced: equal strings stay equal, trimmed lines still compare as the readers t
 the binding compares lower-cased text with what the customer said while the turn rule
 compares text exactly. Integers stay integers, and a string of digits gets the digits its
 integer gets, because the turn rule compares numbers and strings as text. Free text (the
-conversation, error messages) is rewritten word by word, after every hashed value found in
-it has been replaced whole — the binding asks whether a value appears anywhere in what the
-customer said.
+conversation, error messages) is rewritten word by word, after every value of the records
+found in it has been replaced whole by what it became — the binding asks whether a value
+appears anywhere in what the customer said — and a hashed one holding other values is
+followed by what they became, in brackets, so that they are still found there.
 
 Two passes: a census (in how many sessions each value appears; the names the tools' schemas
 declare; the values of `--hash-field` keys), then the rewrite. Both walk the logs with one
@@ -41,7 +42,7 @@ SHORT = 3  # a value this short is kept: learning ignores it (values of 2+, sibl
 HEX_DIGITS = 12  # a token is h_ and this many hex digits
 NUMBER_DIGITS = 15  # an integer's token has at least this many digits (few collisions)
 MIN_VALUE = 2  # shorter values are no value to the readers (stretto.logs.turns)
-KNOWN_PREFIX = SHORT + 1  # hashed values are found in free text by their first characters
+KNOWN_PREFIX = SHORT + 1  # values are found in free text by this many first characters
 
 # Methods whose messages carry no data, kept as they are.
 KEPT_METHODS = frozenset({"initialize", "tools/list", "ping", "notifications/initialized"})
@@ -295,13 +296,13 @@ class Pseudonyms:
     def _digits(self, core: str) -> str:
         sign, digits = ("-", core[1:]) if core.startswith("-") else ("", core)
         width = max(len(digits), NUMBER_DIGITS)
-        in_range = _INT_RANGE[0] <= int(core) < _INT_RANGE[1]
+        in_range = len(digits) <= 20 and _INT_RANGE[0] <= int(core) < _INT_RANGE[1]
         for counter in range(64):
             number = int.from_bytes(self._digest(core, counter) * 2, "big")
             body = str(number)[-(width - 1) :].rjust(width - 1, "0")
             first = "0" if digits.startswith("0") and len(digits) > 1 else str(1 + number % 9)
             token = sign + first + body
-            if (_INT_RANGE[0] <= int(token) < _INT_RANGE[1]) == in_range:
+            if width > 20 or (_INT_RANGE[0] <= int(token) < _INT_RANGE[1]) == in_range:
                 return token
         return core  # not reached: about half of all draws are in range
 
