@@ -372,14 +372,17 @@ def _redact(args: argparse.Namespace) -> int:
     except RedactError as exc:
         say(str(exc))
         return 1
+    except OSError as exc:  # a folder that cannot be made, a file that cannot be read
+        say(f"{exc.filename or out}: {exc.strerror or exc}")
+        return 1
     for path in report.torn:
         say(f"warning: {path}: the last line is cut off (a crash mid-write?); dropped it")
     for what in report.left_out:
         say(f"left out {what}")
+    shared = f"{report.shared} shared by {args.keep_shared}+ sessions, " if args.keep_shared else ""
     print(
         f"stretto: redacted {report.sessions} session log(s) and {report.flow_logs} flow "
-        f"log(s) into {report.out}: {report.hashed} distinct values hashed; kept "
-        f"{report.shared} shared by {args.keep_shared or 'no'}+ sessions, {report.declared} "
-        f"names the tools declare, {report.short} of 3 characters or fewer"
+        f"log(s) into {report.out}: {report.hashed} distinct values hashed; kept {shared}"
+        f"{report.declared} names the tools declare, {report.short} of 3 characters or fewer"
     )
     return 0

@@ -374,6 +374,12 @@ def test_two_logs_of_one_session_and_a_negative_keep_shared_are_refused(
     assert not (tmp_path / "out").exists()
 
 
+def test_an_out_folder_that_cannot_be_made_is_named(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a-file").write_text("")
+    assert redact(SHOP, tmp_path / "a-file/out") == 1
+    assert f"stretto: {tmp_path}/a-file/out: Not a directory" in capsys.readouterr().err
+
+
 # flow logs -------------------------------------------------------------------------------------
 
 
