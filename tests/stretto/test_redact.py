@@ -81,21 +81,11 @@ def _tool(name: str, properties: dict, output: dict | None = None) -> dict:
 
 
 STRING = {"type": "string"}
+NAME = {"type": "object", "properties": {"first": STRING, "last": STRING}}
+USER = {"user_id": STRING, "name": NAME, "orders": {}, "payment_methods": {}, "zip": STRING}
 TOOLS = [
     _tool("find_user", {"email": STRING}),
-    _tool(
-        "get_user",
-        {"user_id": STRING},
-        {
-            "user_id": STRING,
-            "name": {"type": "object", "properties": {"first": STRING, "last": STRING}},
-            "orders": {"type": "array"},
-            "payment_methods": {"type": "object"},
-            "zip": STRING,
-            "phone": {"type": "integer"},
-            "balance": {"type": "number"},
-        },
-    ),
+    _tool("get_user", {"user_id": STRING}, USER | {"phone": {}, "balance": {}}),
     _tool("get_order", {"order_id": STRING, "speed": {"enum": ["express"]}, "phone": STRING}),
     _tool("track", {"line": STRING, "method": STRING}),
 ]
@@ -122,6 +112,8 @@ def test_a_value_gets_the_same_token_wherever_the_readers_find_it(tmp_path: Path
         "phone": 15551232002,
         "balance": 54.04,
     }
+    error = {"code": -1, "message": "no parcel for mia_garcia_4516"}
+    log = {"level": "info", "data": {"who": "mia_garcia_4516"}}
     lines = [
         *TOOLS_LIST,
         said(1, "user", "Hi, I'm mia.garcia@example.com; order W5490111 please."),
@@ -132,24 +124,8 @@ def test_a_value_gets_the_same_token_wherever_the_readers_find_it(tmp_path: Path
         call(4, "get_order", {"order_id": "#W5490111", "speed": "express", "phone": "15551232002"}),
         answer(4, "Order #W5490111\n  shipped to 046229  \n\nby paypal_9497703"),
         call(5, "track", {"line": "shipped to 046229", "method": "paypal_9497703"}),
-        (
-            5,
-            "server",
-            {
-                "jsonrpc": "2.0",
-                "id": 5,
-                "error": {"code": -1, "message": "no parcel for mia_garcia_4516"},
-            },
-        ),
-        (
-            6,
-            "server",
-            {
-                "jsonrpc": "2.0",
-                "method": "notifications/message",
-                "params": {"level": "info", "data": {"who": "mia_garcia_4516"}},
-            },
-        ),
+        (5, "server", {"jsonrpc": "2.0", "id": 5, "error": error}),
+        (6, "server", {"jsonrpc": "2.0", "method": "notifications/message", "params": log}),
         (7, "server", "a line that is no JSON, about mia_garcia_4516"),
     ]
     sessions, out = tmp_path / "in", tmp_path / "out"
