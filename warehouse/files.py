@@ -14,11 +14,27 @@ from stretto.home import make_private, private_dirs
 TEMP_MARK = ".tmp-"  # temporary files are named .<name>.tmp-<pid>; readers never list them
 
 
+_fault_hits: dict[str, int] = {}
+
+
 def fault(point: str) -> None:
-    """Fault injection for tests/warehouse/test_faults.py: with STRETTO_FAULT=<point> the
-    process kills itself (SIGKILL, as a power cut or the OOM killer would) at that point."""
-    if os.environ.get("STRETTO_FAULT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Fault injection for tests/warehouse/test_faults.py. STRETTO_FAULT=<point>[:<n>]: the
+    process kills itself (SIGKILL, as a power cut or the OOM killer would) the n-th time
+    (default the first) it passes that point; pause@<point>: it stops there until killed."""
+    wanted = os.environ.get("STRETTO_FAULT")
+    if not wanted:
+        return
+    pause = wanted.startswith("pause@")
+    name, _, nth = wanted.removeprefix("pause@").partition(":")
+    if name != point:
+        return
+    _fault_hits[point] = _fault_hits.get(point, 0) + 1
+    if _fault_hits[point] != int(nth or 1):
+        return
+    if pause:
+        while True:
+            signal.pause()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def fsync_path(path: str | os.PathLike) -> None:

@@ -35,7 +35,7 @@ from warehouse.layout import TABLES, Layout
 from warehouse.sql import statements
 
 BATCH_BYTES = 96 * 1024 * 1024  # log text one batch holds in memory at once (~1.3 GB peak)
-BATCH_FILES = 4000
+BATCH_FILES = int(os.environ.get("STRETTO_INGEST_BATCH_FILES") or 4000)
 # DuckDB runs these statements on one core (one small table, one row group), so batches go
 # to worker processes, one per core; STRETTO_INGEST_WORKERS overrides.
 WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() or 1))
