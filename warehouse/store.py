@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 import duckdb
 
-from stretto.home import make_private, private_dirs
+from stretto.home import make_private, private_dirs, private_tree
 from warehouse import registry
 from warehouse.discover import Plan, discover
 from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
@@ -90,6 +90,8 @@ def recover(layout: Layout) -> list[str]:
     staged and moved-in Parquet files, temporary files. The ingest ids it cleaned up."""
     remove_stale_temps(layout.registry)
     remove_stale_temps(layout.warehouse)
+    if not registry.commit_paths(layout):  # a new warehouse, or one from before the registry
+        private_tree(layout.warehouse)
     if not layout.staging.is_dir():
         return []
     committed = registry.committed_ids(layout)

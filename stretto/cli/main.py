@@ -93,12 +93,13 @@ def _learn_folder(
     import os
     from pathlib import Path
 
+    from stretto.home import private_dirs
     from warehouse.layout import Layout, default_home
 
     sessions = Path(sessions).expanduser().resolve()
     key = hashlib.blake2b(str(sessions).encode(), digest_size=8).hexdigest()
     home = (Path(home).expanduser() if home else default_home()) / "cache" / "learn" / key
-    home.mkdir(parents=True, exist_ok=True)
+    private_dirs(home)
     logs = home / "logs"
     if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
         logs.unlink()
