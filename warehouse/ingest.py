@@ -148,8 +148,10 @@ def _repair_lines(con: duckdb.DuckDBPyConnection) -> None:
     """`repaired(file, line_no, text)`: the lines with a lone surrogate escape, made readable."""
     rows = con.execute(
         "SELECT file, line_no, line FROM lines "
+        "SEMI JOIN (SELECT file FROM file_text WHERE maybe_surrogate) USING (file) "
         "WHERE (contains(line, '\\ud') OR contains(line, '\\uD')) AND NOT json_valid(line)"
     ).fetchall()
+    con.execute("DROP TABLE file_text")  # the lines hold the text now
     table = pa.table(
         {
             "file": pa.array([r[0] for r in rows], pa.string()),

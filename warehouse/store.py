@@ -90,8 +90,8 @@ def recover(layout: Layout) -> list[str]:
     staged and moved-in Parquet files, temporary files. The ingest ids it cleaned up."""
     remove_stale_temps(layout.registry)
     remove_stale_temps(layout.warehouse)
-    if not registry.commit_paths(layout):  # a new warehouse, or one from before the registry
-        private_tree(layout.warehouse)
+    if layout.warehouse.is_dir() and not registry.commit_paths(layout):
+        private_tree(layout.warehouse)  # a new warehouse, or one from before the registry
     if not layout.staging.is_dir():
         return []
     committed = registry.committed_ids(layout)

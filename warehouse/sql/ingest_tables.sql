@@ -104,6 +104,11 @@ JOIN file_meta m ON m.session = l.session AND m.file_error IS NULL
 QUALIFY row_number() OVER (PARTITION BY l.session, d.tool ORDER BY l.seq DESC) = 1;
 
 -- name: quarantine
+WITH whole AS (
+    -- files quarantined whole (few): every non-blank line, or one row for a file without any
+    SELECT m.*, n.lines_quarantined
+    FROM file_meta m JOIN line_counts n USING (file) WHERE m.file_error IS NOT NULL
+)
 SELECT m.rel AS file, w.seq AS line, regexp_replace(w.problem, '^quarantined: ', '') AS error,
        w.line AS raw, w.session, m.content_hash,
        m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date) AS day
@@ -112,13 +117,10 @@ WHERE w.problem LIKE 'quarantined:%'
 UNION ALL
 SELECT m.rel, l.line_no, m.file_error, l.line, m.session, m.content_hash,
        m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date)
-FROM file_meta m JOIN lines l USING (file)
-WHERE m.file_error IS NOT NULL AND trim(l.line, ' ' || chr(9) || chr(13)) <> ''
+FROM whole m JOIN lines l USING (file)
+WHERE m.lines_quarantined > 0 AND trim(l.line, ' ' || chr(9) || chr(13)) <> ''
 UNION ALL
--- a file with nothing to quarantine line by line (empty, or only blank lines): one row saying so
 SELECT m.rel, NULL, m.file_error, NULL, m.session, m.content_hash,
        m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date)
-FROM file_meta m
-WHERE m.file_error IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.file = m.file
-                  AND trim(l.line, ' ' || chr(9) || chr(13)) <> '');
+FROM whole m
+WHERE m.lines_quarantined = 0;
