@@ -63,21 +63,31 @@ def file_hash(path: str, limit: int | None = None) -> str:
     return digest.hexdigest()
 
 
-def header_session(path: str) -> str | None:
-    """The session id in the file's header (its first non-blank line), if it reads."""
-    with open(path, "rb") as f:
-        for raw in f:
-            if len(raw) > HEADER_BYTES:
+def header_session(start: bytes) -> str | None:
+    """The session id in a header (the first non-blank line of `start`, the file's first
+    bytes), if it reads."""
+    for raw in start.split(b"\n"):
+        line = raw.removeprefix(b"\xef\xbb\xbf").strip()
+        if line:
+            try:
+                header = json.loads(line)
+            except ValueError:
                 return None
-            line = raw.removeprefix(b"\xef\xbb\xbf").strip()
-            if line:
-                try:
-                    header = json.loads(line)
-                except ValueError:
-                    return None
-                session = header.get("session") if isinstance(header, dict) else None
-                return session if isinstance(session, str) and session else None
+            session = header.get("session") if isinstance(header, dict) else None
+            return session if isinstance(session, str) and session else None
     return None
+
+
+def hash_and_header(path: str) -> tuple[str, str | None]:
+    """One read of the file: its content hash, and the session id of its header."""
+    digest = hashlib.blake2b(digest_size=16)
+    start = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if len(start) < HEADER_BYTES:
+                start += chunk[: HEADER_BYTES - len(start)]
+            digest.update(chunk)
+    return digest.hexdigest(), header_session(start)
 
 
 def _walk(layout: Layout) -> list[tuple[str, os.stat_result, str]]:
@@ -96,7 +106,7 @@ def _walk(layout: Layout) -> list[tuple[str, os.stat_result, str]]:
 
 def _identify(path: str, stat: os.stat_result, hint: str, rel: str) -> LogFile | None:
     try:
-        digest, session = file_hash(path), header_session(path)
+        digest, session = hash_and_header(path)
     except OSError:  # gone (moved or deleted) since the walk: the next run sees where
         return None
     return LogFile(path, rel, stat.st_size, stat.st_mtime_ns, digest, session, hint)

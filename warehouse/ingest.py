@@ -113,15 +113,14 @@ def repair_surrogates(text: str) -> str:
 
 def _undecodable_lines(con: duckdb.DuckDBPyConnection) -> None:
     """The lines of files that are not valid UTF-8 throughout, split here (DuckDB cannot
-    decode them); `bad_utf8` marks the lines that are not valid UTF-8, kept with the bad bytes
-    as \\xNN. Stores `split_lines(file, parts, complete, bad)`."""
+    decode them); `bad` marks the lines that are not valid UTF-8, kept with the bad bytes as
+    \\xNN. Stores `undecodable(file, parts, complete, bad)`."""
     files = [f for (f,) in con.execute("SELECT file FROM file_text WHERE text IS NULL").fetchall()]
     out: dict[str, list] = {"file": [], "parts": [], "complete": [], "bad": []}
     for path in files:
         data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
-        pieces = data.split(b"\n")
         parts, bad = [], []
-        for piece in pieces:
+        for piece in data.split(b"\n"):
             try:
                 parts.append(piece.decode("utf-8"))
                 bad.append(False)
@@ -132,26 +131,49 @@ def _undecodable_lines(con: duckdb.DuckDBPyConnection) -> None:
         out["parts"].append(parts)
         out["complete"].append(data.endswith(b"\n") or data == b"")
         out["bad"].append(bad)
-    table = pa.table(
-        {
-            "file": pa.array(out["file"], pa.string()),
-            "parts": pa.array(out["parts"], pa.list_(pa.string())),
-            "complete": pa.array(out["complete"], pa.bool_()),
-            "bad": pa.array(out["bad"], pa.list_(pa.bool_())),
-        }
-    )
-    con.register("undecodable_arrow", table)
-    con.execute("CREATE OR REPLACE TEMP TABLE undecodable AS SELECT * FROM undecodable_arrow")
+    _store(con, "undecodable", out)
+
+
+def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, list]) -> None:
+    types = {
+        "file": pa.string(),
+        "parts": pa.list_(pa.string()),
+        "complete": pa.bool_(),
+        "bad": pa.list_(pa.bool_()),
+    }
+    table = pa.table({k: pa.array(v, types[k]) for k, v in columns.items()})
+    con.register(f"{name}_arrow", table)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
+    con.unregister(f"{name}_arrow")
+
+
+def _read_lines(con: duckdb.DuckDBPyConnection, sql: dict[str, str]) -> None:
+    """The batch's `lines`: straight from the files' text, or, when a file is not all valid
+    UTF-8 (rare), from their bytes with that file split here."""
+    _store(con, "undecodable", {"file": [], "parts": [], "complete": [], "bad": []})
+    con.execute(sql["file_text"])
+    try:
+        con.execute(sql["lines"])
+        con.execute("DROP VIEW file_text")
+    except duckdb.InvalidInputException as exc:
+        if "UTF-8" not in str(exc):
+            raise
+        con.execute("DROP VIEW file_text")
+        con.execute(sql["file_bytes"])
+        _undecodable_lines(con)
+        con.execute(sql["lines"])
+        con.execute("DROP TABLE file_text")  # the lines hold the text now
+    _repair_lines(con)
 
 
 def _repair_lines(con: duckdb.DuckDBPyConnection) -> None:
-    """`repaired(file, line_no, text)`: the lines with a lone surrogate escape, made readable."""
+    """Fill `lines.repaired` for the lines with a lone surrogate escape, made readable."""
     rows = con.execute(
-        "SELECT file, line_no, line FROM lines "
-        "SEMI JOIN (SELECT file FROM file_text WHERE maybe_surrogate) USING (file) "
-        "WHERE (contains(line, '\\ud') OR contains(line, '\\uD')) AND NOT json_valid(line)"
+        "SELECT file, line_no, line FROM lines WHERE maybe_surrogate "
+        "AND (contains(line, '\\ud') OR contains(line, '\\uD')) AND NOT json_valid(line)"
     ).fetchall()
-    con.execute("DROP TABLE file_text")  # the lines hold the text now
+    if not rows:
+        return
     table = pa.table(
         {
             "file": pa.array([r[0] for r in rows], pa.string()),
@@ -160,7 +182,11 @@ def _repair_lines(con: duckdb.DuckDBPyConnection) -> None:
         }
     )
     con.register("repaired_arrow", table)
-    con.execute("CREATE OR REPLACE TEMP TABLE repaired AS SELECT * FROM repaired_arrow")
+    con.execute(
+        "UPDATE lines SET repaired = r.text FROM repaired_arrow r "
+        "WHERE lines.file = r.file AND lines.line_no = r.line_no"
+    )
+    con.unregister("repaired_arrow")
 
 
 def _assign_turns(con: duckdb.DuckDBPyConnection) -> None:
@@ -298,14 +324,13 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
     try:
         con.register("batch_arrow", _batch_table(files, ingest_id))
         con.execute("CREATE TEMP TABLE batch AS SELECT * FROM batch_arrow")
-        for name, sql in statements("ingest"):
-            if name == "headers":
-                _repair_lines(con)
-            if name == "file_text":
-                con.execute(sql, {"files": [f.path for f in files]})
-                _undecodable_lines(con)
-            else:
-                con.execute(_with_domain_rule(sql))
+        listed = "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in files) + "]"
+        sql = {k: _with_domain_rule(v).replace("{files}", listed) for k, v in statements("ingest")}
+        for name, text in sql.items():
+            if name == "lines":
+                _read_lines(con, sql)
+            elif name not in ("file_text", "file_bytes"):
+                con.execute(text)
         _assign_turns(con)
         _describe_tools(con)
         stats = IngestStats(files=len(files), bytes=sum(f.size for f in files))

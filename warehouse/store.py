@@ -170,7 +170,7 @@ def _table_select(con, layout: Layout, table: str) -> str:
     files = [
         str(layout.absolute(path))
         for (path,) in con.execute(
-            "SELECT path FROM data_files WHERE table_name = ? ORDER BY path", [table]
+            "SELECT path FROM data_files WHERE table_name = ? ORDER BY commit_no, path", [table]
         ).fetchall()
     ]
     if not files:
@@ -179,8 +179,10 @@ def _table_select(con, layout: Layout, table: str) -> str:
         f"read_parquet([{', '.join(_quote(f) for f in files)}], "
         "hive_partitioning = true, union_by_name = true)"
     )
-    # Files written before a column was added lack it: it reads as NULL there.
-    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    # Files written before a column was added lack it (it reads as NULL there); the newest
+    # file has every column any file has.
+    newest = f"read_parquet({_quote(files[-1])}, hive_partitioning = true)"
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {newest}").fetchall()}
     columns = [
         f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
         for name, kind in [*TABLES[table], *PARTITION_KEYS]

@@ -15,39 +15,50 @@ CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
     "role": "JSON", "content": "JSON"}');
 
 -- name: file_text
--- Each file's text; NULL where it is not all valid UTF-8 (warehouse/ingest.py then splits it
--- into `undecodable`, marking the lines that are not). A byte-order mark at the start of a
--- file is an encoding mark, not text: it is dropped.
+-- Each file's text. A byte-order mark at the start of a file is an encoding mark, not text:
+-- it is dropped. ({files}: the batch's paths, as a list literal.)
+CREATE OR REPLACE TEMP VIEW file_text AS
+SELECT filename AS file,
+       CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) ELSE content END AS text
+FROM read_text({files});
+
+-- name: file_bytes
+-- Instead of file_text when a file of the batch is not all valid UTF-8: NULL text for such
+-- a file (warehouse/ingest.py then splits it into `undecodable`, marking its bad lines).
 CREATE OR REPLACE TEMP TABLE file_text AS
-WITH decoded AS (SELECT filename AS file, try(decode(content)) AS text FROM read_blob($files))
-SELECT file, CASE WHEN starts_with(text, chr(65279)) THEN substr(text, 2) ELSE text END AS text,
-       -- might hold a lone surrogate escape (warehouse/ingest.py looks closer)
-       text IS NULL OR contains(text, '\ud') OR contains(text, '\uD') AS maybe_surrogate
+WITH decoded AS (SELECT filename AS file, try(decode(content)) AS text FROM read_blob({files}))
+SELECT file, CASE WHEN starts_with(text, chr(65279)) THEN substr(text, 2) ELSE text END AS text
 FROM decoded;
 
 -- name: lines
 -- Every line of every file, numbered from 1. Only "\n" ends a line. The empty piece after a
 -- final newline is not a line. A line is blank when it holds only JSON whitespace (space,
--- tab, CR).
+-- tab, CR). `maybe_surrogate`: the file may hold a lone surrogate escape (warehouse/ingest.py
+-- looks closer and fills `repaired`).
 CREATE OR REPLACE TEMP TABLE lines AS
 WITH split AS (
-    SELECT file, string_split(text, chr(10)) AS parts, NULL::BOOLEAN[] AS bad,
-           suffix(text, chr(10)) OR text = '' AS complete
+    SELECT file, string_split(text, chr(10)) AS parts,
+           suffix(text, chr(10)) OR text = '' AS complete,
+           contains(text, '\ud') OR contains(text, '\uD') AS maybe_surrogate
     FROM file_text WHERE text IS NOT NULL
-    UNION ALL
-    SELECT file, parts, bad, complete FROM undecodable
 ), numbered AS (
-    SELECT file, complete, len(parts) AS n,
+    SELECT file, complete, len(parts) AS n, maybe_surrogate,
            -- the header is the first non-blank line (nearly always line 1)
            CASE WHEN trim(parts[1], ' ' || chr(9) || chr(13)) <> '' THEN 1
                 ELSE list_position(list_transform(parts,
                     lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no,
-           unnest(parts) AS line, unnest(bad) AS bad_utf8,
-           generate_subscripts(parts, 1) AS line_no
+           unnest(parts) AS line, false AS bad_utf8, generate_subscripts(parts, 1) AS line_no
     FROM split
+    UNION ALL
+    SELECT file, complete, len(parts), true,
+           list_position(list_transform(parts,
+               lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true),
+           unnest(parts), unnest(bad), generate_subscripts(parts, 1)
+    FROM undecodable
 )
 SELECT file, line_no::INTEGER AS line_no, line, header_no::INTEGER AS header_no,
-       NOT complete AND line_no = n AS unterminated, coalesce(bad_utf8, false) AS bad_utf8
+       NOT complete AND line_no = n AS unterminated, bad_utf8, maybe_surrogate,
+       NULL::VARCHAR AS repaired
 FROM numbered
 WHERE NOT (complete AND line_no = n);
 
@@ -62,12 +73,11 @@ WITH first AS (
     FROM batch b
     LEFT JOIN (SELECT DISTINCT file, header_no FROM lines WHERE line_no = 1) h USING (file)
 ), parsed AS (
-    SELECT f.*, coalesce(r.text, l.line) AS header, l.bad_utf8,
-           CASE WHEN NOT l.bad_utf8 AND try(json_type(coalesce(r.text, l.line))) = 'OBJECT'
-                THEN coalesce(r.text, l.line) END AS h
+    SELECT f.*, coalesce(l.repaired, l.line) AS header, l.bad_utf8,
+           CASE WHEN NOT l.bad_utf8 AND try(json_type(coalesce(l.repaired, l.line))) = 'OBJECT'
+                THEN coalesce(l.repaired, l.line) END AS h
     FROM first f
     LEFT JOIN lines l ON l.file = f.file AND l.line_no = f.header_no
-    LEFT JOIN repaired r ON r.file = f.file AND r.line_no = f.header_no
 )
 SELECT * EXCLUDE (h), h AS header_json,
     CASE
@@ -117,7 +127,7 @@ FROM parsed;
 CREATE OR REPLACE TEMP TABLE wire AS
 WITH body AS (
     SELECT l.file, h.session, l.line_no AS seq, l.line, l.unterminated, l.bad_utf8,
-           coalesce(r.text, l.line) AS src,  -- the text parsed (lone surrogates repaired)
+           coalesce(l.repaired, l.line) AS src,  -- the text parsed (lone surrogates repaired)
            CASE WHEN strlen(l.line) > 64 THEN false
                 ELSE trim(l.line, ' ' || chr(9) || chr(13)) = '' END AS blank,
            regexp_extract(l.line, '^\{"t_ms":(0|[1-9][0-9]*),"from":"([a-z]+)","message":',
@@ -125,7 +135,6 @@ WITH body AS (
     FROM lines l
     JOIN (SELECT file, header_json ->> '$.session' AS session FROM headers WHERE file_error IS NULL) h
       USING (file)
-    LEFT JOIN repaired r ON r.file = l.file AND r.line_no = l.line_no
     WHERE l.line_no > l.header_no
 ), fast AS (
     SELECT *,
@@ -178,8 +187,8 @@ WITH body AS (
            -- the message as logged (kept), and as parsed (lone surrogates repaired)
            CASE WHEN has_message AND NOT has_raw
                 THEN coalesce(canon_body, f.message::VARCHAR, 'null') END AS body,
-           CASE WHEN has_message AND NOT has_raw
-                THEN coalesce(canon_repaired, canon_body, f.message::VARCHAR, 'null')
+           CASE WHEN has_message AND NOT has_raw AND src IS DISTINCT FROM line
+                THEN coalesce(canon_repaired, f.message::VARCHAR, 'null')
            END AS parse_body,
            CASE WHEN canon_p IS NOT NULL THEN canon_p
                 WHEN has_message AND NOT has_raw AND f.message IS NOT NULL
@@ -249,7 +258,7 @@ LEFT JOIN whole w USING (file);
 -- not an object, a result with neither text nor structuredContent).
 CREATE OR REPLACE TEMP TABLE rpc AS
 WITH ok AS (
-    SELECT session, seq, t_ms, sender, parse_body AS body, p FROM wire
+    SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body, p FROM wire
     WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
 ), items AS (
     SELECT session, seq, t_ms, sender, 0 AS sub, body AS m, p FROM ok

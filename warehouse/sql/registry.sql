@@ -44,4 +44,4 @@ WHERE h.content_hash IN (SELECT content_hash FROM path_latest)
 
 -- name: data_files
 CREATE OR REPLACE {temp} TABLE data_files AS
-SELECT table_name, path, rows, ingest_id FROM registry WHERE kind = 'data';
+SELECT table_name, path, rows, ingest_id, commit_no FROM registry WHERE kind = 'data';
