@@ -41,7 +41,7 @@ REFUSED = [
     ("SELECT * FROM glob('/root/*')", "Permission Error"),
     ("SELECT * FROM read_json('{home}/logs/shop/*.jsonl')", "Permission Error"),
     ("SELECT * FROM read_parquet('{home}/warehouse/registry/*.parquet')", "Permission Error"),
-    ("COPY (SELECT 1) TO '/tmp/stretto-sql-leak.csv'", "refused: COPY"),
+    ("COPY (SELECT 1) TO '{home}/../leak.csv'", "refused: COPY"),
     ("COPY (SELECT 1) TO '{home}/warehouse/parquet/messages/evil.parquet'", "refused: COPY"),
     ("SELECT 1; COPY (SELECT 1) TO '{home}/x.csv'", "refused: COPY"),
     ("EXPORT DATABASE '{home}/export'", "refused: EXPORT"),
@@ -61,7 +61,7 @@ def test_stretto_sql_refuses_to_read_or_write_outside_the_warehouse(
     assert code == 1 and out == ""
     assert err.startswith("stretto: query failed: ") and why in err and err.count("\n") == 1
     assert sorted(p for p in home.rglob("*")) == before
-    assert not Path("/tmp/stretto-sql-leak.csv").exists()
+    assert not (home.parent / "leak.csv").exists()
 
 
 def test_stretto_sql_still_reads_every_table_and_the_warehouse_files(home: Path, capsys) -> None:
