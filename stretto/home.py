@@ -52,6 +52,6 @@ def make_private(path: str | os.PathLike) -> None:
 def private_tree(root: str | os.PathLike) -> None:
     """make_private for `root` and everything under it (not following symlinks)."""
     make_private(root)
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in os.walk(os.fspath(root)):
         for name in dirs + files:
             make_private(os.path.join(folder, name))

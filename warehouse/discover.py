@@ -91,7 +91,7 @@ def hash_and_header(path: str) -> tuple[str, str | None]:
 
 
 def _walk(layout: Layout) -> list[tuple[str, os.stat_result, str]]:
-    found = []
+    found: list[tuple[str, os.stat_result, str]] = []
     if not layout.logs.is_dir():
         return found
     for folder, dirs, names in os.walk(layout.logs):
