@@ -149,8 +149,7 @@ def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, list]) 
 
 def _read_lines(con: duckdb.DuckDBPyConnection, sql: dict[str, str]) -> None:
     """The batch's `lines`: straight from the files' text, or, when a file is not all valid
-    UTF-8 (rare), from their bytes with that file split here."""
-    _store(con, "undecodable", {"file": [], "parts": [], "complete": [], "bad": []})
+    UTF-8 (rare), from their bytes, that file split here."""
     con.execute(sql["file_text"])
     try:
         con.execute(sql["lines"])
@@ -160,25 +159,30 @@ def _read_lines(con: duckdb.DuckDBPyConnection, sql: dict[str, str]) -> None:
             raise
         con.execute("DROP VIEW file_text")
         con.execute(sql["file_bytes"])
-        _undecodable_lines(con)
         con.execute(sql["lines"])
+        _undecodable_lines(con)
+        con.execute(sql["undecodable_lines"])
         con.execute("DROP TABLE file_text")  # the lines hold the text now
-    _repair_lines(con)
 
 
-def _repair_lines(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill `lines.repaired` for the lines with a lone surrogate escape, made readable."""
+def _repair_lines(con: duckdb.DuckDBPyConnection) -> bool:
+    """Fill `lines.repaired` for the lines that read as not JSON only because of a lone
+    surrogate escape (rare: looked for among the lines found not JSON). Whether any was."""
     rows = con.execute(
-        "SELECT file, line_no, line FROM lines WHERE maybe_surrogate "
-        "AND (contains(line, '\\ud') OR contains(line, '\\uD')) AND NOT json_valid(line)"
+        "SELECT file, seq, line FROM wire WHERE problem = 'quarantined: not JSON' "
+        "AND (contains(line, '\\ud') OR contains(line, '\\uD')) "
+        "UNION ALL SELECT file, header_no, header FROM headers "
+        "WHERE file_error LIKE '%: not JSON' "
+        "AND (contains(header, '\\ud') OR contains(header, '\\uD'))"
     ).fetchall()
-    if not rows:
-        return
+    fixed = [(f, n, text) for f, n, line in rows if (text := repair_surrogates(line)) != line]
+    if not fixed:
+        return False
     table = pa.table(
         {
-            "file": pa.array([r[0] for r in rows], pa.string()),
-            "line_no": pa.array([r[1] for r in rows], pa.int32()),
-            "text": pa.array([repair_surrogates(r[2]) for r in rows], pa.string()),
+            "file": pa.array([r[0] for r in fixed], pa.string()),
+            "line_no": pa.array([r[1] for r in fixed], pa.int32()),
+            "text": pa.array([r[2] for r in fixed], pa.string()),
         }
     )
     con.register("repaired_arrow", table)
@@ -187,6 +191,7 @@ def _repair_lines(con: duckdb.DuckDBPyConnection) -> None:
         "WHERE lines.file = r.file AND lines.line_no = r.line_no"
     )
     con.unregister("repaired_arrow")
+    return True
 
 
 def _assign_turns(con: duckdb.DuckDBPyConnection) -> None:
@@ -329,8 +334,11 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
         for name, text in sql.items():
             if name == "lines":
                 _read_lines(con, sql)
-            elif name not in ("file_text", "file_bytes"):
+            elif name not in ("file_text", "file_bytes", "undecodable_lines"):
                 con.execute(text)
+            if name == "wire" and _repair_lines(con):  # read those lines again, repaired
+                con.execute(sql["headers"])
+                con.execute(sql["wire"])
         _assign_turns(con)
         _describe_tools(con)
         stats = IngestStats(files=len(files), bytes=sum(f.size for f in files))

@@ -33,32 +33,40 @@ FROM decoded;
 -- name: lines
 -- Every line of every file, numbered from 1. Only "\n" ends a line. The empty piece after a
 -- final newline is not a line. A line is blank when it holds only JSON whitespace (space,
--- tab, CR). `maybe_surrogate`: the file may hold a lone surrogate escape (warehouse/ingest.py
--- looks closer and fills `repaired`).
+-- tab, CR). (Lines of a file that is not all UTF-8 are added from `undecodable`, with
+-- `bad_utf8`; `repaired` is filled for the rare line with a lone surrogate escape:
+-- warehouse/ingest.py.)
 CREATE OR REPLACE TEMP TABLE lines AS
 WITH split AS (
     SELECT file, string_split(text, chr(10)) AS parts,
-           suffix(text, chr(10)) OR text = '' AS complete,
-           contains(text, '\ud') OR contains(text, '\uD') AS maybe_surrogate
+           suffix(text, chr(10)) OR text = '' AS complete
     FROM file_text WHERE text IS NOT NULL
 ), numbered AS (
-    SELECT file, complete, len(parts) AS n, maybe_surrogate,
+    SELECT file, complete, len(parts) AS n,
            -- the header is the first non-blank line (nearly always line 1)
            CASE WHEN trim(parts[1], ' ' || chr(9) || chr(13)) <> '' THEN 1
                 ELSE list_position(list_transform(parts,
                     lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no,
-           unnest(parts) AS line, false AS bad_utf8, generate_subscripts(parts, 1) AS line_no
+           unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
     FROM split
-    UNION ALL
-    SELECT file, complete, len(parts), true,
-           list_position(list_transform(parts,
-               lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true),
-           unnest(parts), unnest(bad), generate_subscripts(parts, 1)
-    FROM undecodable
 )
 SELECT file, line_no::INTEGER AS line_no, line, header_no::INTEGER AS header_no,
-       NOT complete AND line_no = n AS unterminated, bad_utf8, maybe_surrogate,
+       NOT complete AND line_no = n AS unterminated, false AS bad_utf8,
        NULL::VARCHAR AS repaired
+FROM numbered
+WHERE NOT (complete AND line_no = n);
+
+-- name: undecodable_lines
+INSERT INTO lines
+WITH numbered AS (
+    SELECT file, complete, len(parts) AS n,
+           list_position(list_transform(parts,
+               lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) AS header_no,
+           unnest(parts) AS line, unnest(bad) AS bad_utf8, generate_subscripts(parts, 1) AS line_no
+    FROM undecodable
+)
+SELECT file, line_no::INTEGER, line, header_no::INTEGER, NOT complete AND line_no = n,
+       bad_utf8, NULL::VARCHAR
 FROM numbered
 WHERE NOT (complete AND line_no = n);
 
