@@ -66,8 +66,12 @@ def file_hash(path: str, limit: int | None = None) -> str:
 def header_session(start: bytes) -> str | None:
     """The session id in a header (the first non-blank line of `start`, the file's first
     bytes), if it reads."""
-    for raw in start.split(b"\n"):
-        line = raw.removeprefix(b"\xef\xbb\xbf").strip()
+    position = 0
+    while position < len(start):
+        end = start.find(b"\n", position)
+        end = len(start) if end < 0 else end
+        line = start[position:end].removeprefix(b"\xef\xbb\xbf").strip()
+        position = end + 1
         if line:
             try:
                 header = json.loads(line)
