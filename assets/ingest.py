@@ -12,7 +12,7 @@ import dagster as dg
 
 from assets.resources import StrettoHome
 from stretto.progress import Progress
-from warehouse import ingest, store
+from warehouse import discover, ingest, store
 from warehouse.layout import PARTITION_KEYS, TABLES
 
 GROUP = "warehouse"
@@ -27,23 +27,30 @@ def new_ingest_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
+def _failure(exc: Exception) -> dg.Failure:
+    """An expected failure (another run holds the lock): one line, no traceback."""
+    return dg.Failure(description=str(exc), allow_retries=False)
+
+
 @dg.asset(
     group_name=GROUP,
-    description="Session logs under logs/ that are new or changed "
-    "since they were last ingested (by path, size, time and content hash).",
+    description="Session logs under logs/ that are new or changed since they were last "
+    "ingested: by size and mtime, then by content hash (a session is its id and content, "
+    "not its path).",
 )
-def log_files(context: dg.AssetExecutionContext, stretto: StrettoHome) -> list[ingest.LogFile]:
+def log_files(context: dg.AssetExecutionContext, stretto: StrettoHome) -> discover.Plan:
     layout = stretto.layout()
-    found, unchanged = ingest.discover(layout, store.known_files(layout))
+    plan = discover.discover(layout, store.known_state(layout))
     context.add_output_metadata(
         {
             "logs": dg.MetadataValue.path(str(layout.logs)),
-            "files to ingest": len(found),
-            "files unchanged": unchanged,
-            "bytes to ingest": sum(f.size for f in found),
+            "files to read": len(plan.read),
+            "files already in (same content)": len(plan.known),
+            "files unchanged": plan.unchanged,
+            "bytes to read": sum(f.size for f in plan.read),
         }
     )
-    return found
+    return plan
 
 
 @dg.asset(
@@ -52,20 +59,25 @@ def log_files(context: dg.AssetExecutionContext, stretto: StrettoHome) -> list[i
     "calls, context, tools, quarantine), partitioned by domain and day, with DuckDB views.",
 )
 def session_tables(
-    context: dg.AssetExecutionContext, stretto: StrettoHome, log_files: list[ingest.LogFile]
+    context: dg.AssetExecutionContext, stretto: StrettoHome, log_files: discover.Plan
 ) -> dg.MaterializeResult:
     layout = stretto.layout()
-    with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
-        # Another run may have ingested some of these since they were found.
-        known = store.known_files(layout)
-        files = [f for f in log_files if known.get(f.path, ())[:2] != (f.size, f.mtime_ns)]
-        ingest_id = new_ingest_id()
-        bar = Progress(len(files), "ingesting", " files", enabled=stretto.progress or None)
-        stats = ingest.ingest_files(
-            files, ingest_id, layout, on_batch=lambda batch: bar.advance(batch.files)
-        )
-        bar.close()
-        store.record_ingest(layout, stats.registry)
+    try:
+        with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
+            ingest_id = new_ingest_id()
+            bar = Progress(
+                len(log_files.read), "ingesting", " files", enabled=stretto.progress or None
+            )
+            plan, stats = store.ingest_run(
+                layout,
+                log_files,
+                ingest_id,
+                on_batch=lambda batch: bar.advance(batch.files),
+                say=context.log.warning,
+            )
+            bar.close()
+    except store.WarehouseBusy as exc:
+        raise _failure(exc) from None
     if not stats.balanced:
         raise dg.Failure(
             f"lines read {stats.lines_read} != ingested {stats.lines_ingested} + "
@@ -74,6 +86,7 @@ def session_tables(
     metadata = {
         "ingest id": ingest_id,
         "files read": stats.files,
+        "files already in (same content)": len(plan.known),
         "bytes read": stats.bytes,
         "lines read": stats.lines_read,
         "lines ingested": stats.lines_ingested,
@@ -102,8 +115,11 @@ def session_tables(
 )
 def steps(context: dg.AssetExecutionContext, stretto: StrettoHome) -> dg.MaterializeResult:
     layout = stretto.layout()
-    with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
-        written = store.derive_steps(layout, new_ingest_id())
+    try:
+        with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
+            written = store.derive_steps(layout, new_ingest_id())
+    except store.WarehouseBusy as exc:
+        raise _failure(exc) from None
     return dg.MaterializeResult(
         metadata={
             "rows written": written,

@@ -94,14 +94,15 @@ class PeakMemory:
 
 def side_ours(home: Path) -> dict:
     from warehouse import ingest, store
+    from warehouse.discover import discover
     from warehouse.layout import Layout
 
     layout = Layout.at(home)
     with PeakMemory() as memory:
         started = time.perf_counter()
-        files, _ = ingest.discover(layout, store.known_files(layout))
-        stats = ingest.ingest_files(files, "bench", layout)
-        store.record_ingest(layout, stats.registry)
+        # discovery (hashing), the batches, the atomic moves and the commit, as a run does
+        plan = discover(layout, store.known_state(layout))
+        _, stats = store.ingest_run(layout, plan, "bench")
         seconds = time.perf_counter() - started
         started = time.perf_counter()
         steps = store.derive_steps(layout, "bench-steps")

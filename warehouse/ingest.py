@@ -1,51 +1,51 @@
 """Session logs in, Parquet out: one batch of files at a time, the heavy lifting in DuckDB.
 
-The SQL in warehouse/sql/ingest*.sql splits, checks and parses the logs; two small passes in
-Python fill in what SQL cannot say as well: each call's LLM turn (stretto.logs.turns, the same
-rule the episode reader uses) and each distinct tools/list answer (stretto.logs.toollist).
+The SQL in warehouse/sql/ingest*.sql splits, checks and parses the logs; small passes in
+Python fill in what SQL cannot say as well: the lines of a file that is not all valid UTF-8,
+lone surrogate escapes DuckDB's JSON reader refuses, each call's LLM turn (stretto.logs.turns,
+the same rule the episode reader uses) and each distinct tools/list answer
+(stretto.logs.toollist).
+
+Nothing a batch writes is visible until the run commits (warehouse/registry.py): the
+batch's Parquet files are written under staging/, fsynced, and renamed into the table
+folders; the registry file that lists them comes last.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+import shutil
+import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from stretto.logs.sessionlog import is_session_log
+from stretto.home import private_dirs
+from stretto.logs.domain import DOMAIN_PATTERN
 from stretto.logs.toollist import tools_from_result
 from stretto.logs.turns import TurnTracker
+from warehouse.discover import LogFile
+from warehouse.files import fault, fsync_path, move_in
 from warehouse.layout import TABLES, Layout
+from warehouse.sql import statements
 
-SQL_DIR = Path(__file__).parent / "sql"
 BATCH_BYTES = 96 * 1024 * 1024  # log text one batch holds in memory at once (~1.3 GB peak)
-BATCH_FILES = 4000
+BATCH_FILES = int(os.environ.get("STRETTO_INGEST_BATCH_FILES") or 4000)
 # DuckDB runs these statements on one core (one small table, one row group), so batches go
 # to worker processes, one per core; STRETTO_INGEST_WORKERS overrides.
 WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() or 1))
 OUTPUT_TABLES = ("sessions", "messages", "calls", "context", "tools", "quarantine")
-
-
-def sql_statements(name: str) -> list[tuple[str, str]]:
-    """The `-- name: x` sections of warehouse/sql/<name>.sql, in order."""
-    text = (SQL_DIR / f"{name}.sql").read_text()
-    parts = re.split(r"^-- name: (\w+)\s*$", text, flags=re.MULTILINE)
-    return [(parts[i], parts[i + 1].strip().rstrip(";")) for i in range(1, len(parts), 2)]
-
-
-@dataclass(frozen=True)
-class LogFile:
-    path: str  # absolute
-    size: int
-    mtime_ns: int
-    content_hash: str | None  # None: not hashed yet (a new file; its worker hashes it)
-    domain_hint: str  # the folder under logs/, for a file whose header cannot be read
+# A JSON escape: a surrogate pair, a lone surrogate, or any other escape (consumed whole, so
+# that `\\ud800` — a backslash, then text — is not taken for one).
+_ESCAPE = re.compile(
+    r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|\\u(d[89a-f][0-9a-f]{2})|\\.",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 @dataclass
@@ -57,7 +57,8 @@ class IngestStats:
     lines_quarantined: int = 0
     lines_dropped: int = 0
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTPUT_TABLES, 0))
-    registry: list[tuple] = field(default_factory=list)  # rows for the file registry
+    logs: list[dict] = field(default_factory=list)  # registry rows: the files read
+    data: list[dict] = field(default_factory=list)  # registry rows: the Parquet files written
 
     def add(self, other: IngestStats) -> None:
         for name in (
@@ -71,52 +72,12 @@ class IngestStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for table, count in other.rows.items():
             self.rows[table] = self.rows.get(table, 0) + count
-        self.registry.extend(other.registry)
+        self.logs.extend(other.logs)
+        self.data.extend(other.data)
 
     @property
     def balanced(self) -> bool:
         return self.lines_read == self.lines_ingested + self.lines_quarantined + self.lines_dropped
-
-
-def file_hash(path: str) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def discover(layout: Layout, known: dict[str, tuple[int, int, str]]) -> tuple[list[LogFile], int]:
-    """Log files under logs/ that are new or changed since they were ingested, and how many
-    are unchanged. `known` maps a path to (size, mtime_ns, content hash) of its last ingest; a
-    file whose size and mtime match is not read at all, one whose content hash matches is not
-    ingested again."""
-    found: list[LogFile] = []
-    unchanged = 0
-    if not layout.logs.is_dir():
-        return found, 0
-    for folder, _, names in os.walk(layout.logs):
-        for name in sorted(names):
-            path = os.path.join(folder, name)
-            if not is_session_log(Path(path)):
-                continue
-            stat = os.stat(path)
-            previous = known.get(path)
-            if previous and previous[0] == stat.st_size and previous[1] == stat.st_mtime_ns:
-                unchanged += 1
-                continue
-            digest = None
-            if previous:  # known file, new size or mtime: ingest it only if its bytes changed
-                digest = file_hash(path)
-                if previous[2] == digest:
-                    unchanged += 1
-                    continue
-            hint = Path(folder).relative_to(layout.logs).parts
-            found.append(
-                LogFile(path, stat.st_size, stat.st_mtime_ns, digest, hint[0] if hint else "mcp")
-            )
-    found.sort(key=lambda f: f.path)
-    return found, unchanged
 
 
 def batches(files: list[LogFile]) -> Iterator[list[LogFile]]:
@@ -138,6 +99,99 @@ def connect(memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
     con.execute("SET threads = 1")  # parallel across batches instead (WORKERS)
     con.execute("SET preserve_insertion_order = false")
     return con
+
+
+def repair_surrogates(text: str) -> str:
+    """`text` with each lone surrogate escape (`\\ud800`, which DuckDB's JSON reader refuses
+    though JSON allows it) replaced by `\\ufffd`: the same length, so offsets still hold."""
+
+    def one(m: re.Match) -> str:
+        return m.group(0) if m.group(3) is None else "\\ufffd"
+
+    return _ESCAPE.sub(one, text)
+
+
+def _undecodable_lines(con: duckdb.DuckDBPyConnection) -> None:
+    """The lines of files that are not valid UTF-8 throughout, split here (DuckDB cannot
+    decode them); `bad` marks the lines that are not valid UTF-8, kept with the bad bytes as
+    \\xNN. Stores `undecodable(file, parts, complete, bad)`."""
+    files = [f for (f,) in con.execute("SELECT file FROM file_text WHERE text IS NULL").fetchall()]
+    out: dict[str, list] = {"file": [], "parts": [], "complete": [], "bad": []}
+    for path in files:
+        data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
+        parts, bad = [], []
+        for piece in data.split(b"\n"):
+            try:
+                parts.append(piece.decode("utf-8"))
+                bad.append(False)
+            except UnicodeDecodeError:
+                parts.append(piece.decode("utf-8", "backslashreplace"))
+                bad.append(True)
+        out["file"].append(path)
+        out["parts"].append(parts)
+        out["complete"].append(data.endswith(b"\n") or data == b"")
+        out["bad"].append(bad)
+    _store(con, "undecodable", out)
+
+
+def _store(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, list]) -> None:
+    types = {
+        "file": pa.string(),
+        "parts": pa.list_(pa.string()),
+        "complete": pa.bool_(),
+        "bad": pa.list_(pa.bool_()),
+    }
+    table = pa.table({k: pa.array(v, types[k]) for k, v in columns.items()})
+    con.register(f"{name}_arrow", table)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
+    con.unregister(f"{name}_arrow")
+
+
+def _read_lines(con: duckdb.DuckDBPyConnection, sql: dict[str, str]) -> None:
+    """The batch's `lines`: straight from the files' text, or, when a file is not all valid
+    UTF-8 (rare), from their bytes, that file split here."""
+    con.execute(sql["file_text"])
+    try:
+        con.execute(sql["lines"])
+        con.execute("DROP VIEW file_text")
+    except duckdb.InvalidInputException as exc:
+        if "UTF-8" not in str(exc):
+            raise
+        con.execute("DROP VIEW file_text")
+        con.execute(sql["file_bytes"])
+        con.execute(sql["lines"])
+        _undecodable_lines(con)
+        con.execute(sql["undecodable_lines"])
+        con.execute("DROP TABLE file_text")  # the lines hold the text now
+
+
+def _repair_lines(con: duckdb.DuckDBPyConnection) -> bool:
+    """Fill `lines.repaired` for the lines that read as not JSON only because of a lone
+    surrogate escape (rare: looked for among the lines found not JSON). Whether any was."""
+    rows = con.execute(
+        "SELECT file, seq, line FROM wire WHERE problem = 'quarantined: not JSON' "
+        "AND (contains(line, '\\ud') OR contains(line, '\\uD')) "
+        "UNION ALL SELECT file, header_no, header FROM headers "
+        "WHERE file_error LIKE '%: not JSON' "
+        "AND (contains(header, '\\ud') OR contains(header, '\\uD'))"
+    ).fetchall()
+    fixed = [(f, n, text) for f, n, line in rows if (text := repair_surrogates(line)) != line]
+    if not fixed:
+        return False
+    table = pa.table(
+        {
+            "file": pa.array([r[0] for r in fixed], pa.string()),
+            "line_no": pa.array([r[1] for r in fixed], pa.int32()),
+            "text": pa.array([r[2] for r in fixed], pa.string()),
+        }
+    )
+    con.register("repaired_arrow", table)
+    con.execute(
+        "UPDATE lines SET repaired = r.text FROM repaired_arrow r "
+        "WHERE lines.file = r.file AND lines.line_no = r.line_no"
+    )
+    con.unregister("repaired_arrow")
+    return True
 
 
 def _assign_turns(con: duckdb.DuckDBPyConnection) -> None:
@@ -222,48 +276,79 @@ def _describe_tools(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE tool_defs AS SELECT * FROM tool_defs_arrow")
 
 
-def append_parquet(con, query: str, table: str, layout: Layout, tag: str) -> int:
-    """Append the query's rows to a table's Parquet files, partitioned; how many rows."""
+def write_parquet(
+    con, query: str, table: str, layout: Layout, ingest_id: str, tag: str
+) -> tuple[int, list[dict]]:
+    """Write the query's rows as new Parquet files of `table`, partitioned by domain and day:
+    first under staging/, then each file fsynced and renamed into the table's folder. How
+    many rows, and a registry row per file. The files are not part of the warehouse until the
+    run commits."""
     # the declared types, whatever the query's arithmetic made of them
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES[table])
-    target = layout.table_dir(table)
-    target.mkdir(parents=True, exist_ok=True)
+    staging = private_dirs(layout.staging / ingest_id / tag / table)
     result = con.execute(
-        f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{target}' "
+        f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{staging}' "
         f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "
-        "APPEND)"
+        "RETURN_STATS)"
     ).fetchall()
-    return int(result[0][0]) if result else 0
+    fault("parquet-written")
+    moves, data, total = [], [], 0
+    for written, count, *_ in result:
+        source = Path(written)
+        fsync_path(source)
+        os.chmod(source, 0o600)
+        target = layout.table_dir(table) / source.relative_to(staging)
+        moves.append((source, target))
+        data.append({"table_name": table, "path": layout.relative(target), "rows": int(count)})
+        total += int(count)
+    move_in(moves)
+    return total, data
+
+
+def _batch_table(files: list[LogFile], ingest_id: str) -> pa.Table:
+    return pa.table(
+        {
+            "file": pa.array([f.path for f in files], pa.string()),
+            "rel": pa.array([f.rel for f in files], pa.string()),
+            "content_hash": pa.array([f.content_hash for f in files], pa.string()),
+            "size_bytes": pa.array([f.size for f in files], pa.int64()),
+            "domain_hint": pa.array([f.domain_hint for f in files], pa.string()),
+            "ingest_id": pa.array([ingest_id] * len(files), pa.string()),
+            "forced_error": pa.array([f.conflict for f in files], pa.string()),
+        }
+    )
+
+
+def _with_domain_rule(sql: str) -> str:
+    return sql.replace("{domain_pattern}", DOMAIN_PATTERN)
 
 
 def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str) -> IngestStats:
-    """Read one batch of log files and append their rows to the Parquet tables."""
-    files = [f if f.content_hash else replace(f, content_hash=file_hash(f.path)) for f in files]
+    """Read one batch of log files and write their rows as Parquet files (not yet committed)."""
     con = connect()
     try:
-        batch = pa.table(
-            {
-                "file": [f.path for f in files],
-                "content_hash": [f.content_hash for f in files],
-                "size_bytes": pa.array([f.size for f in files], pa.int64()),
-                "domain_hint": [f.domain_hint for f in files],
-                "ingest_id": [ingest_id] * len(files),
-            }
-        )
-        con.register("batch_arrow", batch)
+        con.register("batch_arrow", _batch_table(files, ingest_id))
         con.execute("CREATE TEMP TABLE batch AS SELECT * FROM batch_arrow")
-        for name, sql in sql_statements("ingest"):
+        listed = "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in files) + "]"
+        sql = {k: _with_domain_rule(v).replace("{files}", listed) for k, v in statements("ingest")}
+        for name, text in sql.items():
             if name == "lines":
-                con.execute(sql, {"files": [f.path for f in files]})
-            else:
-                con.execute(sql)
+                _read_lines(con, sql)
+            elif name not in ("file_text", "file_bytes", "undecodable_lines"):
+                con.execute(text)
+            if name == "wire" and _repair_lines(con):  # read those lines again, repaired
+                con.execute(sql["headers"])
+                con.execute(sql["wire"])
         _assign_turns(con)
         _describe_tools(con)
         stats = IngestStats(files=len(files), bytes=sum(f.size for f in files))
-        queries = dict(sql_statements("ingest_tables"))
+        queries = {k: _with_domain_rule(v) for k, v in statements("ingest_tables")}
         con.execute(queries.pop("file_meta"))
         for table in OUTPUT_TABLES:
-            stats.rows[table] = append_parquet(con, queries[table], table, layout, tag)
+            stats.rows[table], data = write_parquet(
+                con, queries[table], table, layout, ingest_id, tag
+            )
+            stats.data.extend(data)
         totals = con.execute(
             "SELECT sum(lines_read), sum(lines_ingested), sum(lines_quarantined), "
             "sum(lines_dropped) FROM line_counts"
@@ -272,14 +357,40 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
             int(x or 0) for x in totals
         )
         by_file = {f.path: f for f in files}
-        for path, session in con.execute("SELECT file, session FROM file_meta").fetchall():
+        for path, session, error in con.execute(
+            "SELECT file, session, file_error FROM file_meta"
+        ).fetchall():
             log = by_file[path]
-            stats.registry.append(
-                (path, log.size, log.mtime_ns, log.content_hash, session, ingest_id)
+            status = "ingested" if error is None else "conflict" if log.conflict else "quarantined"
+            stats.logs.append(
+                {
+                    "path": log.rel,
+                    "size_bytes": log.size,
+                    "mtime_ns": log.mtime_ns,
+                    "content_hash": log.content_hash,
+                    "session": session,
+                    "status": status,
+                    "note": error,
+                }
             )
+        fault("batch-written")
         return stats
     finally:
         con.close()
+        shutil.rmtree(layout.staging / ingest_id / tag, ignore_errors=True)
+
+
+def _end_with_parent(parent: int) -> None:
+    """In a worker: exit when the process that started it is gone (killed with -9, it
+    cannot tell its workers), instead of finishing a batch nobody will commit."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            threading.Event().wait(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 def ingest_files(
@@ -290,7 +401,7 @@ def ingest_files(
     workers: int | None = None,
 ) -> IngestStats:
     """Ingest files batch by batch, batches in parallel worker processes; `on_batch` hears
-    about each one as it finishes (for progress)."""
+    about each one as it finishes (for progress). Nothing is committed here."""
     total = IngestStats()
     jobs = [(b, ingest_id, layout, f"{ingest_id}-{i}") for i, b in enumerate(batches(files))]
     workers = min(workers or WORKERS, len(jobs))
@@ -306,11 +417,16 @@ def ingest_files(
 
     # spawn, not fork: the caller may hold threads (Dagster) or a DuckDB connection.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_end_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         for future in as_completed([pool.submit(ingest_batch, *job) for job in jobs]):
             stats = future.result()
             total.add(stats)
             if on_batch:
                 on_batch(stats)
-    total.registry.sort()
+    total.logs.sort(key=lambda r: r["path"])
     return total

@@ -3,14 +3,19 @@ tables' columns.
 
     logs/<domain>/<session>.jsonl                      input, written by stretto-proxy
     warehouse/parquet/<table>/domain=../day=../*.parquet  ingested, append-only
-    warehouse/stretto.duckdb                           views over the Parquet + the file registry
+    warehouse/registry/<commit>.parquet                what each run added: the source of truth
+    warehouse/staging/<ingest id>/                     a run's files until they are moved in
+    warehouse/stretto.duckdb                           views for DuckDB clients, rebuilt by each run
     warehouse/ingest.lock                              held by the one ingest run at a time
+
+Every path the warehouse stores is relative to the home, so a home can be moved or copied.
 
 Every column is documented in docs/formats.md §2.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +114,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("error", "VARCHAR"),
         ("raw", "VARCHAR"),
         ("session", "VARCHAR"),
+        ("content_hash", "VARCHAR"),
         ("ingest_id", "VARCHAR"),
     ],
 }
@@ -128,8 +134,23 @@ class Layout(Paths):
         return self.warehouse / "stretto.duckdb"
 
     @property
+    def registry(self) -> Path:
+        return self.warehouse / "registry"
+
+    @property
+    def staging(self) -> Path:
+        return self.warehouse / "staging"
+
+    @property
     def lock(self) -> Path:
         return self.warehouse / "ingest.lock"
+
+    def relative(self, path: str | Path) -> str:
+        """A path under the home as the warehouse stores it: relative to the home."""
+        return os.path.relpath(path, self.home)
+
+    def absolute(self, stored: str) -> Path:
+        return self.home / stored
 
     def table_dir(self, table: str) -> Path:
         return self.parquet / table

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from stretto.logs.domain import is_valid_domain
 from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
 from stretto.model.flow import build_flow
 from stretto.model.habit import fit_alpha
 from warehouse import store
-from warehouse.ingest import sql_statements
 from warehouse.layout import Layout
+from warehouse.sql import statements as sql_statements
 
 # Fitting α replays the habit online over the steps; past this many it gains nothing.
 ALPHA_FIT_STEPS = 300_000
@@ -178,7 +179,9 @@ def session_events(con):
 
 
 def domains(layout: Layout) -> list[str]:
-    """The domains with a session to learn from (a successful one)."""
+    """The domains with a session to learn from (a successful one). Only valid domain names
+    (stretto.logs.domain): each names a flow file (a warehouse written before the rule could
+    hold another)."""
     return [
         r["domain"]
         for r in store.query(
@@ -186,6 +189,7 @@ def domains(layout: Layout) -> list[str]:
             "SELECT DISTINCT domain FROM sessions "
             f"WHERE reward IS NULL OR reward >= {SUCCESS_REWARD!r} ORDER BY domain",
         ).to_pylist()
+        if is_valid_domain(r["domain"])
     ]
 
 
@@ -201,7 +205,7 @@ def learn_flow(
     `only_domain` those whose log header names the domain), in the order they started. A
     session is successful when its header has no reward (a recorded session) or a reward of
     at least 1 (SUCCESS_REWARD); failed episodes are not learned from."""
-    con = store.connect(layout, read_only=True)
+    con = store.open_catalogue(layout)
     try:
         where = "WHERE (reward IS NULL OR reward >= $success)"
         where += " AND domain = $domain" if only_domain else ""

@@ -1,31 +1,34 @@
-"""The warehouse's DuckDB file: the registry of ingested files, the views over the Parquet
-tables, the steps derived from them, the lock that keeps ingest runs one at a time, and
-queries."""
+"""The warehouse's catalogue (views over the committed Parquet files), the lock that keeps
+ingest runs one at a time, crash recovery, steps, and queries.
+
+Readers never hold a file the writer needs: every stretto reader builds its views in an
+in-memory DuckDB from the registry (`open_catalogue`), and `stretto.duckdb` — the same views
+for DuckDB clients and notebooks — is rebuilt by each run under a temporary name and renamed
+into place, so a client that has it open keeps reading the version it opened.
+"""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import duckdb
-import pyarrow as pa
 
-from warehouse.ingest import append_parquet, sql_statements
+from stretto.home import make_private, private_dirs, private_tree
+from warehouse import registry
+from warehouse.discover import Plan, discover
+from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
+from warehouse.ingest import IngestStats, ingest_files, write_parquet
 from warehouse.layout import PARTITION_KEYS, TABLES, Layout
+from warehouse.sql import statements
 
-REGISTRY_DDL = """
-CREATE TABLE IF NOT EXISTS ingested_files (
-    path VARCHAR, size_bytes BIGINT, mtime_ns BIGINT, content_hash VARCHAR,
-    session VARCHAR, ingest_id VARCHAR, ingested_at TIMESTAMP DEFAULT current_timestamp
-)"""
-# The latest ingest of each file: its rows are the ones the views show.
-CURRENT_DDL = """
-CREATE OR REPLACE VIEW current_files AS
-SELECT * FROM ingested_files
-QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC, ingest_id DESC) = 1"""
+# Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
+READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
 
 
 class WarehouseBusy(RuntimeError):
@@ -36,22 +39,32 @@ class NoWarehouse(RuntimeError):
     pass
 
 
+class QueryRefused(duckdb.PermissionException):
+    """A query that would write, or read outside the warehouse."""
+
+
+def _holder(fd: int) -> str:
+    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+
+
 @contextmanager
 def ingest_lock(layout: Layout, wait_s: float, say: Callable[[str], None]) -> Iterator[None]:
-    """Hold the warehouse's ingest lock; wait up to `wait_s` for another run to finish."""
-    layout.warehouse.mkdir(parents=True, exist_ok=True)
-    fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold the warehouse's ingest lock; wait up to `wait_s` for another run to finish. The
+    lock file names its holder (pid and since when) for the message another run gives."""
+    private_dirs(layout.warehouse)
+    fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        make_private(layout.lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            holder = _holder(fd)
             if wait_s <= 0:
                 raise WarehouseBusy(
                     f"another ingest run ({holder}) is writing the warehouse {layout.warehouse}; "
                     "try again when it has finished"
                 ) from None
-            say(f"waiting for the ingest run of {holder} to finish")
+            say(f"waiting for the ingest run ({holder}) to finish")
             deadline = time.monotonic() + wait_s
             while True:
                 try:
@@ -60,45 +73,90 @@ def ingest_lock(layout: Layout, wait_s: float, say: Callable[[str], None]) -> It
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         raise WarehouseBusy(
-                            f"gave up after {wait_s:.0f} s waiting for the ingest run of {holder}"
+                            f"gave up after {wait_s:.0f} s waiting for the ingest run "
+                            f"({holder}) writing the warehouse {layout.warehouse}"
                         ) from None
                     time.sleep(0.2)
+        since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        os.pwrite(fd, f"pid {os.getpid()}, since {since}".encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
-def connect(layout: Layout, read_only: bool = False, attempts: int = 50):
-    """Open the DuckDB file; retry briefly while another process holds it."""
-    if read_only and not layout.database.exists():
-        raise NoWarehouse(f"no warehouse at {layout.warehouse} yet: run `stretto ingest` first")
-    layout.warehouse.mkdir(parents=True, exist_ok=True)
-    for attempt in range(attempts):
-        try:
-            return duckdb.connect(str(layout.database), read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or attempt == attempts - 1:
-                raise
-            time.sleep(0.1)
-    raise AssertionError("unreachable")
+def recover(layout: Layout) -> list[str]:
+    """Undo what runs that crashed before their commit left (call with the lock held): their
+    staged and moved-in Parquet files, temporary files. The ingest ids it cleaned up."""
+    remove_stale_temps(layout.registry)
+    remove_stale_temps(layout.warehouse)
+    if layout.warehouse.is_dir() and not registry.commit_paths(layout):
+        private_tree(layout.warehouse)  # a new warehouse, or one from before the registry
+    if not layout.staging.is_dir():
+        return []
+    committed = registry.committed_ids(layout)
+    cleaned = []
+    for run in sorted(layout.staging.iterdir()):
+        if run.name not in committed:
+            prefix = f"part-{run.name}-"
+            for folder, _, names in os.walk(layout.parquet):
+                for name in names:
+                    if name.startswith(prefix):
+                        os.unlink(os.path.join(folder, name))
+            cleaned.append(run.name)
+        shutil.rmtree(run, ignore_errors=True)
+    return cleaned
 
 
-def known_files(layout: Layout) -> dict[str, tuple[int, int, str]]:
-    """path -> (size, mtime_ns, content hash) of each file's latest ingest."""
-    if not layout.database.exists():
-        return {}
-    con = connect(layout)
-    try:
-        con.execute(REGISTRY_DDL)
-        con.execute(CURRENT_DDL)
-        rows = con.execute(
-            "SELECT path, size_bytes, mtime_ns, content_hash FROM current_files"
-        ).fetchall()
-        return {path: (size, mtime, digest) for path, size, mtime, digest in rows}
-    finally:
-        con.close()
+def begin_run(layout: Layout, ingest_id: str) -> None:
+    """Mark a run as started (its staging folder): until it commits, a crash is undone by
+    `recover`."""
+    private_dirs(layout.staging / ingest_id)
+    fsync_path(layout.staging)
+
+
+def commit_run(layout: Layout, ingest_id: str, logs: list[dict], data: list[dict]) -> None:
+    """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
+    fault("before-commit")
+    registry.commit(layout, ingest_id, logs, data)
+    fault("after-commit")
+    shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
+    write_catalogue(layout)
+
+
+def abandon_run(layout: Layout, ingest_id: str) -> None:
+    """A run that found nothing to commit: drop its mark, keep the catalogue current (a
+    moved home gets its views' paths right)."""
+    shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
+    write_catalogue(layout)
+
+
+def ingest_run(
+    layout: Layout,
+    plan: Plan,
+    ingest_id: str,
+    on_batch: Callable[[IngestStats], None] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+) -> tuple[Plan, IngestStats]:
+    """One ingest run, with the lock held: undo what a crashed run left, read the planned
+    files (planned again if another run committed since), commit. The plan it followed and
+    what it read."""
+    for crashed in recover(layout):
+        say(f"removed the uncommitted files of the crashed run {crashed}")
+    state = known_state(layout)
+    if state.commits != plan.commits:
+        plan = discover(layout, state)
+    begin_run(layout, ingest_id)
+    stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch)
+    if stats.logs or plan.known:
+        commit_run(layout, ingest_id, stats.logs + plan.known, stats.data)
+    else:
+        abandon_run(layout, ingest_id)
+    return plan, stats
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _empty_select(table: str) -> str:
@@ -108,76 +166,140 @@ def _empty_select(table: str) -> str:
     )
 
 
-def _parquet_select(con, layout: Layout, table: str) -> str:
-    directory = layout.table_dir(table)
-    if not directory.is_dir() or not any(directory.rglob("*.parquet")):
+def _table_select(con, layout: Layout, table: str) -> str:
+    files = [
+        str(layout.absolute(path))
+        for (path,) in con.execute(
+            "SELECT path FROM data_files WHERE table_name = ? ORDER BY commit_no, path", [table]
+        ).fetchall()
+    ]
+    if not files:
         return _empty_select(table)
-    key = "file" if table == "quarantine" else "session"
-    files = (
-        f"read_parquet('{directory}/**/*.parquet', hive_partitioning = true, union_by_name = true)"
+    source = (
+        f"read_parquet([{', '.join(_quote(f) for f in files)}], "
+        "hive_partitioning = true, union_by_name = true)"
     )
-    # Files written before a column was added lack it: it reads as NULL there.
-    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall()}
-    columns = ", ".join(
+    # Files written before a column was added lack it (it reads as NULL there); the newest
+    # file has every column any file has.
+    newest = f"read_parquet({_quote(files[-1])}, hive_partitioning = true)"
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {newest}").fetchall()}
+    columns = [
         f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
         for name, kind in [*TABLES[table], *PARTITION_KEYS]
-    )
+    ]
+    if table == "sessions":  # where the log is now (it may have moved since)
+        columns[[n for n, _ in TABLES[table]].index("file")] = "coalesce(p.path, t.file) AS file"
+        return (
+            f"SELECT {', '.join(columns)} FROM {source} t "
+            "SEMI JOIN session_current c USING (session, ingest_id) "
+            "LEFT JOIN content_path p USING (content_hash)"
+        )
+    if table == "quarantine":
+        columns[[n for n, _ in TABLES[table]].index("file")] = "coalesce(p.path, t.file) AS file"
+        return (
+            f"SELECT {', '.join(columns)} FROM {source} t "
+            "SEMI JOIN live_quarantine q USING (content_hash, ingest_id) "
+            "LEFT JOIN content_path p USING (content_hash)"
+        )
     return (
-        f"SELECT {columns} FROM {files} t "
-        f"SEMI JOIN current_files c "
-        f"ON c.{'path' if key == 'file' else 'session'} = t.{key} AND c.ingest_id = t.ingest_id"
+        f"SELECT {', '.join(columns)} FROM {source} t "
+        "SEMI JOIN session_current c USING (session, ingest_id)"
     )
 
 
-def refresh_views(con, layout: Layout) -> None:
-    con.execute(REGISTRY_DDL)
-    con.execute(CURRENT_DDL)
+def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
+    """The registry's tables and one view per table on `con`."""
+    registry.load(con, layout, temp=temp)
+    kind = "TEMP VIEW" if temp else "VIEW"
     for table in TABLES:
-        con.execute(f"CREATE OR REPLACE VIEW {table} AS {_parquet_select(con, layout, table)}")
+        con.execute(f"CREATE OR REPLACE {kind} {table} AS {_table_select(con, layout, table)}")
 
 
-def record_ingest(layout: Layout, registry_rows: list[tuple]) -> None:
-    """Add the files of an ingest run to the registry and point the views at their rows."""
-    con = connect(layout)
+def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the warehouse's views: what every stretto reader uses."""
+    if not layout.warehouse.is_dir():
+        raise NoWarehouse(f"no warehouse at {layout.warehouse} yet: run `stretto ingest` first")
+    con = duckdb.connect()
     try:
-        con.execute(REGISTRY_DDL)
-        if registry_rows:
-            names = ["path", "size_bytes", "mtime_ns", "content_hash", "session", "ingest_id"]
-            rows = pa.table({n: [r[i] for r in registry_rows] for i, n in enumerate(names)})
-            con.register("new_files", rows)
-            con.execute(
-                f"INSERT INTO ingested_files ({', '.join(names)}) "
-                f"SELECT {', '.join(names)} FROM new_files"
-            )
-            con.unregister("new_files")
-        refresh_views(con, layout)
+        build_catalogue(con, layout)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def write_catalogue(layout: Layout) -> None:
+    """Rebuild stretto.duckdb (for DuckDB clients: open it read-only) and swap it in."""
+    temp = temp_beside(layout.database)
+    temp.unlink(missing_ok=True)
+    con = duckdb.connect(str(temp))
+    try:
+        build_catalogue(con, layout, temp=False)
+        con.execute("CHECKPOINT")
     finally:
         con.close()
+    fsync_path(temp)
+    make_private(temp)
+    # a WAL left by a client that opened the old file read-write belongs to the old file
+    layout.database.with_name(layout.database.name + ".wal").unlink(missing_ok=True)
+    os.replace(temp, layout.database)
+    fsync_path(layout.warehouse)
 
 
-def derive_steps(layout: Layout, tag: str) -> int:
-    """Write the steps of every current session that has none yet; how many rows."""
-    con = connect(layout)
+def known_state(layout: Layout) -> registry.State:
+    return registry.state(layout)
+
+
+def derive_steps(layout: Layout, steps_id: str) -> int:
+    """Write and commit the steps of every current session that has none yet; how many
+    rows. Call with the ingest lock held."""
+    recover(layout)
+    con = open_catalogue(layout)
     try:
-        refresh_views(con, layout)
         con.execute(
             "CREATE OR REPLACE TEMP TABLE pending_steps AS "
-            "SELECT DISTINCT s.session, s.ingest_id FROM sessions s "
+            "SELECT s.session, s.ingest_id FROM session_current s "
             "WHERE NOT EXISTS (SELECT 1 FROM steps t WHERE t.session = s.session "
             "AND t.ingest_id = s.ingest_id)"
         )
-        (query,) = [sql for name, sql in sql_statements("steps") if name == "steps"]
-        written = append_parquet(con, query, "steps", layout, tag)
-        refresh_views(con, layout)
-        return written
+        pending = con.execute("SELECT count(*) FROM pending_steps").fetchall()[0][0]
+        if not pending:
+            return 0
+        begin_run(layout, steps_id)
+        (query,) = [sql for name, sql in statements("steps") if name == "steps"]
+        written, data = write_parquet(con, query, "steps", layout, steps_id, f"{steps_id}-steps")
     finally:
         con.close()
+    commit_run(layout, steps_id, [], data)
+    return written
+
+
+def _check_read_only(sql: str) -> None:
+    try:
+        found = duckdb.extract_statements(sql)
+    except duckdb.Error:
+        return  # a syntax error: DuckDB says where when the query runs
+    for statement in found:
+        kind = statement.type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise QueryRefused(
+                f"`stretto sql` runs read-only queries (SELECT, EXPLAIN); refused: {kind} statement"
+            )
 
 
 def query(layout: Layout, sql: str):
-    """Run one query against the warehouse; a pyarrow Table."""
-    con = connect(layout, read_only=True)
+    """Run a read-only query against the warehouse's views; a pyarrow Table. The query may
+    read the warehouse's Parquet files and nothing else: no other file, no writes, no
+    settings (DuckDB's external access is off and its configuration locked)."""
+    _check_read_only(sql)
+    con = open_catalogue(layout)
     try:
-        return con.sql(sql).to_arrow_table()
+        con.execute(f"SET allowed_directories = [{_quote(str(layout.parquet) + os.sep)}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        result = con.sql(sql)
+        if result is None:
+            raise QueryRefused("`stretto sql`: the query returned no rows to show")
+        return result.to_arrow_table()
     finally:
         con.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stretto.cli.options import Commands, add_home, add_wait, command, log_domains, paths, say
-from stretto.home import Paths
+from stretto.home import Paths, private_dirs
 
 
 def register(commands: Commands) -> None:
@@ -203,7 +203,7 @@ def learn_folder(
 
     sessions = resolved(sessions)
     cache = learn_cache(home, sessions)
-    cache.mkdir(parents=True, exist_ok=True)
+    private_dirs(cache)
     logs = cache / "logs"
     if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
         logs.unlink()

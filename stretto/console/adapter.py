@@ -39,9 +39,8 @@ DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
 
 
 def default_home() -> Path:
-    """The data directory when none is given: $STRETTO_HOME, else ~/.stretto (the
-    warehouse's rule today; stretto.home's when it lands)."""
-    from warehouse.layout import default_home as home
+    """The data directory when none is given: $STRETTO_HOME, else ~/.stretto."""
+    from stretto.home import default_home as home
 
     return home()
 
@@ -108,10 +107,9 @@ def read_only_warehouse(home: Path):
     from warehouse.layout import Layout
 
     layout = Layout.at(home)
-    if not layout.database.exists():
-        return None
     try:
-        return store.connect(layout, read_only=True, attempts=3)
+        # views over the committed Parquet in memory: a reader never holds up an ingest
+        return store.open_catalogue(layout)
     except store.NoWarehouse:
         return None
 

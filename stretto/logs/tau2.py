@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from stretto.home import make_private, private_dirs
 from stretto.logs.episode import Episode, episode_from_log
 from stretto.logs.sessionlog import LogError, parse_session_log
 from stretto.logs.turns import SAME_TURN_MS
@@ -545,9 +546,9 @@ def _renamed(sim: Simulation, session: str) -> Simulation:
 
 def write_logs(results: ResultsFile, out: str | Path) -> list[Path]:
     """Write each simulation's log to `out/<session>.jsonl` (a file already holding the same
-    log is left as it is, so re-importing changes nothing); the paths."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    log is left as it is, so re-importing changes nothing); the paths. Private, as the
+    proxy's logs: files 0600, folders 0700."""
+    out = private_dirs(out)
     written = []
     for sim in results.simulations:
         target = out / f"{sim.session}.jsonl"
@@ -555,6 +556,7 @@ def write_logs(results: ResultsFile, out: str | Path) -> list[Path]:
         if not (target.is_file() and target.read_bytes() == data):
             partial = target.with_name(f".{target.name}.partial")
             partial.write_bytes(data)
+            make_private(partial)
             os.replace(partial, target)
         written.append(target)
     return written

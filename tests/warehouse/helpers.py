@@ -73,10 +73,11 @@ def mismatches(home: Path) -> list[str]:
         steps[s["session"]].append((s["action"], s["outcome"], s["call_id"], s["by_proxy"]))
     bad = []
     for session in rows(home, "SELECT session, file, agent_model, domain FROM sessions"):
-        episode = read_episode(session["file"])
+        path = home / session["file"]  # stored relative to the home
+        episode = read_episode(path)
         if (episode.agent_model, episode.domain) != (session["agent_model"], session["domain"]):
             bad.append(f"{session['session']}: agent model or domain")
-        if reader_calls(session["file"]) != calls[session["session"]]:
+        if reader_calls(str(path)) != calls[session["session"]]:
             bad.append(f"{session['session']}: calls")
         mine = [(s.action, s.outcome, s.call_id, s.by_proxy) for s in episode_steps(episode)]
         if mine != steps[session["session"]]:

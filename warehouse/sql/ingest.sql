@@ -14,68 +14,116 @@ CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
     "error": {"message": "JSON"},
     "role": "JSON", "content": "JSON"}');
 
+-- name: file_text
+-- Each file's text. A byte-order mark at the start of a file is an encoding mark, not text:
+-- it is dropped. ({files}: the batch's paths, as a list literal.)
+CREATE OR REPLACE TEMP VIEW file_text AS
+SELECT filename AS file,
+       CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) ELSE content END AS text
+FROM read_text({files});
+
+-- name: file_bytes
+-- Instead of file_text when a file of the batch is not all valid UTF-8: NULL text for such
+-- a file (warehouse/ingest.py then splits it into `undecodable`, marking its bad lines).
+CREATE OR REPLACE TEMP TABLE file_text AS
+WITH decoded AS (SELECT filename AS file, try(decode(content)) AS text FROM read_blob({files}))
+SELECT file, CASE WHEN starts_with(text, chr(65279)) THEN substr(text, 2) ELSE text END AS text
+FROM decoded;
+
 -- name: lines
 -- Every line of every file, numbered from 1. Only "\n" ends a line. The empty piece after a
--- final newline is not a line.
+-- final newline is not a line. A line is blank when it holds only JSON whitespace (space,
+-- tab, CR). (Lines of a file that is not all UTF-8 are added from `undecodable`, with
+-- `bad_utf8`; `repaired` is filled for the rare line with a lone surrogate escape:
+-- warehouse/ingest.py.)
 CREATE OR REPLACE TEMP TABLE lines AS
 WITH split AS (
-    SELECT filename AS file,
-           string_split(content, chr(10)) AS parts,
-           suffix(content, chr(10)) OR content = '' AS complete
-    FROM read_text($files)
+    SELECT file, string_split(text, chr(10)) AS parts,
+           suffix(text, chr(10)) OR text = '' AS complete
+    FROM file_text WHERE text IS NOT NULL
 ), numbered AS (
     SELECT file, complete, len(parts) AS n,
            -- the header is the first non-blank line (nearly always line 1)
-           CASE WHEN trim(parts[1]) <> '' THEN 1
-                ELSE list_position(list_transform(parts, lambda x: trim(x) <> ''), true) END
-               AS header_no,
+           CASE WHEN trim(parts[1], ' ' || chr(9) || chr(13)) <> '' THEN 1
+                ELSE list_position(list_transform(parts,
+                    lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no,
            unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
     FROM split
 )
 SELECT file, line_no::INTEGER AS line_no, line, header_no::INTEGER AS header_no,
-       NOT complete AND line_no = n AS unterminated
+       NOT complete AND line_no = n AS unterminated, false AS bad_utf8,
+       NULL::VARCHAR AS repaired
+FROM numbered
+WHERE NOT (complete AND line_no = n);
+
+-- name: undecodable_lines
+INSERT INTO lines
+WITH numbered AS (
+    SELECT file, complete, len(parts) AS n,
+           list_position(list_transform(parts,
+               lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) AS header_no,
+           unnest(parts) AS line, unnest(bad) AS bad_utf8, generate_subscripts(parts, 1) AS line_no
+    FROM undecodable
+)
+SELECT file, line_no::INTEGER, line, header_no::INTEGER, NOT complete AND line_no = n,
+       bad_utf8, NULL::VARCHAR
 FROM numbered
 WHERE NOT (complete AND line_no = n);
 
 -- name: headers
 -- The first non-blank line of each file is its header; a file-level problem quarantines the
--- whole file with the reason.
+-- whole file with the reason (`forced_error`: discovery already found one, a session id
+-- conflict). Every JSON function reads `h`, NULL unless the header is a JSON object.
 CREATE OR REPLACE TEMP TABLE headers AS
 WITH first AS (
-    SELECT b.file, b.content_hash, b.size_bytes, b.domain_hint, b.ingest_id, h.header_no
+    SELECT b.file, b.rel, b.content_hash, b.size_bytes, b.domain_hint, b.ingest_id,
+           b.forced_error, h.header_no
     FROM batch b
     LEFT JOIN (SELECT DISTINCT file, header_no FROM lines WHERE line_no = 1) h USING (file)
 ), parsed AS (
-    SELECT f.*, l.line AS header,
-           coalesce(try(json_type(l.line)) = 'OBJECT', false) AS is_object
-    FROM first f LEFT JOIN lines l ON l.file = f.file AND l.line_no = f.header_no
+    SELECT f.*, coalesce(l.repaired, l.line) AS header, l.bad_utf8,
+           CASE WHEN NOT l.bad_utf8 AND try(json_type(coalesce(l.repaired, l.line))) = 'OBJECT'
+                THEN coalesce(l.repaired, l.line) END AS h
+    FROM first f
+    LEFT JOIN lines l ON l.file = f.file AND l.line_no = f.header_no
 )
-SELECT *,
+SELECT * EXCLUDE (h), h AS header_json,
     CASE
+        WHEN forced_error IS NOT NULL THEN forced_error
+        WHEN header IS NULL AND header_no IS NULL AND EXISTS (SELECT 1 FROM lines l WHERE l.file = parsed.file)
+            THEN 'empty: only blank lines, no header'
         WHEN header IS NULL THEN 'empty: no header line'
-        WHEN NOT json_valid(header) THEN 'line ' || header_no || ': not JSON'
-        WHEN NOT is_object THEN 'line ' || header_no || ': the header must be a JSON object'
-        WHEN json_type(header, '$.stretto_mcp_log') IS NULL
+        WHEN bad_utf8 THEN 'line ' || header_no || ': not valid UTF-8'
+        WHEN h IS NULL AND NOT json_valid(header) THEN 'line ' || header_no || ': not JSON'
+        WHEN h IS NULL THEN 'line ' || header_no || ': the header must be a JSON object'
+        WHEN json_type(h, '$.stretto_mcp_log') IS NULL
             THEN 'line ' || header_no || ': field `stretto_mcp_log`: missing; this is not a stretto session log'
-        WHEN json_type(header, '$.stretto_mcp_log') NOT IN ('UBIGINT', 'BIGINT')
+        WHEN json_type(h, '$.stretto_mcp_log') NOT IN ('UBIGINT', 'BIGINT')
             THEN 'line ' || header_no || ': field `stretto_mcp_log`: expected an integer'
-        WHEN (header ->> '$.stretto_mcp_log') NOT IN ('1', '2')
+        WHEN (h ->> '$.stretto_mcp_log') NOT IN ('1', '2')
             THEN 'line ' || header_no || ': field `stretto_mcp_log`: unknown session-log version '
-                 || (header ->> '$.stretto_mcp_log') || ' (this stretto reads versions 1 and 2)'
-        WHEN json_type(header, '$.session') IS DISTINCT FROM 'VARCHAR' OR (header ->> '$.session') = ''
+                 || (h ->> '$.stretto_mcp_log') || ' (this stretto reads versions 1 and 2)'
+        WHEN json_type(h, '$.session') IS DISTINCT FROM 'VARCHAR' OR (h ->> '$.session') = ''
             THEN 'line ' || header_no || ': field `session`: expected a non-empty string'
-        WHEN json_type(header, '$.started_unix_ms') NOT IN ('UBIGINT', 'BIGINT')
+        WHEN json_type(h, '$.started_unix_ms') NOT IN ('UBIGINT', 'BIGINT')
             THEN 'line ' || header_no || ': field `started_unix_ms`: expected an integer'
-        WHEN coalesce(json_type(header, '$.server_command'), 'ARRAY') <> 'ARRAY'
+        WHEN TRY_CAST(h ->> '$.started_unix_ms' AS BIGINT) IS NULL
+             OR TRY_CAST(h ->> '$.started_unix_ms' AS BIGINT) NOT BETWEEN 0 AND 253402300799999
+            THEN 'line ' || header_no || ': field `started_unix_ms`: expected ms since 1970, before the year 10000'
+        WHEN coalesce(json_type(h, '$.server_command'), 'ARRAY') <> 'ARRAY'
             OR list_bool_or(list_transform(
-                coalesce(json_extract(header, '$.server_command[*]'), []::JSON[]),
+                coalesce(json_extract(h, '$.server_command[*]'), []::JSON[]),
                 lambda x: json_type(x) <> 'VARCHAR'))
             THEN 'line ' || header_no || ': field `server_command`: expected a list of strings'
-        WHEN coalesce(json_type(header, '$.domain'), 'NULL') NOT IN ('NULL', 'VARCHAR')
+        WHEN coalesce(json_type(h, '$.domain'), 'NULL') NOT IN ('NULL', 'VARCHAR')
             THEN 'line ' || header_no || ': field `domain`: expected a string or null'
-        WHEN coalesce(json_type(header, '$.agent_model'), 'NULL') NOT IN ('NULL', 'VARCHAR')
+        WHEN json_type(h, '$.domain') = 'VARCHAR'
+             AND NOT regexp_full_match(h ->> '$.domain', '{domain_pattern}')
+            THEN 'line ' || header_no || ': field `domain`: ' || to_json(h ->> '$.domain')
+                 || ' is not a valid domain name (letters, digits, -, _ and ., not starting with . or -)'
+        WHEN coalesce(json_type(h, '$.agent_model'), 'NULL') NOT IN ('NULL', 'VARCHAR')
             THEN 'line ' || header_no || ': field `agent_model`: expected a string or null'
-        WHEN coalesce(json_type(header, '$.reward'), 'NULL') NOT IN ('NULL', 'DOUBLE', 'UBIGINT', 'BIGINT')
+        WHEN coalesce(json_type(h, '$.reward'), 'NULL') NOT IN ('NULL', 'DOUBLE', 'UBIGINT', 'BIGINT')
             THEN 'line ' || header_no || ': field `reward`: expected a number or null'
     END AS file_error
 FROM parsed;
@@ -86,12 +134,14 @@ FROM parsed;
 -- {"t_ms":N,"from":"S","message":...}; re-serialized otherwise) and `p` its parsed fields.
 CREATE OR REPLACE TEMP TABLE wire AS
 WITH body AS (
-    SELECT l.file, h.session, l.line_no AS seq, l.line, l.unterminated,
-           CASE WHEN strlen(l.line) > 64 THEN false ELSE trim(l.line) = '' END AS blank,
+    SELECT l.file, h.session, l.line_no AS seq, l.line, l.unterminated, l.bad_utf8,
+           coalesce(l.repaired, l.line) AS src,  -- the text parsed (lone surrogates repaired)
+           CASE WHEN strlen(l.line) > 64 THEN false
+                ELSE trim(l.line, ' ' || chr(9) || chr(13)) = '' END AS blank,
            regexp_extract(l.line, '^\{"t_ms":(0|[1-9][0-9]*),"from":"([a-z]+)","message":',
                           ['t_ms', 'sender']) AS head
     FROM lines l
-    JOIN (SELECT file, header ->> '$.session' AS session FROM headers WHERE file_error IS NULL) h
+    JOIN (SELECT file, header_json ->> '$.session' AS session FROM headers WHERE file_error IS NULL) h
       USING (file)
     WHERE l.line_no > l.header_no
 ), fast AS (
@@ -101,28 +151,34 @@ WITH body AS (
                -- (substr counts characters, so the line's length in characters, not bytes)
                substr(line, 30 + strlen(head.t_ms) + strlen(head.sender),
                       length(line) - 30 - strlen(head.t_ms) - strlen(head.sender))
-           END AS canon_body
+           END AS canon_body,
+           -- the same piece of the parsed text (a repair keeps lengths: the same offsets)
+           CASE WHEN head.t_ms <> '' AND suffix(line, '}') AND src IS DISTINCT FROM line THEN
+               substr(src, 30 + strlen(head.t_ms) + strlen(head.sender),
+                      length(src) - 30 - strlen(head.t_ms) - strlen(head.sender))
+           END AS canon_repaired
     FROM body
 ), fast_parsed AS (
-    SELECT *, CASE WHEN canon_body IS NOT NULL THEN try(parse_message(canon_body)) END AS canon_p
+    SELECT *, CASE WHEN canon_body IS NOT NULL
+                   THEN try(parse_message(coalesce(canon_repaired, canon_body))) END AS canon_p
     FROM fast
 ), general AS (
     -- every other line: one generic parse (the message's fields parsed below, lazily)
     SELECT *,
-           CASE WHEN canon_p IS NULL THEN try(json_transform(line,
+           CASE WHEN canon_p IS NULL AND NOT bad_utf8 THEN try(json_transform(src,
                '{"t_ms": "JSON", "from": "JSON", "message": "JSON", "raw": "JSON"}')) END AS f
     FROM fast_parsed
 ), typed AS (
     SELECT *, f.raw AS raw_json,
-           canon_p IS NOT NULL OR f IS NOT NULL OR json_valid(line) AS valid,
+           NOT bad_utf8 AND (canon_p IS NOT NULL OR f IS NOT NULL OR json_valid(src)) AS valid,
            -- JSON null reads as absent: look closer only where that could be (rare lines)
            CASE WHEN canon_p IS NOT NULL THEN true
                 WHEN f IS NULL THEN false WHEN f.message IS NOT NULL THEN true
-                WHEN contains(line, '"message"') THEN json_exists(line, '$.message')
+                WHEN contains(line, '"message"') THEN json_exists(src, '$.message')
                 ELSE false END AS has_message,
            CASE WHEN canon_p IS NOT NULL THEN false
                 WHEN f IS NULL THEN false WHEN f.raw IS NOT NULL THEN true
-                WHEN contains(line, '"raw"') THEN json_exists(line, '$.raw')
+                WHEN contains(line, '"raw"') THEN json_exists(src, '$.raw')
                 ELSE false END AS has_raw,
            CASE WHEN canon_p IS NOT NULL THEN true
                 WHEN f IS NULL THEN false
@@ -130,14 +186,18 @@ WITH body AS (
                      OR f.raw IS NOT NULL THEN true
                 ELSE starts_with(ltrim(line), '{') END AS is_object,
            CASE WHEN canon_p IS NOT NULL THEN TRY_CAST(head.t_ms AS BIGINT)
-                WHEN json_type(f.t_ms) IN ('UBIGINT', 'BIGINT') THEN f.t_ms::BIGINT END AS t_ms,
+                WHEN json_type(f.t_ms) IN ('UBIGINT', 'BIGINT') THEN TRY_CAST(f.t_ms AS BIGINT) END AS t_ms,
            CASE WHEN canon_p IS NOT NULL THEN head.sender
                 WHEN json_type(f."from") = 'VARCHAR' THEN f."from" ->> '$' END AS sender
     FROM general
 ), checked AS (
     SELECT file, session, seq, line, t_ms, sender,
+           -- the message as logged (kept), and as parsed (lone surrogates repaired)
            CASE WHEN has_message AND NOT has_raw
-                THEN coalesce(canon_body, f.message, 'null') END AS body,
+                THEN coalesce(canon_body, f.message::VARCHAR, 'null') END AS body,
+           CASE WHEN has_message AND NOT has_raw AND src IS DISTINCT FROM line
+                THEN coalesce(canon_repaired, f.message::VARCHAR, 'null')
+           END AS parse_body,
            CASE WHEN canon_p IS NOT NULL THEN canon_p
                 WHEN has_message AND NOT has_raw AND f.message IS NOT NULL
                      AND starts_with(f.message, '{') THEN parse_message(f.message)
@@ -145,6 +205,9 @@ WITH body AS (
            CASE WHEN has_raw AND NOT has_message THEN raw_json ->> '$' END AS raw,
            CASE
                WHEN blank THEN 'dropped: blank line'
+               WHEN bad_utf8 AND unterminated
+                   THEN 'dropped: the last line is cut off (a crash mid-write?)'
+               WHEN bad_utf8 THEN 'quarantined: not valid UTF-8'
                WHEN NOT valid AND unterminated
                    THEN 'dropped: the last line is cut off (a crash mid-write?)'
                WHEN NOT valid THEN 'quarantined: not JSON'
@@ -166,19 +229,35 @@ SELECT * EXCLUDE (line), CASE WHEN problem IS NOT NULL THEN line END AS line FRO
 -- name: line_counts
 -- For every file: lines read = ingested + quarantined + dropped.
 CREATE OR REPLACE TEMP TABLE line_counts AS
+WITH whole AS (
+    -- files quarantined whole: their blank lines are dropped, the others quarantined
+    SELECT l.file, count(*) AS n,
+           count(*) FILTER (WHERE trim(l.line, ' ' || chr(9) || chr(13)) = '') AS blank
+    FROM lines l SEMI JOIN headers h ON h.file = l.file AND h.file_error IS NOT NULL
+    GROUP BY l.file
+), read AS (
+    SELECT file, count(*) AS n FROM lines GROUP BY file
+), checked AS (
+    SELECT file, count(*) FILTER (WHERE problem IS NULL) AS ingested,
+           count(*) FILTER (WHERE problem LIKE 'quarantined:%') AS quarantined,
+           count(*) FILTER (WHERE problem LIKE 'dropped:%') AS dropped,
+           coalesce(bool_or(problem LIKE 'dropped: the last line%'), false) AS torn
+    FROM wire GROUP BY file
+)
 SELECT h.file,
-       count(l.line_no) AS lines_read,
-       count(l.line_no) FILTER (WHERE h.file_error IS NULL AND (l.line_no = h.header_no
-                                OR (l.line_no > h.header_no AND w.problem IS NULL))) AS lines_ingested,
-       count(l.line_no) FILTER (WHERE h.file_error IS NOT NULL
-                                OR w.problem LIKE 'quarantined:%') AS lines_quarantined,
-       count(l.line_no) FILTER (WHERE h.file_error IS NULL AND (l.line_no < h.header_no
-                                OR w.problem LIKE 'dropped:%')) AS lines_dropped,
-       coalesce(bool_or(w.problem LIKE 'dropped: the last line%'), false) AS torn_last_line
+       coalesce(r.n, 0) AS lines_read,
+       CASE WHEN h.file_error IS NULL THEN 1 + coalesce(c.ingested, 0) ELSE 0 END
+           AS lines_ingested,
+       CASE WHEN h.file_error IS NULL THEN coalesce(c.quarantined, 0)
+            ELSE coalesce(w.n - w.blank, 0) END AS lines_quarantined,
+       -- blank lines before the header, and the lines dropped after it
+       CASE WHEN h.file_error IS NULL THEN h.header_no - 1 + coalesce(c.dropped, 0)
+            ELSE coalesce(w.blank, 0) END AS lines_dropped,
+       coalesce(c.torn, false) AS torn_last_line
 FROM headers h
-LEFT JOIN lines l USING (file)
-LEFT JOIN wire w ON w.file = l.file AND w.seq = l.line_no
-GROUP BY h.file;
+LEFT JOIN read r USING (file)
+LEFT JOIN checked c USING (file)
+LEFT JOIN whole w USING (file);
 
 -- name: rpc
 -- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch),
@@ -187,7 +266,7 @@ GROUP BY h.file;
 -- not an object, a result with neither text nor structuredContent).
 CREATE OR REPLACE TEMP TABLE rpc AS
 WITH ok AS (
-    SELECT session, seq, t_ms, sender, body, p FROM wire
+    SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body, p FROM wire
     WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
 ), items AS (
     SELECT session, seq, t_ms, sender, 0 AS sub, body AS m, p FROM ok

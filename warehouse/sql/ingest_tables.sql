@@ -4,15 +4,26 @@
 
 -- name: file_meta
 CREATE OR REPLACE TEMP TABLE file_meta AS
-SELECT h.file, h.content_hash, h.size_bytes, h.ingest_id, h.file_error,
-       h.header ->> '$.session' AS session,
-       CASE WHEN h.file_error IS NULL THEN coalesce(h.header ->> '$.domain', 'mcp')
-            ELSE coalesce(CASE WHEN try(json_type(h.header, '$.domain')) = 'VARCHAR'
-                               THEN h.header ->> '$.domain' END, h.domain_hint, 'mcp') END AS domain,
-       CASE WHEN try(json_type(h.header, '$.started_unix_ms')) IN ('UBIGINT', 'BIGINT')
-            THEN (h.header ->> '$.started_unix_ms')::BIGINT END AS started_unix_ms,
-       h.header
-FROM headers h;
+WITH meta AS (
+    SELECT h.file, h.rel, h.content_hash, h.size_bytes, h.ingest_id, h.file_error,
+           h.header_json AS header,
+           h.header_json ->> '$.session' AS session,
+           CASE WHEN json_type(h.header_json, '$.domain') = 'VARCHAR'
+                THEN h.header_json ->> '$.domain' END AS header_domain,
+           h.domain_hint,
+           CASE WHEN json_type(h.header_json, '$.started_unix_ms') IN ('UBIGINT', 'BIGINT')
+                THEN TRY_CAST(h.header_json ->> '$.started_unix_ms' AS BIGINT) END AS started_unix_ms
+    FROM headers h
+)
+SELECT * EXCLUDE (header_domain, domain_hint, started_unix_ms),
+       -- a quarantined file's partition: its header's domain if valid, else its folder's
+       CASE WHEN file_error IS NULL THEN coalesce(header_domain, 'mcp')
+            WHEN regexp_full_match(header_domain, '{domain_pattern}') THEN header_domain
+            WHEN regexp_full_match(domain_hint, '{domain_pattern}') THEN domain_hint
+            ELSE 'mcp' END AS domain,
+       CASE WHEN started_unix_ms BETWEEN 0 AND 253402300799999 THEN started_unix_ms END
+           AS started_unix_ms
+FROM meta;
 
 -- name: sessions
 SELECT m.session,
@@ -23,7 +34,7 @@ SELECT m.session,
        (m.header ->> '$.stretto_mcp_log')::INTEGER AS log_version,
        m.started_unix_ms,
        make_timestamp(m.started_unix_ms * 1000) AS started_at,
-       m.file, m.content_hash, m.size_bytes,
+       m.rel AS file, m.content_hash, m.size_bytes,
        n.lines_read, n.lines_ingested, n.lines_quarantined, n.lines_dropped, n.torn_last_line,
        ts.snapshot AS tools_snapshot,
        json_merge_patch(m.header, '{"stretto_mcp_log":null,"session":null,"started_unix_ms":null,"server_command":null,"domain":null,"agent_model":null}') AS header_extra,
@@ -93,18 +104,23 @@ JOIN file_meta m ON m.session = l.session AND m.file_error IS NULL
 QUALIFY row_number() OVER (PARTITION BY l.session, d.tool ORDER BY l.seq DESC) = 1;
 
 -- name: quarantine
-SELECT w.file, w.seq AS line, regexp_replace(w.problem, '^quarantined: ', '') AS error,
-       w.line AS raw, w.session,
+WITH whole AS (
+    -- files quarantined whole (few): every non-blank line, or one row for a file without any
+    SELECT m.*, n.lines_quarantined
+    FROM file_meta m JOIN line_counts n USING (file) WHERE m.file_error IS NOT NULL
+)
+SELECT m.rel AS file, w.seq AS line, regexp_replace(w.problem, '^quarantined: ', '') AS error,
+       w.line AS raw, w.session, m.content_hash,
        m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date) AS day
 FROM wire w JOIN file_meta m USING (file)
 WHERE w.problem LIKE 'quarantined:%'
 UNION ALL
-SELECT m.file, l.line_no, m.file_error, l.line, m.session,
+SELECT m.rel, l.line_no, m.file_error, l.line, m.session, m.content_hash,
        m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date)
-FROM file_meta m JOIN lines l USING (file)
-WHERE m.file_error IS NOT NULL
+FROM whole m JOIN lines l USING (file)
+WHERE m.lines_quarantined > 0 AND trim(l.line, ' ' || chr(9) || chr(13)) <> ''
 UNION ALL
-SELECT m.file, NULL, m.file_error, NULL, m.session,
+SELECT m.rel, NULL, m.file_error, NULL, m.session, m.content_hash,
        m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date)
-FROM file_meta m
-WHERE m.file_error IS NOT NULL AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.file = m.file);
+FROM whole m
+WHERE m.lines_quarantined = 0;

@@ -1,0 +1,204 @@
+"""Which log files an ingest run reads, and what becomes of each: sessions are identified by
+their session id and content hash, never by their path.
+
+- A path whose size and mtime are as last seen is not opened at all.
+- A content (BLAKE2b of the bytes) already in the warehouse is not read again, wherever it
+  now lies: a log copied to a second folder, moved into archive/, or a whole home copied
+  adds nothing (the registry notes the new place; the sessions view shows it).
+- A session id already in the warehouse with other content: the new content replaces the old
+  when it extends it (the old bytes are its start: a log that grew) or lies at the same path
+  (the log was rewritten); it is an earlier version when it is the start of the old one
+  (nothing to add); otherwise it is a conflict: quarantined whole, with the reason, and the
+  session keeps the content it has.
+- Within one run the same rules pick one content per session id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from stretto.logs.sessionlog import is_session_log
+from warehouse.layout import Layout
+from warehouse.registry import State
+
+HEADER_BYTES = 1 << 20  # a header longer than this is not read for its session id
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: str  # absolute, to read it
+    rel: str  # relative to the home, as stored
+    size: int
+    mtime_ns: int
+    content_hash: str
+    session: str | None  # the header's session id, when the header reads as JSON
+    domain_hint: str  # the folder under logs/, for a file whose header cannot be read
+    conflict: str | None = None  # why it is quarantined whole instead of ingested
+
+
+@dataclass
+class Plan:
+    read: list[LogFile]  # files to read: to ingest, or to quarantine whole (conflicts)
+    known: list[dict]  # registry rows of files whose content is already in (not read)
+    unchanged: int  # files not opened (size and mtime as last seen)
+    commits: int = 0  # registry commits when it was made: a later commit makes it stale
+
+
+def file_hash(path: str, limit: int | None = None) -> str:
+    """BLAKE2b-128 of the file's bytes (its first `limit` bytes)."""
+    digest = hashlib.blake2b(digest_size=16)
+    left = limit if limit is not None else -1
+    with open(path, "rb") as f:
+        while left:
+            chunk = f.read(1 << 20 if left < 0 else min(1 << 20, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk) if left > 0 else 0
+    return digest.hexdigest()
+
+
+def header_session(start: bytes) -> str | None:
+    """The session id in a header (the first non-blank line of `start`, the file's first
+    bytes), if it reads."""
+    position = 0
+    while position < len(start):
+        end = start.find(b"\n", position)
+        end = len(start) if end < 0 else end
+        line = start[position:end].removeprefix(b"\xef\xbb\xbf").strip()
+        position = end + 1
+        if line:
+            try:
+                header = json.loads(line)
+            except ValueError:
+                return None
+            session = header.get("session") if isinstance(header, dict) else None
+            return session if isinstance(session, str) and session else None
+    return None
+
+
+def hash_and_header(path: str) -> tuple[str, str | None]:
+    """One read of the file: its content hash, and the session id of its header."""
+    digest = hashlib.blake2b(digest_size=16)
+    start = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if len(start) < HEADER_BYTES:
+                start += chunk[: HEADER_BYTES - len(start)]
+            digest.update(chunk)
+    return digest.hexdigest(), header_session(start)
+
+
+def _walk(layout: Layout) -> list[tuple[str, os.stat_result, str]]:
+    found: list[tuple[str, os.stat_result, str]] = []
+    if not layout.logs.is_dir():
+        return found
+    for folder, dirs, names in os.walk(layout.logs):
+        dirs.sort()
+        hint = Path(folder).relative_to(layout.logs).parts
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if is_session_log(Path(path)) and os.path.isfile(path):
+                found.append((path, os.stat(path), hint[0] if hint else "mcp"))
+    return found
+
+
+def _identify(path: str, stat: os.stat_result, hint: str, rel: str) -> LogFile | None:
+    try:
+        digest, session = hash_and_header(path)
+    except OSError:  # gone (moved or deleted) since the walk: the next run sees where
+        return None
+    return LogFile(path, rel, stat.st_size, stat.st_mtime_ns, digest, session, hint)
+
+
+def discover(layout: Layout, state: State, threads: int = 4) -> Plan:
+    changed = []
+    unchanged = 0
+    for path, stat, hint in _walk(layout):
+        rel = layout.relative(path)
+        seen = state.paths.get(rel)
+        if seen and seen[:2] == (stat.st_size, stat.st_mtime_ns):
+            unchanged += 1
+        else:
+            changed.append((path, stat, hint, rel))
+    # hashing releases the GIL: a few threads keep the disk busy
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        files = [f for f in pool.map(lambda args: _identify(*args), changed) if f]
+    return plan(layout, state, files, unchanged)
+
+
+def _known(f: LogFile, note: str, session: str | None = None) -> dict:
+    return {
+        "path": f.rel,
+        "size_bytes": f.size,
+        "mtime_ns": f.mtime_ns,
+        "content_hash": f.content_hash,
+        "session": session or f.session,
+        "status": "known",
+        "note": note,
+    }
+
+
+def plan(layout: Layout, state: State, files: list[LogFile], unchanged: int) -> Plan:
+    """Decide each file's fate (the module's rules)."""
+    read: list[LogFile] = []
+    known: list[dict] = []
+    first_seen: dict[str, str] = {}
+    by_session: dict[str, list[LogFile]] = {}
+    for f in files:
+        if f.content_hash in state.contents:
+            where = state.contents[f.content_hash][1]
+            known.append(_known(f, "unchanged" if where == f.rel else f"same content as {where}"))
+        elif f.content_hash in first_seen:
+            known.append(_known(f, f"same content as {first_seen[f.content_hash]}"))
+        else:
+            first_seen[f.content_hash] = f.rel
+            if f.session is None:
+                read.append(f)  # its header decides (quarantined whole, or a session)
+            else:
+                by_session.setdefault(f.session, []).append(f)
+    for session, group in by_session.items():
+        current = state.sessions.get(session)
+        # (content hash, size, path) of the session's content so far
+        base = current
+        chosen: LogFile | None = None
+        for f in sorted(group, key=lambda f: (f.size, f.rel)):
+            if base is None or f.rel == base[2] or _extends(f, base):
+                if chosen is not None:  # an earlier version, from this same run
+                    known.append(_known(chosen, f"an earlier version of {f.rel}"))
+                chosen, base = f, (f.content_hash, f.size, f.rel)
+            elif _starts(f, layout.absolute(base[2]), base):
+                known.append(_known(f, f"an earlier version of {base[2]}"))
+            else:
+                why = (
+                    f"session `{session}` is already in the warehouse from {base[2]}, with "
+                    "other content: this copy is not ingested (give it a session id of its "
+                    "own to keep both)"
+                )
+                read.append(_with_conflict(f, why))
+        if chosen is not None:
+            read.append(chosen)
+    read.sort(key=lambda f: f.rel)
+    return Plan(read, known, unchanged, state.commits)
+
+
+def _with_conflict(f: LogFile, why: str) -> LogFile:
+    return LogFile(f.path, f.rel, f.size, f.mtime_ns, f.content_hash, f.session, f.domain_hint, why)
+
+
+def _extends(f: LogFile, base: tuple[str, int, str]) -> bool:
+    """`f` begins with the bytes of `base` (a log that grew)."""
+    return f.size > base[1] and file_hash(f.path, base[1]) == base[0]
+
+
+def _starts(f: LogFile, base_path: Path, base: tuple[str, int, str]) -> bool:
+    """`f` is the beginning of `base` (an earlier copy of a log that grew since)."""
+    try:
+        return base[1] > f.size and file_hash(str(base_path), f.size) == f.content_hash
+    except OSError:
+        return False

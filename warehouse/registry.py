@@ -1,0 +1,132 @@
+"""The registry: one Parquet file per committed ingest run, under warehouse/registry/.
+
+A run writes its Parquet data files first (each whole, by rename), then commits by writing
+its registry file (again whole, by rename). Readers build everything they show from the
+committed registry files, so a run that crashed before its commit is invisible, and the next
+run removes what it left (store.recover). Every path is stored relative to the home.
+
+Rows of a registry file (`kind`):
+- `log`: a log file the run looked at: path, size, mtime, content hash, session id, and
+  `status`: `ingested` (its rows were written), `quarantined` (unreadable as a whole: every
+  line went to quarantine), `conflict` (the session id of another content: quarantined
+  whole), `known` (content already in the warehouse, or an earlier version of it: nothing
+  written); `note` says why.
+- `data`: a Parquet file the run wrote: its table, path and row count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from warehouse.files import write_atomic
+from warehouse.layout import Layout
+from warehouse.sql import statements
+
+SCHEMA = pa.schema(
+    [
+        ("commit_no", pa.int64()),
+        ("ingest_id", pa.string()),
+        ("committed_at", pa.timestamp("ms", tz="UTC")),
+        ("kind", pa.string()),
+        ("path", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("content_hash", pa.string()),
+        ("session", pa.string()),
+        ("status", pa.string()),
+        ("note", pa.string()),
+        ("table_name", pa.string()),
+        ("rows", pa.int64()),
+    ]
+)
+COMMIT_NAME = re.compile(r"(\d{8})-(.+)\.parquet")
+
+
+def commit_paths(layout: Layout) -> list[Path]:
+    if not layout.registry.is_dir():
+        return []
+    return sorted(p for p in layout.registry.iterdir() if COMMIT_NAME.fullmatch(p.name))
+
+
+def committed_ids(layout: Layout) -> set[str]:
+    return {COMMIT_NAME.fullmatch(p.name).group(2) for p in commit_paths(layout)}  # type: ignore[union-attr]
+
+
+def read(layout: Layout) -> pa.Table:
+    tables = [pq.read_table(p, schema=SCHEMA) for p in commit_paths(layout)]
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> None:
+    """The registry and what it says is current, as tables on `con` (sql/registry.sql)."""
+    table = read(layout)
+    con.register("registry_arrow", table)
+    kind = "TEMP" if temp else ""
+    con.execute(f"CREATE OR REPLACE {kind} TABLE registry AS SELECT * FROM registry_arrow")
+    con.unregister("registry_arrow")
+    for _, sql in statements("registry"):
+        con.execute(sql.replace("{temp}", kind))
+
+
+def commit(layout: Layout, ingest_id: str, logs: list[dict], data: list[dict]) -> Path:
+    """Write the run's registry file: from now on its data files are part of the warehouse.
+    Call with the ingest lock held (commit numbers are taken in turn)."""
+    paths = commit_paths(layout)
+    number = int(COMMIT_NAME.fullmatch(paths[-1].name).group(1)) + 1 if paths else 1  # type: ignore[union-attr]
+    now = datetime.now(UTC)
+    rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
+    columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
+    columns["commit_no"] = [number] * len(rows)
+    columns["ingest_id"] = [ingest_id] * len(rows)
+    columns["committed_at"] = [now] * len(rows)
+    table = pa.table(columns, schema=SCHEMA)
+    path = layout.registry / f"{number:08d}-{ingest_id}.parquet"
+    write_atomic(path, lambda temp: pq.write_table(table, temp))
+    return path
+
+
+@dataclass
+class State:
+    """What discovery needs to know of the registry."""
+
+    paths: dict[str, tuple[int, int, str]]  # path -> size, mtime_ns, content hash
+    contents: dict[str, tuple[str, str | None]]  # content hash -> status, path of its rows
+    sessions: dict[str, tuple[str, int, str]]  # session -> content hash, size, its path
+    commits: int  # how many runs had committed
+
+
+def state(layout: Layout) -> State:
+    con = duckdb.connect()
+    try:
+        commits = len(commit_paths(layout))
+        load(con, layout)
+        paths = {
+            p: (size, mtime, digest)
+            for p, size, mtime, digest in con.execute(
+                "SELECT path, size_bytes, mtime_ns, content_hash FROM path_latest"
+            ).fetchall()
+        }
+        contents = {
+            digest: (status, path)
+            for digest, status, path in con.execute(
+                "SELECT h.content_hash, h.status, p.path FROM content_holder h "
+                "JOIN content_path p USING (content_hash)"
+            ).fetchall()
+        }
+        sessions = {
+            session: (digest, size, path)
+            for session, digest, size, path in con.execute(
+                "SELECT c.session, c.content_hash, c.size_bytes, p.path FROM session_current c "
+                "JOIN content_path p USING (content_hash)"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+    return State(paths, contents, sessions, commits)
