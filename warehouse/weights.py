@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from warehouse.ingest import sql_statements
 from warehouse.learn import SUCCESS_REWARD, _levels
+from warehouse.sql import statements as sql_statements
 
 
 def half_life_weights(n: int, half_life: float | None) -> list[float]:

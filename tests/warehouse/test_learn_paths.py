@@ -14,9 +14,9 @@ from stretto.model.binding import Rules, SessionState, parse_path, pick, values_
 from stretto.model.flow import load_flow, write_flow
 from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest
-from warehouse.ingest import sql_statements
 from warehouse.layout import Layout
 from warehouse.learn import learn_flow
+from warehouse.sql import statements as sql_statements
 
 KEYS = [
     "plain",
