@@ -1,25 +1,39 @@
 """The console's pages in a real browser (Debian's chromium driven by Playwright) on the
 walkthrough's data, served by uvicorn: every page opens, the threshold slider changes the
 lookups, a session's timeline shows the appended block, an audit job runs to the end, a wrong
-token gets 401 and a change without the header 403. Screenshots go to docs/console/."""
+token gets 401 and a change without the header 403.
+
+Each page's screenshot goes to a temporary folder, or to $STRETTO_SCREENSHOTS when it is set:
+`STRETTO_SCREENSHOTS=docs/console .venv/bin/pytest tests/console/test_browser.py` refreshes the
+ones docs/console.md shows."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from stretto.console.state import Options
-from tests.conftest import ROOT
 from tests.console.conftest import TOKEN, served
 
 CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = ROOT / "docs" / "console"
-FLOW = "walkthrough/flows/notes.flow.json"
+FLOW = "flows/notes.flow.json"  # learned from the walkthrough's first 8 sessions
+NEW_FLOW = "flows/notes.new.flow.json"  # learned again from all 12
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium; .ci/run installs it)"
 )
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go: $STRETTO_SCREENSHOTS (e.g. docs/console), else a temporary
+    folder (a test run leaves the committed ones alone)."""
+    chosen = os.environ.get("STRETTO_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +74,14 @@ def page(browser, console):
     assert not errors, errors
 
 
-def shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+@pytest.fixture(scope="module")
+def shot(shots: Path):
+    """shot(page, name): the whole page, as NAME.png."""
+
+    def take(page, name: str) -> None:
+        page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+    return take
 
 
 def test_a_wrong_token_is_401_and_a_change_without_the_header_403(browser, console, page):
@@ -75,7 +94,7 @@ def test_a_wrong_token_is_401_and_a_change_without_the_header_403(browser, conso
     assert refused.json() == {"error": "a change needs the header X-Stretto-Console: 1"}
 
 
-def test_overview(page, console):
+def test_overview(page, console, shot):
     page.goto(f"{console}/")
     totals = page.get_by_test_id("totals")
     totals.wait_for()
@@ -84,11 +103,13 @@ def test_overview(page, console):
     shot(page, "overview")
 
 
-def test_sessions_and_a_served_timeline(page, console):
+def test_sessions_and_a_served_timeline(page, console, shot):
     page.goto(f"{console}/sessions")
     table = page.get_by_test_id("sessions")
     table.wait_for()
-    assert table.locator("tr").count() == 16  # the header and the walkthrough's 15 sessions
+    # the header and the walkthrough's 18 sessions: 12 in logs/notes, 3 in shadow/notes and
+    # 3 in explore/notes
+    assert table.locator("tr").count() == 19
     shot(page, "sessions")
     page.get_by_test_id("search").fill("served")
     page.get_by_test_id("search").press("Enter")
@@ -101,18 +122,18 @@ def test_sessions_and_a_served_timeline(page, console):
     shot(page, "session")
 
 
-def test_flows_and_the_diff(page, console):
+def test_flows_and_the_diff(page, console, shot):
     page.goto(f"{console}/flows")
     page.locator("#diff-from").select_option(FLOW)
-    page.locator("#diff-to").select_option("walkthrough/flows/notes.2.flow.json")
+    page.locator("#diff-to").select_option(NEW_FLOW)
     page.get_by_test_id("compare").click()
     diff = page.get_by_test_id("diff")
     diff.get_by_text("Needs review (0)").wait_for()
-    assert "learned from 8 -> 11 sessions" in diff.inner_text()
+    assert "learned from 8 -> 12 sessions" in diff.inner_text()
     shot(page, "flows")
 
 
-def test_the_threshold_slider_changes_the_lookups(page, console):
+def test_the_threshold_slider_changes_the_lookups(page, console, shot):
     page.goto(f"{console}/flows/{FLOW}")
     looked_up = page.get_by_test_id("looked-up")
     page.get_by_test_id("replay").wait_for()
@@ -131,11 +152,12 @@ def test_the_threshold_slider_changes_the_lookups(page, console):
     assert page.get_by_test_id("threshold-value").inner_text() == "0.60"
 
 
-def test_an_audit_job_runs_to_the_end(page, console):
+def test_an_audit_job_runs_to_the_end(page, console, shot):
     page.goto(f"{console}/jobs")
     page.locator("#job-kind").select_option("audit")
     page.locator("select[name=flow]").select_option(FLOW)
-    page.locator("select[name=sessions]").select_option("walkthrough/held-out")
+    # the held-out questions served in shadow mode: sessions the flow never learned from
+    page.locator("select[name=sessions]").select_option("shadow/notes")
     page.get_by_test_id("start-job").click()
     state = page.get_by_test_id("job-state")
     page.wait_for_function(
