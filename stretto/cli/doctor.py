@@ -30,6 +30,7 @@ def checks(home: Path) -> list[Row]:
     rows.append(_warehouse(home))
     rows += _flows(home)
     rows += _dagster()
+    rows += _console()
     return rows
 
 
@@ -162,6 +163,14 @@ def _dagster() -> list[Row]:
     off = telemetry is False
     detail = f"{config}: telemetry.enabled is {str(telemetry).lower()}"
     return [*rows, ("dagster telemetry off", True if off else WARN, detail)]
+
+
+def _console() -> list[Row]:
+    """Whether stretto-console can start: its own checks (they look for its packages, pages
+    and front-end libraries without importing them); warnings, as only the console needs them."""
+    from stretto.console.doctor import checks
+
+    return [(what, ok or WARN, detail) for what, ok, detail in checks()]
 
 
 def render(rows: list[Row]) -> str:
