@@ -1,20 +1,20 @@
-"""Every call the console makes into the rest of stretto, in one place.
-
-The layers below are being reorganized (the home and its paths, the offline walk, the
-warehouse's read side); when an API moves, this module is the one to change. Nothing else in
-stretto.console imports stretto.logs, stretto.model, stretto.offline or warehouse.
+"""Every call the console makes into the rest of stretto, in one place: when an API below
+moves, this module is the one to change. Nothing else in stretto.console imports stretto.home,
+stretto.logs, stretto.model, stretto.offline or warehouse.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from stretto import __version__ as VERSION  # noqa: F401 - re-exported for the console
+from stretto.home import Paths, default_home  # noqa: F401 - re-exported
 from stretto.logs.episode import (  # noqa: F401 - re-exported
     Episode,
+    ToolCall,
     ToolResult,
     User,
     call_id_text,
@@ -30,20 +30,33 @@ from stretto.logs.sessionlog import (  # noqa: F401 - re-exported
     parse_header,
     parse_wire_line,
 )
+from stretto.logs.toollist import WRITE
 from stretto.model.decide import DEFAULT_THRESHOLD  # noqa: F401 - re-exported
 from stretto.model.flow import FlowError, load_flow  # noqa: F401 - re-exported
 from stretto.offline import replay as offline_replay
 from stretto.offline import review, search
+from stretto.offline.walk import BOUND, agent_made
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
 
 
-def default_home() -> Path:
-    """The data directory when none is given: $STRETTO_HOME, else ~/.stretto (the
-    warehouse's rule today; stretto.home's when it lands)."""
-    from warehouse.layout import default_home as home
+# --- the home ---------------------------------------------------------------------------------
 
-    return home()
+
+def unscanned(data: Path) -> frozenset[str]:
+    """The folders under the home that hold no sessions or flows of their own: the console's,
+    the learn cache (it links back to session folders), the warehouse, Dagster's and the
+    System-One cache."""
+    paths = Paths(data)
+    return frozenset({"console", paths.cache.name, paths.warehouse.name, "dagster", "oracle-cache"})
+
+
+def default_flow(data: Path, domain: str) -> Path:
+    """Where a domain's served flow lives: flows/<domain>.flow.json."""
+    return Paths(data).flows / f"{domain}.flow.json"
+
+
+# --- sessions ---------------------------------------------------------------------------------
 
 
 def episode_from_lines(path: Path, header: Any, lines: Iterable[Any]) -> Episode:
@@ -53,14 +66,33 @@ def episode_from_lines(path: Path, header: Any, lines: Iterable[Any]) -> Episode
     return episode_from_log(log)
 
 
+def write_tools(kinds: dict[str, str]) -> frozenset[str]:
+    """The tools a session's listing (tool -> read / write / generic) marks as writes."""
+    return frozenset(tool for tool, kind in kinds.items() if kind == WRITE)
+
+
+def used_later(
+    tool: str,
+    arguments: dict,
+    later: Sequence[ToolCall],
+    writes: Container[str],
+    made: Iterable[tuple[str, dict]],
+) -> bool:
+    """Whether the agent itself made the lookup `tool(arguments)` a decision chose: the one
+    rule (stretto.offline.walk.agent_made, docs/formats.md §1.5) asked as evaluate asks it of
+    a flow log's decision — `later` the agent's calls sent after the answer the run follows,
+    bound arguments, until the agent's next write, and a call `made` already (by the agent or
+    the flow, before that answer or earlier in the run) is not made again."""
+    return agent_made(tool, arguments, later, match=BOUND, writes=writes, made=made) is not None
+
+
+# --- flows ------------------------------------------------------------------------------------
+
+
 def flow_summary(flow: dict, threshold: float) -> dict:
-    """`stretto flow-show --format json` as data: sites, lookups, verdicts, bindings."""
+    """`stretto flow-show --format json` as data: sites, lookups (each with its verdict and
+    `looks_up`), bindings, promotion."""
     return review.summary(flow, threshold)
-
-
-def looks_up(lookup: dict) -> bool:
-    """Whether a lookup of flow_summary's sites would be made (its verdict says so)."""
-    return lookup["verdict"].startswith("looks up")
 
 
 def promotion_evidence(entry: dict | None) -> str:
@@ -81,15 +113,61 @@ def replay_totals(flow: dict, episodes: list[Episode], threshold: float) -> dict
     return total
 
 
-def warehouse_busy(home: Path) -> bool:
-    """Whether an ingest run holds the warehouse's lock now (then a reader should not open
-    the DuckDB file: DuckDB lets one process write it only while no other has it open)."""
-    import fcntl
+# --- the warehouse ----------------------------------------------------------------------------
 
+
+class WarehouseUnavailable(Exception):
+    """Why the warehouse cannot be read now. `busy`: an ingest is writing it."""
+
+    def __init__(self, message: str, busy: bool = False) -> None:
+        super().__init__(message)
+        self.busy = busy
+
+
+def warehouse_database(home: Path) -> Path:
+    """The warehouse's DuckDB file (a new ingest rewrites it: its size and time say so)."""
     from warehouse.layout import Layout
 
+    return Layout.at(home).database
+
+
+def read_warehouse(home: Path, queries: dict[str, str]) -> dict[str, list[tuple]]:
+    """The one place the console reads the warehouse: each query's rows, read-only. Raises
+    WarehouseUnavailable (none yet, an ingest writing it, unreadable).
+
+    DuckDB lets a process write the file only while no other has it open, so a reader stays
+    away while an ingest holds the warehouse's lock. When the hardened warehouse lands
+    (readers never block the writer; `stretto sql`'s read-only, confined query), this body
+    becomes `store.query(Layout.at(home), sql)` for each query, without the lock check."""
+    import duckdb
+
+    from warehouse import store
+    from warehouse.layout import Layout
+
+    layout = Layout.at(home)
+    if not layout.database.exists():
+        raise WarehouseUnavailable(f"no warehouse at {layout.database} yet: run an ingest job")
+    if _ingest_running(layout.lock):
+        raise WarehouseUnavailable("an ingest is writing the warehouse", busy=True)
     try:
-        fd = os.open(Layout.at(home).lock, os.O_RDONLY)
+        con = store.connect(layout, read_only=True, attempts=3)
+        try:
+            return {name: con.sql(sql).fetchall() for name, sql in queries.items()}
+        finally:
+            con.close()
+    except store.NoWarehouse as exc:
+        raise WarehouseUnavailable(str(exc)) from None
+    except duckdb.Error as exc:  # most often: an ingest took the file since the lock check
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WarehouseUnavailable(f"the warehouse cannot be read now ({first})") from None
+
+
+def _ingest_running(lock: Path) -> bool:
+    """Whether an ingest holds the warehouse's lock file now."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDONLY)
     except OSError:
         return False
     try:
@@ -99,24 +177,3 @@ def warehouse_busy(home: Path) -> bool:
     finally:
         os.close(fd)  # releases the shared lock at once
     return False
-
-
-def read_only_warehouse(home: Path):
-    """A read-only DuckDB connection to the warehouse, or None when there is none. Raises
-    duckdb.Error when it cannot be opened."""
-    from warehouse import store
-    from warehouse.layout import Layout
-
-    layout = Layout.at(home)
-    if not layout.database.exists():
-        return None
-    try:
-        return store.connect(layout, read_only=True, attempts=3)
-    except store.NoWarehouse:
-        return None
-
-
-def warehouse_database(home: Path) -> Path:
-    from warehouse.layout import Layout
-
-    return Layout.at(home).database

@@ -1,7 +1,8 @@
 """The console's pages in a real browser (Debian's chromium driven by Playwright) on the
 walkthrough's data, served by uvicorn: every page opens, the threshold slider changes the
 lookups, a session's timeline shows the appended block, an audit job runs to the end, a wrong
-token gets 401 and a change without the header 403.
+token gets 401 and a change without the header 403; and with a corrupt log and an invalid flow
+thrown in, the pages say what is wrong and the rest works.
 
 Each page's screenshot goes to a temporary folder, or to $STRETTO_SCREENSHOTS when it is set:
 `STRETTO_SCREENSHOTS=docs/console .venv/bin/pytest tests/console/test_browser.py` refreshes the
@@ -9,12 +10,15 @@ ones docs/console.md shows."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from stretto.console.state import Options
+from tests.conftest import Walked
 from tests.console.conftest import TOKEN, served
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -160,6 +164,7 @@ def test_an_audit_job_runs_to_the_end(page, console, shot):
     page.locator("select[name=sessions]").select_option("shadow/notes")
     page.get_by_test_id("start-job").click()
     state = page.get_by_test_id("job-state")
+    page.locator("h2", has_text="-audit").wait_for()  # the job started shows
     page.wait_for_function(
         "() => document.querySelector('[data-testid=job-state]')?.textContent === 'succeeded'"
     )
@@ -167,3 +172,57 @@ def test_an_audit_job_runs_to_the_end(page, console, shot):
     page.get_by_role("img", name="reliability.png").wait_for()
     assert "Agreement" in page.get_by_test_id("job-output").inner_text()
     shot(page, "jobs")
+
+
+@pytest.fixture
+def broken_console(walked: Walked, tmp_path: Path):
+    """The console on a copy of the walkthrough's home with a corrupt log (a line in the
+    middle that is not JSON), a file that is no log at all and a flow that fails validation."""
+    data = tmp_path / ".stretto"
+    shutil.copytree(walked.home, data, symlinks=True)
+    logs = data / "logs/notes"
+    lines = min(logs.glob("*[0-9].jsonl")).read_text().splitlines(keepends=True)
+    header = json.loads(lines[0]) | {"session": "20261201T000000.000Z-00001"}
+    corrupt = [json.dumps(header) + "\n", *lines[1:6], '{"t_ms": 1, "from": "client", "mess\n']
+    (logs / "corrupt.jsonl").write_text("".join(corrupt + lines[6:]))
+    (logs / "garbage.jsonl").write_text("this is not a session log\n")
+    flow = json.loads((data / "flows/notes.flow.json").read_text())
+    del flow["habit"]
+    (data / "flows/broken.flow.json").write_text(json.dumps(flow))
+    with served(Options(data=data, token=TOKEN)) as (base, _):
+        yield base
+
+
+def test_a_corrupt_log_and_an_invalid_flow_say_what_is_wrong(browser, broken_console, shot):
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    assert page.goto(f"{broken_console}/?token={TOKEN}").status == 200
+    problems = page.get_by_test_id("problems")
+    problems.wait_for()
+    listed = problems.locator("li").all_inner_texts()
+    assert listed[0].startswith("logs/notes/corrupt.jsonl:7: not JSON")
+    assert listed[0].endswith("; skipped the line")
+    assert listed[1].startswith("logs/notes/garbage.jsonl:1: not JSON")
+    assert (
+        listed[2]
+        == "flows/broken.flow.json: field `(the whole flow)`: 'habit' is a required property"
+    )
+    shot(page, "problems")
+
+    page.goto(f"{broken_console}/sessions/20261201T000000.000Z-00001")
+    page.get_by_role("alert").get_by_text("corrupt.jsonl:7: not JSON").wait_for()
+    page.get_by_test_id("timeline").locator("li.call").first.wait_for()  # the rest is shown
+
+    page.goto(f"{broken_console}/flows")
+    row = page.get_by_test_id("flows").locator("tr", has_text="flows/broken.flow.json")
+    assert "'habit' is a required property" in row.inner_text()
+    row.click()
+    page.get_by_role("alert").get_by_text("'habit' is a required property").wait_for()
+    assert page.get_by_role("heading", name="Flow flows/broken.flow.json").is_visible()
+    page.goto(f"{broken_console}/flows/flows/notes.flow.json")  # the valid flows still work
+    page.get_by_test_id("replay").wait_for()
+    context.close()
+    assert not errors, errors

@@ -54,6 +54,9 @@ export function fmt(n, digits = 2) {
   return Number.isInteger(n) ? n.toLocaleString("en") : n.toFixed(digits);
 }
 
+// A flow's page: its path under the data directory, each part encoded (slashes kept).
+export const flowHref = (name) => `/flows/${name.split("/").map(encodeURIComponent).join("/")}`;
+
 export function when(ms) {
   return ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "—";
 }
