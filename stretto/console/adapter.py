@@ -31,6 +31,7 @@ from stretto.logs.sessionlog import (  # noqa: F401 - re-exported
     parse_wire_line,
 )
 from stretto.logs.toollist import WRITE
+from stretto.model.binding import value_text  # noqa: F401 - re-exported
 from stretto.model.decide import DEFAULT_THRESHOLD  # noqa: F401 - re-exported
 from stretto.model.flow import FlowError, load_flow  # noqa: F401 - re-exported
 from stretto.offline import replay as offline_replay

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,14 +227,48 @@ def index_session(path: Path) -> Index:
 
 
 class _Sent:
-    """The calls sent (the agent's and the flow's), in log order, for "used later"."""
+    """The calls sent (the agent's and the flow's), indexed for "used later".
 
-    def __init__(self, items: list[dict]) -> None:
-        self.lines = [i["line"] for i in items]
-        self.pairs = [(i["tool"], i["arguments"] or {}) for i in items]
-        agent = [i for i in items if i["kind"] == "call"]
-        self.agent_lines = [i["line"] for i in agent]
-        self.agent_calls = [i["_call"] for i in agent]
+    adapter.used_later (the one rule, bound arguments) matches only calls of the same tool
+    whose arguments hold the decision's values, and stops at the agent's next write; so it is
+    asked about those calls alone, and its answer is the same as over every call — without a
+    pass over the whole session for each decision."""
+
+    def __init__(self, items: list[dict], writes: frozenset[str]) -> None:
+        self.by_value: dict[tuple, list[dict]] = {}  # (tool, arg, value text) -> calls
+        self.by_tool: dict[str, list[dict]] = {}
+        for item in items:
+            self.by_tool.setdefault(item["tool"], []).append(item)
+            for arg, value in (item["arguments"] or {}).items():
+                key = (item["tool"], arg, adapter.value_text(value))
+                self.by_value.setdefault(key, []).append(item)
+        self.write_lines = [i["line"] for i in items if i["kind"] == "call" and i["tool"] in writes]
+        self.write_calls = [
+            i["_call"] for i in items if i["kind"] == "call" and i["tool"] in writes
+        ]
+        self.write_tools = writes
+
+    def used_later(self, tool: str, arguments: dict, after: int, made: list) -> bool:
+        """Whether the agent made tool(arguments) itself after line `after` (the answer the
+        run follows); `made`: this run's lookups before it."""
+        if arguments:
+            arg, value = next(iter(arguments.items()))
+            same = self.by_value.get((tool, arg, adapter.value_text(value)), [])
+        else:
+            same = self.by_tool.get(tool, [])
+        cut = bisect_right(self.write_lines, after)
+        next_write = self.write_lines[cut] if cut < len(self.write_lines) else None
+        later = [
+            i["_call"]
+            for i in same
+            if i["kind"] == "call"
+            and after < i["line"]
+            and (next_write is None or i["line"] < next_write)
+        ]
+        if next_write is not None:
+            later.append(self.write_calls[cut])
+        before = [(i["tool"], i["arguments"] or {}) for i in same if i["line"] < after]
+        return adapter.used_later(tool, arguments, later, self.write_tools, before + made)
 
 
 class _Timeline:
@@ -339,7 +373,8 @@ class _Timeline:
             if item["kind"] == "call":
                 calls_by_id.setdefault(item["id"], []).append(item)
         lookups = [i for i in items if i["kind"] == "lookup"]
-        sent = _Sent(sorted((i for i in items if "_call" in i), key=lambda i: i["line"]))
+        calls = sorted((i for i in items if "_call" in i), key=lambda i: i["line"])
+        sent = _Sent(calls, self.writes)
         for call_id, runs in self.flow_runs.items():
             targets = calls_by_id.get(call_id, [])
             for n, run in enumerate(runs):
@@ -358,10 +393,7 @@ class _Timeline:
         base = (target.get("result_line") or target["line"]) if target else 0
         made = [lk for lk in lookups if lk["line"] > base and not lk.get("decision")]
         last_line = base  # a decision that made no lookup shows after the run's last lookup
-        # "used later" (adapter.used_later): the agent's calls sent after the answer the run
-        # follows; the calls sent before it, and this run's lookups, were made already
-        later = sent.agent_calls[bisect_right(sent.agent_lines, base) :]
-        before = sent.pairs[: bisect_left(sent.lines, base)]
+        made_in_run: list[tuple[str, dict]] = []  # this run's lookups so far
         for step, entry in enumerate(run["entries"]):
             if "run" in entry:
                 if target is not None:
@@ -392,8 +424,10 @@ class _Timeline:
                 self.counts["hand_backs"] += 1
             executed = entry.get("action") == "lookup" and not shadow and not entry.get("withheld")
             if entry.get("action") == "lookup":
-                used = isinstance(entry.get("tool"), str) and adapter.used_later(
-                    entry["tool"], entry.get("arguments") or {}, later, self.writes, before
+                # the agent's calls after the answer the run follows; those sent before it,
+                # and this run's lookups, were made already
+                used = isinstance(entry.get("tool"), str) and sent.used_later(
+                    entry["tool"], entry.get("arguments") or {}, base, made_in_run
                 )
                 decision["used"] = used
                 decision["label"] = "used later" if used else "detour"
@@ -402,7 +436,7 @@ class _Timeline:
                     # have made the call, the record cannot tell
                     decision["label"] = "not asked again (in the appended block)"
             if executed:
-                before.append((entry.get("tool"), entry.get("arguments") or {}))
+                made_in_run.append((entry.get("tool"), entry.get("arguments") or {}))
             if executed and made:
                 lookup = made.pop(0)
                 lookup["decision"] = decision
