@@ -1,4 +1,4 @@
-import { api, el, fill, flowHref, fmt, on, page, problem } from "../app.js";
+import { api, el, fill, flowHref, fmt, meta, on, page, problem } from "../app.js";
 
 let chart = null;
 
@@ -14,7 +14,7 @@ export async function overviewPage() {
       card(t.lookups_used, "lookups used later"), card(t.turns_saved, `turns saved (of ${fmt(t.turns)}, by replay)`),
       card(t.flows, "valid flows")),
     el("p", { class: "muted", "data-testid": "counted" }, data.source === "warehouse"
-      ? `Each session counted once, by its id: from the warehouse (${data.warehouse}) when it holds it, else from its log (${fmt(data.from_logs)} sessions); lookups used from the logs; turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`
+      ? `Each session counted once, by its id: from the warehouse (${meta ? data.warehouse.replace(meta.data + "/", "") : data.warehouse}) when it holds it, else from its log (${fmt(data.from_logs)} sessions); lookups used from the logs; turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`
       : `Counts from the logs (no warehouse to read); turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`),
     data.problems.length ? el("div", { class: "box problems", "data-testid": "problems" },
       el("strong", {}, `${data.problems.length} problem(s)`),
