@@ -75,8 +75,9 @@ export function go(path) {
 function events() {
   const source = new EventSource("/api/events");
   const status = document.getElementById("status");
-  source.onopen = () => { status.textContent = "live"; };
-  source.onerror = () => { status.textContent = "reconnecting…"; };
+  const mode = meta && meta.read_only ? "read-only · " : "";  // stays shown
+  source.onopen = () => { status.textContent = `${mode}live`; };
+  source.onerror = () => { status.textContent = `${mode}reconnecting…`; };
   for (const name of Object.keys(listeners)) {
     source.addEventListener(name, (e) => {
       const data = JSON.parse(e.data);
