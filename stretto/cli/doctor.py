@@ -30,6 +30,7 @@ def checks(home: Path) -> list[Row]:
     rows.append(_warehouse(home))
     rows += _flows(home)
     rows += _dagster()
+    rows += _console()
     return rows
 
 
@@ -110,7 +111,7 @@ def _warehouse(home: Path) -> Row:
         counts = {r["view"]: r["n"] for r in store.query(layout, counted).to_pylist()}
     except Exception as exc:  # DuckDB's and pyarrow's errors: the row says what it was
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return ("warehouse", False, f"{layout.database}: cannot be read ({first})")
+        return ("warehouse", False, f"{layout.warehouse}: cannot be read ({first})")
     return (
         "warehouse",
         True,
@@ -162,6 +163,14 @@ def _dagster() -> list[Row]:
     off = telemetry is False
     detail = f"{config}: telemetry.enabled is {str(telemetry).lower()}"
     return [*rows, ("dagster telemetry off", True if off else WARN, detail)]
+
+
+def _console() -> list[Row]:
+    """Whether stretto-console can start: its own checks (they look for its packages, pages
+    and front-end libraries without importing them); warnings, as only the console needs them."""
+    from stretto.console.doctor import checks
+
+    return [(what, ok or WARN, detail) for what, ok, detail in checks()]
 
 
 def render(rows: list[Row]) -> str:

@@ -1,20 +1,19 @@
-"""Every call the console makes into the rest of stretto, in one place.
-
-The layers below are being reorganized (the home and its paths, the offline walk, the
-warehouse's read side); when an API moves, this module is the one to change. Nothing else in
-stretto.console imports stretto.logs, stretto.model, stretto.offline or warehouse.
+"""Every call the console makes into the rest of stretto, in one place: when an API below
+moves, this module is the one to change. Nothing else in stretto.console imports stretto.home,
+stretto.logs, stretto.model, stretto.offline or warehouse.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from stretto import __version__ as VERSION  # noqa: F401 - re-exported for the console
+from stretto.home import Paths, default_home  # noqa: F401 - re-exported
 from stretto.logs.episode import (  # noqa: F401 - re-exported
     Episode,
+    ToolCall,
     ToolResult,
     User,
     call_id_text,
@@ -30,19 +29,34 @@ from stretto.logs.sessionlog import (  # noqa: F401 - re-exported
     parse_header,
     parse_wire_line,
 )
+from stretto.logs.toollist import WRITE
+from stretto.model.binding import value_text  # noqa: F401 - re-exported
 from stretto.model.decide import DEFAULT_THRESHOLD  # noqa: F401 - re-exported
 from stretto.model.flow import FlowError, load_flow  # noqa: F401 - re-exported
 from stretto.offline import replay as offline_replay
 from stretto.offline import review, search
+from stretto.offline.walk import BOUND, agent_made
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
 
 
-def default_home() -> Path:
-    """The data directory when none is given: $STRETTO_HOME, else ~/.stretto."""
-    from stretto.home import default_home as home
+# --- the home ---------------------------------------------------------------------------------
 
-    return home()
+
+def unscanned(data: Path) -> frozenset[str]:
+    """The folders under the home that hold no sessions or flows of their own: the console's,
+    the learn cache (it links back to session folders), the warehouse, Dagster's and the
+    System-One cache."""
+    paths = Paths(data)
+    return frozenset({"console", paths.cache.name, paths.warehouse.name, "dagster", "oracle-cache"})
+
+
+def default_flow(data: Path, domain: str) -> Path:
+    """Where a domain's served flow lives: flows/<domain>.flow.json."""
+    return Paths(data).flows / f"{domain}.flow.json"
+
+
+# --- sessions ---------------------------------------------------------------------------------
 
 
 def episode_from_lines(path: Path, header: Any, lines: Iterable[Any]) -> Episode:
@@ -52,14 +66,33 @@ def episode_from_lines(path: Path, header: Any, lines: Iterable[Any]) -> Episode
     return episode_from_log(log)
 
 
+def write_tools(kinds: dict[str, str]) -> frozenset[str]:
+    """The tools a session's listing (tool -> read / write / generic) marks as writes."""
+    return frozenset(tool for tool, kind in kinds.items() if kind == WRITE)
+
+
+def used_later(
+    tool: str,
+    arguments: dict,
+    later: Sequence[ToolCall],
+    writes: Container[str],
+    made: Iterable[tuple[str, dict]],
+) -> bool:
+    """Whether the agent itself made the lookup `tool(arguments)` a decision chose: the one
+    rule (stretto.offline.walk.agent_made, docs/formats.md §1.5) asked as evaluate asks it of
+    a flow log's decision — `later` the agent's calls sent after the answer the run follows,
+    bound arguments, until the agent's next write, and a call `made` already (by the agent or
+    the flow, before that answer or earlier in the run) is not made again."""
+    return agent_made(tool, arguments, later, match=BOUND, writes=writes, made=made) is not None
+
+
+# --- flows ------------------------------------------------------------------------------------
+
+
 def flow_summary(flow: dict, threshold: float) -> dict:
-    """`stretto flow-show --format json` as data: sites, lookups, verdicts, bindings."""
+    """`stretto flow-show --format json` as data: sites, lookups (each with its verdict and
+    `looks_up`), bindings, promotion."""
     return review.summary(flow, threshold)
-
-
-def looks_up(lookup: dict) -> bool:
-    """Whether a lookup of flow_summary's sites would be made (its verdict says so)."""
-    return lookup["verdict"].startswith("looks up")
 
 
 def promotion_evidence(entry: dict | None) -> str:
@@ -80,41 +113,37 @@ def replay_totals(flow: dict, episodes: list[Episode], threshold: float) -> dict
     return total
 
 
-def warehouse_busy(home: Path) -> bool:
-    """Whether an ingest run holds the warehouse's lock now (then a reader should not open
-    the DuckDB file: DuckDB lets one process write it only while no other has it open)."""
-    import fcntl
-
-    from warehouse.layout import Layout
-
-    try:
-        fd = os.open(Layout.at(home).lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # releases the shared lock at once
-    return False
+# --- the warehouse ----------------------------------------------------------------------------
 
 
-def read_only_warehouse(home: Path):
-    """A read-only DuckDB connection to the warehouse, or None when there is none. Raises
-    duckdb.Error when it cannot be opened."""
-    from warehouse import store
-    from warehouse.layout import Layout
-
-    layout = Layout.at(home)
-    try:
-        # views over the committed Parquet in memory: a reader never holds up an ingest
-        return store.open_catalogue(layout)
-    except store.NoWarehouse:
-        return None
+class WarehouseUnavailable(Exception):
+    """Why the warehouse cannot be read now."""
 
 
 def warehouse_database(home: Path) -> Path:
+    """The warehouse's DuckDB file (a new ingest rewrites it: its size and time say so)."""
     from warehouse.layout import Layout
 
     return Layout.at(home).database
+
+
+def read_warehouse(home: Path, queries: dict[str, str]) -> dict[str, list[tuple]]:
+    """The one place the console reads the warehouse: each query's rows, over views the
+    warehouse builds in memory from its committed files (a reader never holds up an ingest).
+    Raises WarehouseUnavailable (none yet, unreadable)."""
+    import duckdb
+
+    from warehouse import store
+    from warehouse.layout import Layout
+
+    try:
+        con = store.open_catalogue(Layout.at(home))
+        try:
+            return {name: con.sql(sql).fetchall() for name, sql in queries.items()}
+        finally:
+            con.close()
+    except store.NoWarehouse as exc:
+        raise WarehouseUnavailable(str(exc)) from None
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WarehouseUnavailable(f"the warehouse cannot be read now ({first})") from None

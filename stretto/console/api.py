@@ -198,7 +198,7 @@ def timeline(request: Request) -> Response:
             "limit": limit,
             "next": following,
             "items": items,
-            "problems": index.problems,
+            "problems": [console.catalog.shown(problem) for problem in index.problems],
         }
     )
 

@@ -20,9 +20,6 @@ from pathlib import Path
 from stretto.console import adapter
 from stretto.console.sessionindex import Index, index_session
 
-# Folders under the data directory that hold no sessions or flows of their own (the learn
-# cache links back to session folders; the trash is what was deleted).
-SKIP = {"console", "warehouse", "dagster", "cache", "oracle-cache", "node_modules"}
 MAX_DEPTH = 6
 SCAN_TTL_S = 1.0  # a burst of requests shares one walk of the folders
 INDEXES_KEPT = 16  # full session indexes kept in memory (summaries are kept for all)
@@ -68,6 +65,7 @@ def content_hash(path: Path) -> str:
 class Catalog:
     def __init__(self, data: Path) -> None:
         self.data = data
+        self.skip = adapter.unscanned(data)  # folders at the top with no sessions or flows
         self.lock = threading.RLock()
         self._scan_at = 0.0
         self._scan: tuple[list[Path], list[Path]] = ([], [])
@@ -102,7 +100,7 @@ class Catalog:
             if entry.name.startswith("."):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if depth < MAX_DEPTH and not (depth == 0 and entry.name in SKIP):
+                if depth < MAX_DEPTH and not (depth == 0 and entry.name in self.skip):
                     self._walk(Path(entry.path), depth + 1, logs, flows)
             elif entry.is_file():
                 path = Path(entry.path)
@@ -121,6 +119,10 @@ class Catalog:
     def rel(self, path: Path) -> str:
         return str(path.relative_to(self.data))
 
+    def shown(self, message: str) -> str:
+        """A message with the paths in it relative to the data directory."""
+        return message.replace(f"{self.data}/", "")
+
     def _summary(self, path: Path) -> dict:
         stamp = _stamp(path)
         with self.lock:
@@ -135,6 +137,8 @@ class Catalog:
             summary = {"id": None, "problem": f"{path}: cannot read: {exc.strerror or exc}"}
             summary["unreadable"] = True
         summary = dict(summary, size_bytes=stamp[0] if stamp else 0)
+        if summary.get("problem"):
+            summary["problem"] = self.shown(summary["problem"])
         with self.lock:
             self._summaries[path] = (stamp, summary)
         return summary
@@ -245,7 +249,7 @@ class Catalog:
         try:
             flow, error = adapter.load_flow(path), None
         except adapter.FlowError as exc:
-            flow, error = None, str(exc).replace(str(self.data) + "/", "")
+            flow, error = None, self.shown(str(exc))
         modified = (stamp[1] // 1_000_000) if stamp else 0
         entry = FlowEntry(self.rel(path), path, flow, error, modified)
         with self.lock:

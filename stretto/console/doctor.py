@@ -1,16 +1,16 @@
-"""Whether the console can start here: for `stretto doctor` (stretto.cli.doctor can add these
-rows to its table) and for the console's own meta."""
+"""Whether the console can start here: rows for `stretto doctor`'s table (stretto.cli.doctor
+adds them) and for the console's own meta."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 STATIC = PACKAGE / "static"
-PROJECT = PACKAGE.parents[
-    1
-]  # stretto/console -> the checkout (as stretto/cli/doctor.py finds node/)
+# stretto/console -> the checkout (as stretto/cli/doctor.py finds node/)
+PROJECT = PACKAGE.parents[1]
 NODE_MODULES = PROJECT / "node" / "node_modules"
 
 
@@ -25,15 +25,10 @@ def vendor_files() -> dict[str, Path]:
 def checks() -> list[tuple[str, bool, str]]:
     """(what, ok, detail) for each thing the console needs, as stretto doctor's rows."""
     rows = []
-    for module in ("starlette", "uvicorn"):
+    for module in ("starlette", "uvicorn"):  # found, not imported: doctor stays fast
         found = importlib.util.find_spec(module) is not None
-        rows.append(
-            (
-                f"console: package {module}",
-                found,
-                "installed" if found else "missing: run `make setup`",
-            )
-        )
+        detail = _version(module) if found else "not installed: run `make setup`"
+        rows.append((f"console: package {module}", found, detail))
     pages = (STATIC / "index.html").exists()
     rows.append(("console: pages", pages, str(STATIC) if pages else f"{STATIC} is missing"))
     for name, path in vendor_files().items():
@@ -45,6 +40,13 @@ def checks() -> list[tuple[str, bool, str]]:
             )
         )
     return rows
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "installed"
 
 
 def can_start() -> tuple[bool, str]:

@@ -55,7 +55,6 @@ def detail(entry: FlowEntry, threshold: float) -> dict:
     summary = adapter.flow_summary(flow, threshold)
     for site in summary["sites"]:
         for lookup in site["lookups"]:
-            lookup["looks_up"] = adapter.looks_up(lookup)
             lookup["score"] = (
                 None if lookup["chance"] is None else lookup["reach"] * lookup["chance"]
             )

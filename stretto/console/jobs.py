@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stretto.console import files
+from stretto.console import adapter, files
 
 OUTPUT_TAIL = 4000  # characters of output sent with each progress event
 STOP_GRACE_S = 5.0
@@ -111,7 +111,9 @@ class Jobs:
             if not domain or not domain.replace("-", "").replace("_", "").isalnum():
                 raise JobError(f"field `domain`: {domain!r}: letters, digits, - and _ only")
             sessions = self._folder_param(params, "sessions")
-            params.setdefault("out", f"flows/{domain}.flow.json")
+            params.setdefault(
+                "out", str(adapter.default_flow(self.data, domain).relative_to(self.data))
+            )
             out = self._out_param(params, writes)
             argv = ["learn", "--sessions", str(sessions), "--domain", domain, "--habit-only"]
             return [*argv, "--out", str(out), "--home", home], writes

@@ -1,10 +1,12 @@
 """The overview's figures: sessions, the agents' calls, the flows' lookups (made, and used
 later by the agent), turns saved, by domain and by day.
 
-Counts come from the warehouse (DuckDB over the Parquet, opened read-only) when there is
-one, else from the logs. What the warehouse does not hold — lookups used, turns saved — comes
-from the logs and from replaying each domain's newest flow on its recorded sessions. While
-an ingest holds the warehouse, the last figures read from it are shown (or the logs').
+A session is counted once, by its session id: from the warehouse (DuckDB over the Parquet,
+read-only) when it holds the session, else from its log (the warehouse holds what was
+ingested from logs/; shadow and explore sessions, and logs not ingested yet, are counted from
+the logs). What the warehouse does not hold — lookups used, turns saved — comes from the logs
+and from replaying each domain's newest flow on its recorded sessions. While an ingest holds
+the warehouse, the last figures read from it are shown.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from stretto.console import adapter
 from stretto.console.catalog import Catalog, FlowEntry
 from stretto.console.flowview import Replays
 
+# One row per session the warehouse holds: its domain, day, the agent's calls and lookups.
 WAREHOUSE_SQL = {
-    "sessions": "SELECT domain, CAST(day AS VARCHAR) AS day, count(*) AS n "
-    "FROM sessions GROUP BY ALL",
-    "calls": "SELECT domain, CAST(day AS VARCHAR) AS day, "
-    "count(*) FILTER (WHERE NOT by_proxy) AS calls, count(*) FILTER (WHERE by_proxy) AS lookups "
-    "FROM calls GROUP BY ALL",
+    "sessions": "WITH s AS (SELECT session, any_value(domain) AS domain, "
+    "CAST(min(day) AS VARCHAR) AS day FROM sessions GROUP BY session), "
+    "c AS (SELECT session, count(*) FILTER (WHERE NOT by_proxy) AS calls, "
+    "count(*) FILTER (WHERE by_proxy) AS lookups FROM calls GROUP BY session) "
+    "SELECT s.session, s.domain, s.day, coalesce(c.calls, 0), coalesce(c.lookups, 0) "
+    "FROM s LEFT JOIN c USING (session)"
 }
+COUNTED = ("sessions", "calls", "lookups")
 
 
 class Overview:
@@ -33,46 +38,30 @@ class Overview:
         self.last_warehouse: tuple[tuple, dict] | None = None
 
     def _warehouse(self) -> tuple[dict | None, str | None]:
-        """{(domain, day): {sessions, calls, lookups}} from the warehouse, or why not."""
-        database = adapter.warehouse_database(self.catalog.data)
+        """{session id: (domain, day, calls, lookups)} from the warehouse, or why not."""
         try:
-            st = database.stat()
+            st = adapter.warehouse_database(self.catalog.data).stat()
+            stamp: tuple | None = (st.st_size, st.st_mtime_ns)  # a new ingest changes it
         except OSError:
-            return None, f"no warehouse at {database} yet: run an ingest job"
-        stamp = (st.st_size, st.st_mtime_ns)
+            stamp = None
         with self.lock:
-            if self.last_warehouse and self.last_warehouse[0] == stamp:
+            if stamp and self.last_warehouse and self.last_warehouse[0] == stamp:
                 return self.last_warehouse[1], None
-        import duckdb
-
-        if adapter.warehouse_busy(self.catalog.data):
-            with self.lock:  # an ingest is writing: the figures read before it, if any
-                if self.last_warehouse:
-                    return self.last_warehouse[1], None
-            return None, "an ingest is writing the warehouse; counts from the logs meanwhile"
         try:
-            con = adapter.read_only_warehouse(self.catalog.data)
-            if con is None:
-                return None, f"no warehouse at {database} yet: run an ingest job"
-            try:
-                rows = {name: con.sql(sql).fetchall() for name, sql in WAREHOUSE_SQL.items()}
-            finally:
-                con.close()
-        except duckdb.Error as exc:
-            with self.lock:
-                if self.last_warehouse:  # an ingest is writing: the figures read before it
+            rows = adapter.read_warehouse(self.catalog.data, WAREHOUSE_SQL)
+        except adapter.WarehouseUnavailable as exc:
+            with self.lock:  # unreadable for now: the figures read before, if any
+                if stamp and self.last_warehouse:
                     return self.last_warehouse[1], None
-            return None, f"the warehouse cannot be read now ({str(exc).splitlines()[0]})"
-        cells: dict = {}
-        for domain, day, n in rows["sessions"]:
-            cells.setdefault((domain, day), {"sessions": 0, "calls": 0, "lookups": 0})
-            cells[(domain, day)]["sessions"] = n
-        for domain, day, calls, lookups in rows["calls"]:
-            cell = cells.setdefault((domain, day), {"sessions": 0, "calls": 0, "lookups": 0})
-            cell["calls"], cell["lookups"] = calls, lookups
-        with self.lock:
-            self.last_warehouse = (stamp, cells)
-        return cells, None
+            return None, str(exc)
+        held = {
+            session: (domain, day, calls, lookups)
+            for session, domain, day, calls, lookups in rows["sessions"]
+        }
+        if stamp:
+            with self.lock:
+                self.last_warehouse = (stamp, held)
+        return held, None
 
     def figures(self, threshold: float, costs: tuple[float, float]) -> dict:
         sessions = self.catalog.sessions()
@@ -81,26 +70,28 @@ class Overview:
             for e in sessions
             if e.summary.get("problem")
         ]
-        from_logs: dict = {}
+        held, warehouse_problem = self._warehouse()
+        if warehouse_problem:
+            problems.append({"what": "warehouse", "problem": warehouse_problem})
+        counted: dict[str, tuple] = dict(held or {})  # session id -> (domain, day, calls, lookups)
+        from_logs = 0
         used: dict[str, int] = {}
         for entry in sessions:
             s = entry.summary
             if s.get("id") is None:
                 continue
-            day = time.strftime("%Y-%m-%d", time.gmtime(s["started_unix_ms"] / 1000))
-            cell = from_logs.setdefault(
-                (s["domain"], day), {"sessions": 0, "calls": 0, "lookups": 0}
-            )
-            cell["sessions"] += 1
-            cell["calls"] += s["calls"]
-            cell["lookups"] += s["lookups"]
             used[s["domain"]] = used.get(s["domain"], 0) + s["lookups_used"]
-        cells, warehouse_problem = self._warehouse()
-        source = "warehouse" if cells is not None else "logs"
-        if cells is None:
-            cells = from_logs
-            if warehouse_problem:
-                problems.append({"what": "warehouse", "problem": warehouse_problem})
+            if s["id"] in counted:
+                continue
+            day = time.strftime("%Y-%m-%d", time.gmtime(s["started_unix_ms"] / 1000))
+            counted[entry.key] = (s["domain"], day, s["calls"], s["lookups"])
+            from_logs += 1
+        cells: dict[tuple[str, str], dict] = {}
+        for domain, day, calls, lookups in counted.values():
+            cell = cells.setdefault((domain, day), dict.fromkeys(COUNTED, 0))
+            cell["sessions"] += 1
+            cell["calls"] += calls
+            cell["lookups"] += lookups
         flows = self.catalog.flows()
         for flow_entry in flows:
             if flow_entry.error:
@@ -133,7 +124,8 @@ class Overview:
         totals["turns"] = sum((r["replay"] or {}).get("turns", 0) for r in by_domain)
         totals["flows"] = sum(f.flow is not None for f in flows)
         return {
-            "source": source,
+            "source": "logs" if held is None else "warehouse",
+            "from_logs": from_logs,
             "warehouse": str(adapter.warehouse_database(self.catalog.data)),
             "threshold": threshold,
             "totals": totals,

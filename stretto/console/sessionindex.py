@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,11 @@ from stretto.console import adapter
 PREVIEW = 2000  # characters of a text kept in the index
 APPENDIX = "--- Also looked up automatically"  # how the proxy's appended block begins
 SOURCE_LOOKBACK = 200  # earlier results searched for a lookup argument's source
+PROBLEMS_NAMED = 20  # lines of a log that cannot be read, named one by one
 
 
 def preview(text: str) -> dict:
     return {"text": text[:PREVIEW], "chars": len(text), "cut": len(text) > PREVIEW}
-
-
-def call_key(tool: str, arguments: Any) -> tuple[str, str]:
-    return tool, json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
 @dataclass
@@ -57,7 +55,8 @@ class _Reader:
         self.path = path
         self.offsets = array("q")
         self.header: Any = None
-        self.problem: str | None = None
+        self.problems: list[str] = []  # the first lines skipped, named
+        self.skipped = 0
         self.responses: dict[tuple[str, str], list[int]] = {}  # (sender, id) -> lines
         self.appended: dict[str, list[tuple[int, str]]] = {}  # agent call id -> (line, text)
         self.context: list[tuple[int, int, str | None, str]] = []  # line, t_ms, role, text
@@ -87,7 +86,8 @@ class _Reader:
                 return len(self.offsets), piece
 
     def lines(self):
-        """The wire lines; stops (keeping what came before) at the first malformed line."""
+        """The wire lines. A line that cannot be read is skipped and named in `problems` (the
+        warehouse quarantines it likewise); a torn last line is dropped."""
         try:
             while True:
                 got = self._next_piece()
@@ -97,11 +97,19 @@ class _Reader:
                 try:
                     value = json.loads(piece)
                 except (ValueError, RecursionError) as exc:
-                    if not piece.endswith(b"\n") and self.file.read(1) == b"":
-                        self.problem = f"line {number}: the last line is cut off; dropped it"
+                    if not piece.endswith(b"\n"):  # only the last line can lack one
+                        self._skipped(
+                            f"{self.path}:{number}: the last line is cut off (a crash "
+                            "mid-write?); dropped it"
+                        )
                         return
-                    raise adapter.LogError(self.path, number, f"not JSON ({exc})") from None
-                line = adapter.parse_wire_line(self.path, number, value)
+                    self._skipped(f"{self.path}:{number}: not JSON ({exc}); skipped the line")
+                    continue
+                try:
+                    line = adapter.parse_wire_line(self.path, number, value)
+                except adapter.LogError as exc:
+                    self._skipped(f"{exc}; skipped the line")
+                    continue
                 self.last_t_ms = line.t_ms
                 if line.is_json and line.sender == "context":
                     role, text = adapter.context_message(line.message)
@@ -109,10 +117,13 @@ class _Reader:
                 elif line.is_json:
                     self._note(line)
                 yield line
-        except adapter.LogError as exc:
-            self.problem = str(exc)
         finally:
             self.file.close()
+
+    def _skipped(self, problem: str) -> None:
+        self.skipped += 1
+        if len(self.problems) < PROBLEMS_NAMED:
+            self.problems.append(problem)
 
     def _note(self, line) -> None:
         for message in line.message if isinstance(line.message, list) else [line.message]:
@@ -144,10 +155,10 @@ def read_flow_log(path: Path) -> tuple[dict[str, list[dict]], list[str]]:
             try:
                 entry = json.loads(piece)
             except ValueError:
-                problems.append(f"{path.name}:{number}: not JSON; skipped")
+                problems.append(f"{path}:{number}: not JSON; skipped the line")
                 continue
             if not isinstance(entry, dict) or "after" not in entry:
-                problems.append(f"{path.name}:{number}: field `after`: missing; skipped")
+                problems.append(f"{path}:{number}: field `after`: missing; skipped the line")
                 continue
             key = adapter.call_id_text(entry["after"])
             group = runs.setdefault(key, [])
@@ -182,7 +193,9 @@ def index_session(path: Path) -> Index:
     flow_runs, flow_problems = read_flow_log(flow_log)
     builder = _Timeline(episode, reader, flow_runs)
     items = builder.build()
-    problems = ([reader.problem] if reader.problem else []) + flow_problems
+    problems = reader.problems + flow_problems
+    if reader.skipped > len(reader.problems):
+        problems.append(f"{reader.skipped - len(reader.problems)} more lines skipped")
     header = reader.header
     summary = {
         "id": header.session,
@@ -213,10 +226,56 @@ def index_session(path: Path) -> Index:
     return Index(path, summary, items, reader.offsets, problems)
 
 
+class _Sent:
+    """The calls sent (the agent's and the flow's), indexed for "used later".
+
+    adapter.used_later (the one rule, bound arguments) matches only calls of the same tool
+    whose arguments hold the decision's values, and stops at the agent's next write; so it is
+    asked about those calls alone, and its answer is the same as over every call — without a
+    pass over the whole session for each decision."""
+
+    def __init__(self, items: list[dict], writes: frozenset[str]) -> None:
+        self.by_value: dict[tuple, list[dict]] = {}  # (tool, arg, value text) -> calls
+        self.by_tool: dict[str, list[dict]] = {}
+        for item in items:
+            self.by_tool.setdefault(item["tool"], []).append(item)
+            for arg, value in (item["arguments"] or {}).items():
+                key = (item["tool"], arg, adapter.value_text(value))
+                self.by_value.setdefault(key, []).append(item)
+        self.write_lines = [i["line"] for i in items if i["kind"] == "call" and i["tool"] in writes]
+        self.write_calls = [
+            i["_call"] for i in items if i["kind"] == "call" and i["tool"] in writes
+        ]
+        self.write_tools = writes
+
+    def used_later(self, tool: str, arguments: dict, after: int, made: list) -> bool:
+        """Whether the agent made tool(arguments) itself after line `after` (the answer the
+        run follows); `made`: this run's lookups before it."""
+        if arguments:
+            arg, value = next(iter(arguments.items()))
+            same = self.by_value.get((tool, arg, adapter.value_text(value)), [])
+        else:
+            same = self.by_tool.get(tool, [])
+        cut = bisect_right(self.write_lines, after)
+        next_write = self.write_lines[cut] if cut < len(self.write_lines) else None
+        later = [
+            i["_call"]
+            for i in same
+            if i["kind"] == "call"
+            and after < i["line"]
+            and (next_write is None or i["line"] < next_write)
+        ]
+        if next_write is not None:
+            later.append(self.write_calls[cut])
+        before = [(i["tool"], i["arguments"] or {}) for i in same if i["line"] < after]
+        return adapter.used_later(tool, arguments, later, self.write_tools, before + made)
+
+
 class _Timeline:
     def __init__(self, episode, reader: _Reader, flow_runs: dict[str, list[dict]]) -> None:
         self.episode, self.reader, self.flow_runs = episode, reader, flow_runs
         self.kinds = {name: info.kind for name, info in episode.tools.items()}
+        self.writes = adapter.write_tools(self.kinds)
         self.counts = dict.fromkeys(
             ("calls", "errors", "writes", "lookups", "used", "decisions", "shadow"), 0
         )
@@ -291,6 +350,7 @@ class _Timeline:
             "result": None if result is None else preview(result.content),
             "result_line": self._response_line(call, result),
         }
+        item["_call"] = call  # for "used later"; dropped after
         if result is not None:
             item["_content"] = result.content  # for the lookups' sources; dropped after
         return item
@@ -313,12 +373,13 @@ class _Timeline:
             if item["kind"] == "call":
                 calls_by_id.setdefault(item["id"], []).append(item)
         lookups = [i for i in items if i["kind"] == "lookup"]
-        later_calls = [i for i in items if i["kind"] == "call"]
+        calls = sorted((i for i in items if "_call" in i), key=lambda i: i["line"])
+        sent = _Sent(calls, self.writes)
         for call_id, runs in self.flow_runs.items():
             targets = calls_by_id.get(call_id, [])
             for n, run in enumerate(runs):
                 target = targets[n] if n < len(targets) else (targets[-1] if targets else None)
-                self._place_run(items, run, target, lookups, later_calls)
+                self._place_run(items, run, target, lookups, sent)
         for call_id, blocks in self.reader.appended.items():
             for line, text in blocks:
                 # the whole block (the proxy caps it), exactly as the agent got it
@@ -328,10 +389,11 @@ class _Timeline:
                 )
         self.counts["lookups"] = len(lookups)
 
-    def _place_run(self, items, run, target, lookups, later_calls) -> None:
+    def _place_run(self, items, run, target, lookups, sent: _Sent) -> None:
         base = (target.get("result_line") or target["line"]) if target else 0
         made = [lk for lk in lookups if lk["line"] > base and not lk.get("decision")]
         last_line = base  # a decision that made no lookup shows after the run's last lookup
+        made_in_run: list[tuple[str, dict]] = []  # this run's lookups so far
         for step, entry in enumerate(run["entries"]):
             if "run" in entry:
                 if target is not None:
@@ -362,9 +424,10 @@ class _Timeline:
                 self.counts["hand_backs"] += 1
             executed = entry.get("action") == "lookup" and not shadow and not entry.get("withheld")
             if entry.get("action") == "lookup":
-                position = target["line"] if target else 0
-                used = self._used_later(
-                    entry.get("tool"), entry.get("arguments"), position, later_calls
+                # the agent's calls after the answer the run follows; those sent before it,
+                # and this run's lookups, were made already
+                used = isinstance(entry.get("tool"), str) and sent.used_later(
+                    entry["tool"], entry.get("arguments") or {}, base, made_in_run
                 )
                 decision["used"] = used
                 decision["label"] = "used later" if used else "detour"
@@ -372,6 +435,8 @@ class _Timeline:
                     # the agent got it in the appended block: whether it read it, or would
                     # have made the call, the record cannot tell
                     decision["label"] = "not asked again (in the appended block)"
+            if executed:
+                made_in_run.append((entry.get("tool"), entry.get("arguments") or {}))
             if executed and made:
                 lookup = made.pop(0)
                 lookup["decision"] = decision
@@ -382,21 +447,6 @@ class _Timeline:
             items.append(
                 {"kind": "decision", "after": after, "line": last_line, "sub": 2 + step} | decision
             )
-
-    def _used_later(self, tool, arguments, after_line: int, later_calls: list[dict]) -> bool:
-        """The agent itself made that very call later, before its next write (the rule
-        promote and evaluate label decisions with)."""
-        if not isinstance(tool, str):
-            return False
-        wanted = call_key(tool, arguments or {})
-        for call in later_calls:
-            if call["line"] <= after_line:
-                continue
-            if call_key(call["tool"], call["arguments"]) == wanted:
-                return True
-            if call["tool_kind"] == "write":
-                return False
-        return False
 
     def _sources(self, items: list[dict]) -> None:
         """Where each lookup's argument values came from: the newest earlier result holding
@@ -425,6 +475,7 @@ class _Timeline:
                 done.append(item)
         for item in items:
             item.pop("_content", None)
+            item.pop("_call", None)
 
 
 def _score(entry: dict) -> float | None:

@@ -65,21 +65,30 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
             )
             chance = (1.0 if not required else pooled) if bindable else None
             score = None if chance is None else prob * chance
+            would = theta <= 1 and score is not None and score >= theta
             if theta > 1:
                 verdict = "hands back: switched off"
             elif score is None:
                 verdict = "hands back: its arguments cannot be bound from earlier results"
-            elif score >= theta:
+            elif would:
                 verdict = f"looks up {tool}: {prob:.2f} × {chance:.2f} = {score:.2f}"
             else:
                 verdict = (
                     f"hands back: {prob:.2f} × {chance:.2f} = {score:.2f}, "
                     f"below {theta_text(theta)}"
                 )
-            if not acts_at(flow, name):  # decided and logged as shadow, never looked up
+            acts = acts_at(flow, name)
+            if not acts:  # decided and logged as shadow, never looked up
                 verdict = f"hands back: not promoted; in shadow, {verdict}"
             lookups.append(
-                {"tool": tool, "seen": seen, "reach": prob, "chance": chance, "verdict": verdict}
+                {
+                    "tool": tool,
+                    "seen": seen,
+                    "reach": prob,
+                    "chance": chance,
+                    "verdict": verdict,
+                    "looks_up": would and acts,  # the verdict's "looks up", as data
+                }
             )
         sites.append(
             {

@@ -1,11 +1,9 @@
 """Fixtures of the console's tests: data directories (the reference's fixture home with a
-flow learned from its shop logs; the walkthrough's home) and a real uvicorn server."""
+flow learned from its shop logs; a copy of the walkthrough's home) and a real uvicorn server."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -17,7 +15,7 @@ from starlette.testclient import TestClient
 
 from stretto.console.app import create_app
 from stretto.console.state import Options
-from tests.conftest import REFERENCE_HOME, ROOT, free_port
+from tests.conftest import REFERENCE_HOME, Walked, free_port
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -46,16 +44,12 @@ def client(home: Path) -> TestClient:
     return client_for(home)
 
 
-@pytest.fixture(scope="session")
-def walkthrough_home(tmp_path_factory) -> Path:
-    """The walkthrough's data directory, written once by scripts/walkthrough.py."""
-    data = tmp_path_factory.mktemp("walkthrough") / "home"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "walkthrough.py"), "--home", str(data)],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+@pytest.fixture(scope="module")
+def walkthrough_home(walked: Walked, tmp_path_factory) -> Path:
+    """A copy of the walkthrough's home (tests/conftest.py runs it once per test session) for
+    one test module: the console writes its jobs and trash under it."""
+    data = tmp_path_factory.mktemp("walkthrough") / ".stretto"
+    shutil.copytree(walked.home, data, symlinks=True)
     return data
 
 

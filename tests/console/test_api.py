@@ -217,19 +217,30 @@ def test_unknown_sessions_are_404(client):
 def test_a_corrupt_log_says_what_is_wrong_and_the_rest_works(client, home):
     folder = home / "logs" / "shop"
     good = (folder / "20260928T020400.548Z-14457.jsonl").read_text().splitlines()
-    broken = good[:10] + ['{"t_ms": 9, "from": "nobody", "message": {}}'] + good[10:]
+    broken = good[:10] + ['{"t_ms": 9, "from": "nobody", "message": {}}', "{not json"] + good[10:]
     (folder / "broken.jsonl").write_text("\n".join(broken).replace("14457", "99999", 1) + "\n")
     (folder / "garbage.jsonl").write_text("this is not a log\n")
     rows = {r["path"]: r for r in client.get("/api/sessions", headers=AUTH).json()["items"]}
-    assert rows["logs/shop/broken.jsonl"]["problem"].endswith(
-        "broken.jsonl:11: field `from`: expected one of client, server, proxy, context, "
-        "got 'nobody'"
+    # each line that cannot be read is named (relative to the data directory) and skipped
+    assert rows["logs/shop/broken.jsonl"]["problem"] == (
+        "logs/shop/broken.jsonl:11: field `from`: expected one of client, server, proxy, "
+        "context, got 'nobody'; skipped the line; logs/shop/broken.jsonl:12: not JSON "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)); "
+        "skipped the line"
     )
+    original = rows["logs/shop/20260928T020400.548Z-14457.jsonl"]
+    assert rows["logs/shop/broken.jsonl"]["calls"] == original["calls"] > 0  # the rest is read
     garbage = rows["logs/shop/garbage.jsonl"]
-    assert "garbage.jsonl:1: not JSON" in garbage["problem"]
+    assert garbage["problem"].startswith("logs/shop/garbage.jsonl:1: not JSON")
     key = "20260928T020400.548Z-99999"
     timeline = client.get(f"/api/sessions/{key}/timeline", headers=AUTH).json()
-    assert timeline["problems"] and timeline["items"][0]["kind"] == "user"  # what came before
+    assert timeline["problems"][0].startswith("logs/shop/broken.jsonl:11: field `from`")
+    assert [i["kind"] for i in timeline["items"]] == [
+        i["kind"]
+        for i in client.get(f"/api/sessions/{original['key']}/timeline", headers=AUTH).json()[
+            "items"
+        ]
+    ]
     answer = client.get(f"/api/sessions/{garbage['key']}/timeline", headers=AUTH)
     assert answer.status_code == 422 and "not JSON" in answer.json()["error"]
     assert client.get(f"/api/sessions/{SERVED}/timeline", headers=AUTH).status_code == 200

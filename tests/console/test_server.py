@@ -1,10 +1,12 @@
 """The console on a real uvicorn server: Server-Sent Events, 50 concurrent readers while an
-ingest runs, a large session paged and streamed, and the command line (healthcheck, usage)."""
+ingest runs, a large session paged and streamed, the command line (healthcheck, usage), and
+`stretto doctor`'s rows for it."""
 
 from __future__ import annotations
 
 import json
 import queue
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,8 +14,9 @@ from pathlib import Path
 import httpx2 as httpx
 
 from stretto.console.cli import main
+from stretto.console.doctor import can_start, checks
 from stretto.console.state import Options
-from tests.conftest import free_port
+from tests.conftest import PYTHON, ROOT, free_port
 from tests.console.conftest import AUTH, TOKEN, WRITE, client_for, served
 
 
@@ -94,7 +97,9 @@ def test_fifty_readers_while_an_ingest_runs(home: Path):
             ).text
             overview = client.get(f"{base}/api/overview", headers=AUTH).json()
             assert overview["source"] == "warehouse"
-            assert overview["totals"]["sessions"] == 7  # the logs under logs/
+            # each session once: the 7 under logs/ from the warehouse, the 5 served and
+            # shadow ones (not ingested) from their logs
+            assert overview["totals"]["sessions"] == 12 and overview["from_logs"] == 5
 
 
 def _large_session(path: Path, calls: int = 2000, result_chars: int = 20_000) -> None:
@@ -168,3 +173,33 @@ def test_healthcheck_and_usage_errors(home: Path, capsys):
     assert "--listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
     assert main(["--no-auth", "--listen", "0.0.0.0:7878", "--data", str(home)]) == 2
     assert "--no-auth: only on a loopback address" in capsys.readouterr().err
+
+
+def test_stretto_doctor_says_whether_the_console_can_start(tmp_path: Path):
+    """Its rows come from stretto.console.doctor.checks(); doctor only looks for the
+    console's packages (it does not import Starlette or uvicorn: it stays fast)."""
+    script = (
+        "import sys\n"
+        "from stretto.cli.main import main\n"
+        f"main(['doctor', '--home', {str(tmp_path / 'home')!r}])\n"
+        "print('imported:', sorted({'starlette', 'uvicorn'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert "Traceback" not in done.stderr, done.stderr
+    rows = {
+        line.split("  ")[0]: line for line in done.stdout.splitlines() if line.startswith("console")
+    }
+    assert (
+        set(rows)
+        == {what for what, _, _ in checks()}
+        == {
+            "console: package starlette",
+            "console: package uvicorn",
+            "console: pages",
+            "console: cytoscape",
+            "console: chart.js",
+        }
+    )
+    assert all("  yes  " in row for row in rows.values()), rows
+    assert done.stdout.splitlines()[-1] == "imported: []"
+    assert can_start() == (True, "stretto-console can start")

@@ -35,7 +35,7 @@ from tests.scripts.conftest import Walked, newcomer_env
 
 DOCS = {"README.md": ROOT / "README.md", "docs/cli.md": ROOT / "docs/cli.md"}
 NOT_RUN = {
-    "README.md": {"quick-start", "make-targets"},
+    "README.md": {"quick-start", "make-targets", "console"},
     "docs/cli.md": {"dagster-dev"},
 }
 NOT_RUN_MARK = re.compile(r"<!-- not run: ([\w-]+) \(.+\) -->")

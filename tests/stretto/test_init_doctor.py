@@ -299,8 +299,9 @@ def test_doctor_checks_the_warehouse_and_the_flows(
     assert "stretto: 2 problem(s): flows, flow typo.flow.json" in err
     (bare / "flows/typo.flow.json").unlink()
 
-    database = bare / "warehouse/stretto.duckdb"
-    database.write_bytes(b"not a database")
+    # what the warehouse's readers read: its committed Parquet files
+    data = next((bare / "warehouse/parquet/calls").rglob("*.parquet"))
+    data.write_bytes(b"not parquet")
     status, rows, err = doctor(capsys, bare)
     assert status == 1 and rows["warehouse"][0] == "NO" and "cannot be read" in rows["warehouse"][1]
 

@@ -54,6 +54,9 @@ export function fmt(n, digits = 2) {
   return Number.isInteger(n) ? n.toLocaleString("en") : n.toFixed(digits);
 }
 
+// A flow's page: its path under the data directory, each part encoded (slashes kept).
+export const flowHref = (name) => `/flows/${name.split("/").map(encodeURIComponent).join("/")}`;
+
 export function when(ms) {
   return ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "—";
 }
@@ -72,8 +75,9 @@ export function go(path) {
 function events() {
   const source = new EventSource("/api/events");
   const status = document.getElementById("status");
-  source.onopen = () => { status.textContent = "live"; };
-  source.onerror = () => { status.textContent = "reconnecting…"; };
+  const mode = meta && meta.read_only ? "read-only · " : "";  // stays shown
+  source.onopen = () => { status.textContent = `${mode}live`; };
+  source.onerror = () => { status.textContent = `${mode}reconnecting…`; };
   for (const name of Object.keys(listeners)) {
     source.addEventListener(name, (e) => {
       const data = JSON.parse(e.data);

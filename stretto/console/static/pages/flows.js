@@ -1,7 +1,7 @@
-import { api, el, fill, fmt, go, meta, on, page, problem, when } from "../app.js";
+import { ApiError, api, el, fill, flowHref, fmt, go, meta, on, page, problem, when } from "../app.js";
 
-const flowHref = (name) => `/flows/${name.split("/").map(encodeURIComponent).join("/")}`;
-const flowApi = (name) => `/api/flows/${name.split("/").map(encodeURIComponent).join("/")}`;
+const flowApi = (name) => `/api${flowHref(name)}`;
+const thresholdText = (t) => Number(t).toFixed(2);
 
 export async function flowsPage() {
   const data = await api("/api/flows");
@@ -102,21 +102,36 @@ function replayBox(r) {
       .map(([what, n]) => el("div", { class: "card" }, el("div", { class: "n" }, n), el("div", { class: "what" }, what))));
 }
 
+function trashButton(name) {
+  return meta && !meta.read_only ? el("button", { class: "danger", onclick: async () => {
+    if (!confirm(`Move ${name} to the console's trash?`)) return;
+    await api(flowApi(name), { method: "DELETE" });
+    go("/flows");
+  } }, "Move to trash") : null;
+}
+
 export async function flowPage(name) {
-  const first = await api(`${flowApi(name)}`);
+  let first;
+  try {
+    first = await api(`${flowApi(name)}`);
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 422) throw error;
+    // a flow that fails validation: what is wrong with it, the file as it is, and the trash
+    fill(page, el("h1", {}, `Flow ${name}`), problem(error),
+      el("div", { class: "box row" }, el("span", {}, "This file is not a flow the proxy would load."),
+        el("a", { href: `${flowApi(name)}/raw`, target: "_blank" }, "raw"), trashButton(name),
+        el("a", { href: "/flows" }, "all flows")));
+    return;
+  }
   const slider = el("input", { type: "range", min: 0.05, max: 1, step: 0.05, value: first.threshold, id: "threshold", "aria-label": "threshold" });
-  const value = el("strong", { "data-testid": "threshold-value" }, fmt(first.threshold));
+  const value = el("strong", { "data-testid": "threshold-value" }, thresholdText(first.threshold));
   const lookedUp = el("div", { "data-testid": "looked-up" });
   const replay = el("div", {}, el("p", { class: "muted" }, "Replaying…"));
   const sites = el("div", {});
   const hover = el("div", { id: "hover" });
   const container = el("div", { id: "graph" });
   const wrap = el("div", { style: "position: relative" }, container, hover);
-  const remove = meta && !meta.read_only ? el("button", { class: "danger", onclick: async () => {
-    if (!confirm(`Move ${name} to the console's trash?`)) return;
-    await api(flowApi(name), { method: "DELETE" });
-    go("/flows");
-  } }, "Move to trash") : null;
+  const remove = trashButton(name);
   fill(page, 
     el("h1", {}, `Flow ${name}`),
     el("div", { class: "box row" },
@@ -136,7 +151,7 @@ export async function flowPage(name) {
       api(`${flowApi(name)}/replay?threshold=${threshold}`).catch((e) => ({ error: e })),
     ]);
     if (mine !== asked) return;  // a later move of the slider won
-    value.textContent = fmt(detail.threshold);
+    value.textContent = thresholdText(detail.threshold);
     fill(lookedUp, detail.looked_up.length ? el("ul", {}, detail.looked_up.map((x) => el("li", { class: "looks" }, x))) : el("p", { class: "hands" }, "nothing: every site hands back"));
     fill(replay, figures.error ? problem(figures.error) : replayBox(figures), figures.sessions ? el("p", { class: "muted" }, `on ${figures.sessions}; utility = ${figures.costs.beta} × saved − ${figures.costs.delta} × detours`) : null);
     fill(sites, sitesTable(detail.summary));
@@ -144,7 +159,7 @@ export async function flowPage(name) {
   };
   let timer = null;
   slider.addEventListener("input", () => {
-    value.textContent = fmt(Number(slider.value));
+    value.textContent = thresholdText(slider.value);
     clearTimeout(timer);
     timer = setTimeout(() => show(slider.value).catch((e) => fill(replay, problem(e))), 80);
   });

@@ -17,6 +17,9 @@ function artifactView(job, a) {
   return el("li", {}, link, a.path.endsWith(".png") ? el("div", {}, el("img", { src: href, alt: a.path })) : null);
 }
 
+// The command as run, its paths relative to the data directory (the job's STRETTO_HOME).
+const shownArg = (a) => (!meta ? a : a === meta.data ? "$STRETTO_HOME" : a.replace(meta.data + "/", ""));
+
 async function showJob(box, id) {
   const job = await api(`/api/jobs/${encodeURIComponent(id)}`);
   const output = await api(`/api/jobs/${encodeURIComponent(id)}/output`);
@@ -25,7 +28,7 @@ async function showJob(box, id) {
   fill(box, 
     el("h2", {}, `Job ${job.id}`),
     el("div", { class: "row" }, el("span", { class: `badge ${job.state === "succeeded" ? "ok" : job.state}`, "data-testid": "job-state" }, job.state),
-      el("code", { title: job.argv.join(" ") }, job.argv.map((a) => (meta ? a.replace(meta.data + "/", "") : a)).join(" ")), job.exit_code !== null ? el("span", { class: "muted" }, `exit ${job.exit_code}`) : null, cancel),
+      el("code", { title: job.argv.join(" ") }, job.argv.map(shownArg).join(" ")), job.exit_code !== null ? el("span", { class: "muted" }, `exit ${job.exit_code}`) : null, cancel),
     job.writes.length ? el("p", {}, `writes: ${job.writes.join(", ")}`) : null,
     job.dagster_links.length ? el("p", {}, "Dagster UI: ", job.dagster_links.map((u) => el("a", { href: u, target: "_blank" }, u.split("/").pop() + " "))) : null,
     el("pre", { "data-testid": "job-output" }, output || "(no output yet)"),

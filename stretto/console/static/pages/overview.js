@@ -1,4 +1,4 @@
-import { api, el, fill, fmt, on, page, problem } from "../app.js";
+import { api, el, fill, flowHref, fmt, meta, on, page, problem } from "../app.js";
 
 let chart = null;
 
@@ -13,12 +13,13 @@ export async function overviewPage() {
       card(t.sessions, "sessions"), card(t.calls, "the agents' calls"), card(t.lookups, "lookups made"),
       card(t.lookups_used, "lookups used later"), card(t.turns_saved, `turns saved (of ${fmt(t.turns)}, by replay)`),
       card(t.flows, "valid flows")),
-    el("p", { class: "muted" }, data.source === "warehouse"
-      ? `Counts from the warehouse (${data.warehouse}); lookups used from the logs; turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`
-      : `Counts from the logs (no warehouse to read); turns saved by replaying each domain's newest flow at ${data.threshold}.`),
+    el("p", { class: "muted", "data-testid": "counted" }, data.source === "warehouse"
+      ? `Each session counted once, by its id: from the warehouse (${meta ? data.warehouse.replace(meta.data + "/", "") : data.warehouse}) when it holds it, else from its log (${fmt(data.from_logs)} sessions); lookups used from the logs; turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`
+      : `Counts from the logs (no warehouse to read); turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`),
     data.problems.length ? el("div", { class: "box problems", "data-testid": "problems" },
       el("strong", {}, `${data.problems.length} problem(s)`),
-      el("ul", {}, data.problems.map((p) => el("li", {}, el("code", {}, p.what), ": ", p.problem)))) : null,
+      // a problem names its file already; else it says what it is about
+      el("ul", {}, data.problems.map((p) => el("li", {}, p.problem.startsWith(p.what) ? p.problem : [el("code", {}, p.what), ": ", p.problem])))) : null,
     el("h2", {}, "By day"),
     el("div", { class: "chart" }, canvas),
     el("h2", {}, "By domain"),
@@ -27,7 +28,7 @@ export async function overviewPage() {
       data.by_domain.map((d) => el("tr", {},
         el("td", {}, d.domain), el("td", {}, fmt(d.sessions)), el("td", {}, fmt(d.calls)), el("td", {}, fmt(d.lookups)),
         el("td", {}, fmt(d.lookups_used)),
-        el("td", {}, d.flow ? el("a", { href: `/flows/${encodeURIComponent(d.flow)}` }, d.flow) : "—"),
+        el("td", {}, d.flow ? el("a", { href: flowHref(d.flow) }, d.flow) : "—"),
         el("td", {}, d.replay && d.replay.episodes ? `${fmt(d.replay.turns_saved)} of ${fmt(d.replay.turns)}` : "—"),
         el("td", {}, d.replay && d.replay.episodes ? fmt(d.replay.detours) : "—")))),
   );
