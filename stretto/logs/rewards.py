@@ -8,13 +8,17 @@ recorded session without one counts as successful; successful means a reward of 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from stretto.logs.sessionlog import LogError
 
 SUCCESS_REWARD = 1 - 1e-9
+E = TypeVar("E")  # an Episode (stretto.logs.episode builds on this module)
 
 
 def read_rewards(path: str | Path) -> dict[str, float]:
@@ -41,3 +45,14 @@ def read_rewards(path: str | Path) -> dict[str, float]:
 def successful(reward: float | None) -> bool:
     """A session without a reward (a recorded one) counts as successful."""
     return reward is None or reward >= SUCCESS_REWARD
+
+
+def with_rewards(episodes: Sequence[E], rewards: Mapping[str, float] | None) -> list[E]:
+    """The episodes with each reward the file gives in place of the log's (the file wins, as
+    in the warehouse's learning), so `Episode.succeeded` follows the same rule."""
+    if not rewards:
+        return list(episodes)
+    return [
+        dataclasses.replace(e, reward=rewards[e.id]) if e.id in rewards else e  # type: ignore[type-var]
+        for e in episodes
+    ]
