@@ -1,10 +1,10 @@
 """Which sessions train the habit, and how much each counts: `learn --half-life H` and
 `--rewards FILE` (warehouse/sql/weights.sql; ../shared/spec/algorithms.md §2.4).
 
-Kept apart from learn.py until the learner takes them (issue 18, second round): `wanted`
-replaces learn.py's session query (same columns, plus `agent_model` and `weight`), and the
-weighted `habit` and `reach` replace counts.sql's (equal to them when every weight is 1).
-Sites, bindings and the fit of α stay unweighted, as the reference's.
+warehouse.learn.learn_flow chooses its sessions with `choose_sessions` (the `wanted` table:
+session, agent_model, session_order, weight) and, given a half-life, takes the weighted
+`habit` and `reach` in place of counts.sql's (equal to them when every weight is 1, so they are
+computed only then). Sites, bindings and the fit of α stay unweighted, as the reference's.
 """
 
 from __future__ import annotations

@@ -7,8 +7,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, log_domains, paths, say
+from stretto.cli.options import (
+    Commands,
+    add_home,
+    add_learning_options,
+    add_wait,
+    command,
+    log_domains,
+    paths,
+    say,
+)
 from stretto.home import Paths, private_dirs
+from stretto.model.defaults import SURPRISE_WINDOW
 
 
 def register(commands: Commands) -> None:
@@ -16,21 +26,31 @@ def register(commands: Commands) -> None:
         commands,
         "learn",
         _learn,
-        summary="learn a flow from recorded sessions",
-        description="Learn a flow from the session logs in DIR: ingest them (into a warehouse "
-        "of their own under HOME/cache/learn/, so that learning again is incremental) and run "
-        "the pipeline's `flow` asset in this process. Every session counts as successful "
-        "but one whose header gives a reward below 1. --habit-only is required: the arbiter "
-        "is not available yet, so habit-only flows are the only kind this stretto learns.",
+        summary="learn a flow from recorded sessions (or an OpenTelemetry export)",
+        description="Learn a flow from the session logs in DIR (or the traces of an "
+        "OpenTelemetry export, each trace a session): ingest them (into a warehouse of their "
+        "own under HOME/cache/learn/, so that learning again is incremental) and run the "
+        "pipeline's `flow` asset in this process. Every session counts as successful but one "
+        "whose reward (from --rewards, else its header) is below 1. --half-life makes older "
+        "sessions count less in the habit; --surprise learns a surprise gate. --habit-only is "
+        "required: the arbiter is not available yet, so habit-only flows are the only kind "
+        "this stretto learns.",
         examples=[
             "stretto learn --sessions ~/.stretto/logs/notes --domain notes --habit-only "
             "--out notes.flow.json",
             "stretto learn --sessions logs/ --domain shop --habit-only --out shop.flow.json "
-            "--constants",
+            "--half-life 200 --rewards rewards.json --surprise 0.95",
+            "stretto learn --otel traces.json --manifest shop.manifest.json --domain shop "
+            "--habit-only --out shop.flow.json",
         ],
     )
-    learn.add_argument(
-        "--sessions", required=True, metavar="DIR", help="a folder of session logs (*.jsonl)"
+    source = learn.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sessions", metavar="DIR", help="a folder of session logs (*.jsonl)")
+    source.add_argument(
+        "--otel",
+        metavar="FILE",
+        help="an OpenTelemetry trace export (OTLP/JSON or protobuf) of GenAI spans, each "
+        "trace a session (needs --manifest)",
     )
     learn.add_argument("--domain", required=True, metavar="NAME", help="the flow's domain")
     learn.add_argument(
@@ -49,6 +69,21 @@ def register(commands: Commands) -> None:
         "--constants",
         action="store_true",
         help="also learn arguments the agent always passes the same way",
+    )
+    add_learning_options(learn)
+    learn.add_argument(
+        "--surprise",
+        type=float,
+        metavar="Q",
+        help="learn a surprise gate: its threshold the Q-quantile (0 < Q ≤ 1) of ordinary "
+        "sessions' peak surprise, by 5-fold cross-fitting (default: no gate)",
+    )
+    learn.add_argument(
+        "--surprise-window",
+        type=int,
+        default=SURPRISE_WINDOW,
+        metavar="N",
+        help="the gate's window: the steps whose mean surprise it watches (%(default)s)",
     )
     add_home(learn)
     add_wait(learn, "another ingest of the same folder")
@@ -182,24 +217,11 @@ def learn_cache(home: str | Path | None, sessions: Path) -> Path:
     return Paths.at(home).cache / "learn" / key
 
 
-def learn_folder(
-    sessions: Path,
-    domain: str,
-    out: Path,
-    *,
-    home: str | None,
-    wait: float,
-    manifest: str | None = None,
-    constants: bool = False,
-) -> dict[str, Any] | None:
-    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
-    kept so that learning again is incremental), then run the pipeline's `flow` asset to
-    learn the `domain` flow into `out`. The asset's metadata, or None (after saying why)."""
+def cache_layout(home: str | Path | None, sessions: Path):
+    """The warehouse `learn` keeps for a folder of logs (its `logs` a link to the folder)."""
     import os
 
-    from assets.ingest import INGEST_ASSETS
-    from assets.learn import flow
-    from pipeline.run import failure_message, materialize, output_metadata
+    from warehouse.layout import Layout
 
     sessions = resolved(sessions)
     cache = learn_cache(home, sessions)
@@ -209,19 +231,86 @@ def learn_folder(
         logs.unlink()
     if not logs.exists():
         logs.symlink_to(sessions, target_is_directory=True)
+    return Layout.at(cache)
+
+
+def learn_folder(
+    sessions: Path,
+    domain: str,
+    out: Path,
+    *,
+    home: str | None,
+    wait: float,
+    manifest: str | None = None,
+    constants: bool = False,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
+    kept so that learning again is incremental), then run the pipeline's `flow` asset to
+    learn the `domain` flow into `out`; `options` are more of the asset's config (half_life,
+    rewards, surprise, surprise_window, otel). The asset's metadata, or None (after saying
+    why)."""
+    from assets.ingest import INGEST_ASSETS
+    from assets.learn import flow
+    from pipeline.run import failure_message, materialize, output_metadata
+
+    layout = cache_layout(home, sessions)
     config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
     if manifest:
         config["manifest"] = str(resolved(manifest))
-    result = materialize([*INGEST_ASSETS, flow], str(cache), wait, {"flow": config})
+    config.update(options or {})
+    result = materialize([*INGEST_ASSETS, flow], str(layout.home), wait, {"flow": config})
     if not result.success:
         say(f"learn failed: {failure_message(result)}")
         return None
     return output_metadata(result, "flow")
 
 
+def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Path) -> int:
+    """Write the traces of an OpenTelemetry export as session logs in `folder`, saying what
+    was read and left out; how many sessions."""
+    from stretto.home import make_private
+    from stretto.logs.otel import read_otel, write_logs
+
+    result = read_otel(export, manifest, domain)
+    private_dirs(folder)
+    for path in write_logs(result, folder):
+        make_private(path)  # session logs hold tool results: private, as the proxy writes them
+    say(result.summary())
+    return len(result.sessions)
+
+
+def learning_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--half-life and --rewards (and --surprise, --surprise-window where the command has
+    them) as the flow asset's config, checked first; None after saying what is wrong."""
+    from stretto.logs.rewards import read_rewards
+
+    options: dict[str, Any] = {}
+    if args.half_life is not None:
+        if not args.half_life > 0 or args.half_life == float("inf"):
+            say(f"--half-life wants a number of sessions above 0, got {args.half_life:g}")
+            return None
+        options["half_life"] = args.half_life
+    if args.rewards:
+        read_rewards(args.rewards)  # a bad file is refused before any work, naming the field
+        options["rewards"] = str(resolved(args.rewards))
+    if getattr(args, "surprise", None) is not None:
+        if not 0 < args.surprise <= 1:
+            say(f"--surprise wants a quantile in (0, 1], got {args.surprise:g}")
+            return None
+        if args.surprise_window < 1:
+            say(f"--surprise-window wants at least 1 step, got {args.surprise_window}")
+            return None
+        options.update(surprise=args.surprise, surprise_window=args.surprise_window)
+    return options
+
+
 def _learn(args: argparse.Namespace) -> int:
-    """Ingest the sessions folder into a warehouse of its own, then learn the flow."""
-    from stretto.model.flow import load_manifest
+    """Ingest the sessions folder (or the export's traces) into a warehouse of its own, then
+    learn the flow."""
+    import hashlib
+
+    from stretto.model.flow import load_flow, load_manifest
 
     if not args.habit_only:
         say(
@@ -229,14 +318,33 @@ def _learn(args: argparse.Namespace) -> int:
             "(the decider is then reach, or habit)"
         )
         return 2
-    sessions = resolved(args.sessions)
-    if not sessions.is_dir():
-        say(f"{sessions}: not a directory of session logs")
-        return 1
-    if not _domain_matches(sessions, args.domain):
-        return 1
-    if args.manifest:
-        load_manifest(args.manifest)  # refuse a bad manifest before any work
+    options = learning_options(args)
+    if options is None:
+        return 2
+    manifest = load_manifest(args.manifest) if args.manifest else None  # refused before work
+    if args.otel:
+        if manifest is None:
+            say("--otel needs --manifest FILE: an export does not say which tools are reads")
+            return 2
+        export = resolved(args.otel)
+        try:  # a folder per export's content: another export never mixes with this one's
+            key = hashlib.blake2b(export.read_bytes(), digest_size=8).hexdigest()
+        except OSError as exc:
+            say(f"{export}: cannot read: {exc.strerror or exc}")
+            return 1
+        sessions = Paths.at(args.home).cache / "otel" / key
+        private_dirs(sessions)
+        if not otel_logs(str(export), manifest, args.domain, sessions):
+            say(f"{export}: no trace with a tool call or an LLM turn to learn from")
+            return 1
+        options["otel"] = True
+    else:
+        sessions = resolved(args.sessions)
+        if not sessions.is_dir():
+            say(f"{sessions}: not a directory of session logs")
+            return 1
+        if not _domain_matches(sessions, args.domain):
+            return 1
     out = resolved(args.out)
     learned = learn_folder(
         sessions,
@@ -246,9 +354,17 @@ def _learn(args: argparse.Namespace) -> int:
         wait=args.wait,
         manifest=args.manifest,
         constants=args.constants,
+        options=options,
     )
     if learned is None:
         return 1
+    gate = load_flow(out).get("surprise")
+    if gate:
+        say(
+            f"surprise gate: hands back above {gate['threshold']:.3f} nats per step over "
+            f"{gate['window']} steps (the {gate['quantile']:g} quantile of {gate['sessions']} "
+            "held-out sessions' peaks)"
+        )
     print(
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
         f"({learned['tools']} tools) and wrote {out}"
