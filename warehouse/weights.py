@@ -33,7 +33,7 @@ def choose_sessions(
     sessions: list[str] | None = None,
     rewards: Mapping[str, float] | None = None,
     half_life: float | None = None,
-) -> list[tuple[str, str | None, int, float]]:
+) -> list[tuple[str, str, int, float]]:
     """Create the temp table `wanted(session, agent_model, session_order, weight)` on `con`
     (which has the `sessions` view) and return its rows in learning order. `sessions`: only
     these (a staged flow as it was before a session, a fold's flow)."""

@@ -1,5 +1,5 @@
 """`--rewards FILE`: each session's reward, for learning from successful sessions only
-(../shared/spec/algorithms.md §2.4, §7; docs/formats.md §1.6).
+(../shared/spec/algorithms.md §2.4, §7; docs/formats.md §1.7).
 
 The file is one JSON object: session id (for logs of one host session with several servers,
 the host session) -> a number. A session it does not name keeps its log's reward, and a
@@ -13,12 +13,19 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from stretto.logs.sessionlog import LogError
 
 SUCCESS_REWARD = 1 - 1e-9
-E = TypeVar("E")  # an Episode (stretto.logs.episode builds on this module)
+
+
+class _Rewarded(Protocol):  # an Episode (stretto.logs.episode builds on this module)
+    id: str
+    reward: float | None
+
+
+E = TypeVar("E", bound=_Rewarded)
 
 
 def read_rewards(path: str | Path) -> dict[str, float]:

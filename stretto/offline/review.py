@@ -379,9 +379,7 @@ def _diff_surprise(old: dict | None, new: dict | None, review: list[str], other:
     elif old is None:
         other.append(f"a surprise gate was added: it hands back {_gate_text(new)}")
     elif new["threshold"] > old["threshold"] or new["window"] > old["window"]:
-        review.append(
-            f"the surprise gate may trip later: {_gate_text(old)} -> {_gate_text(new)}"
-        )
+        review.append(f"the surprise gate may trip later: {_gate_text(old)} -> {_gate_text(new)}")
     elif (new["threshold"], new["window"]) != (old["threshold"], old["window"]):
         other.append(f"the surprise gate trips sooner: {_gate_text(old)} -> {_gate_text(new)}")
     else:  # the same gate, learned again

@@ -251,6 +251,22 @@ def stage(
     return Stage(staged, target, committed, rows, scored_now, review, other)
 
 
+def last_report(flow_path: str | Path) -> Stage | None:
+    """The report of the last `stage` run, read back from the staged flow and the scores
+    (None when nothing is staged now: never, or committed since)."""
+    flow_path = Path(flow_path)
+    target = staged_path(flow_path)
+    if not target.exists() or not state_path(flow_path).exists():
+        return None
+    state = read_state(flow_path)
+    window = state.get("settings", {}).get("window", 50)
+    scored = sorted(state["sessions"].items(), key=lambda kv: (kv[1]["staged_from"], kv[0]))
+    rows = [{"id": session, **scores} for session, scores in scored[-window:]]
+    committed, staged = load_flow(flow_path), load_flow(target)
+    review, other = diff(committed, staged)
+    return Stage(staged, target, committed, rows, 0, review, other)
+
+
 def _share(t: dict) -> str:
     if not t["lookups"]:
         return "0"
