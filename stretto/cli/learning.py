@@ -36,8 +36,6 @@ def register(commands: Commands) -> None:
         "required: the arbiter is not available yet, so habit-only flows are the only kind "
         "this stretto learns.",
         examples=[
-            "stretto learn --sessions ~/.stretto/logs/notes --domain notes --habit-only "
-            "--out notes.flow.json",
             "stretto learn --sessions logs/ --domain shop --habit-only --out shop.flow.json "
             "--half-life 200 --rewards rewards.json --surprise 0.95",
             "stretto learn --otel traces.json --manifest shop.manifest.json --domain shop "

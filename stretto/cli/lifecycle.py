@@ -94,7 +94,7 @@ def _drift(args: argparse.Namespace) -> int:
     """Exit 1 while sounding, 0 when quiet, 2 on any error (as flow-diff)."""
     from stretto.logs.sessionlog import LogError
     from stretto.model.flow import FlowError, load_flow
-    from stretto.offline.drift import Settings, drift, markdown, plot
+    from stretto.offline.drift import Settings, drift, markdown, write_report
 
     try:
         flow = load_flow(args.flow)
@@ -104,16 +104,10 @@ def _drift(args: argparse.Namespace) -> int:
         settings = Settings(args.hazard, args.window, args.threshold)
         result = drift(flow, episodes, args.decider, settings)
         folder = _report_folder(args, flow["manifest"]["domain"], "drift")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "drift.md").write_text(markdown(result))
-        (folder / "drift.json").write_text(json.dumps(result.as_json(), indent=1) + "\n")
-        plot(result, folder / "drift.png")
+        write_report(result, folder)
     except (LogError, FlowError, ValueError, OSError) as exc:
         say(_message(exc))
         return 2
-    from stretto.home import private_tree
-
-    private_tree(folder)
     if args.json:
         print(json.dumps(result.as_json(), indent=1, ensure_ascii=False))
     else:

@@ -51,7 +51,6 @@ def register(commands: Commands) -> None:
         "its file is still ingested. With --otel, the traces of an OpenTelemetry export are "
         "first written as session logs under HOME/logs/<domain>/, one per trace.",
         examples=[
-            "stretto ingest",
             "stretto ingest --home /srv/stretto --wait 0",
             "stretto ingest --otel traces.json --manifest shop.manifest.json",
         ],

@@ -398,3 +398,20 @@ def plot(result: Drift, path) -> None:
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
+
+
+def write_report(result: Drift, folder) -> list:
+    """The report (`drift.md`), its data (`drift.json`) and the plot (`drift.png`) in
+    `folder`, private: what `stretto drift` writes, and a pipeline check would."""
+    import json
+    from pathlib import Path
+
+    from stretto.home import private_dirs, private_tree
+
+    folder = private_dirs(Path(folder))
+    written = [folder / "drift.md", folder / "drift.json", folder / "drift.png"]
+    written[0].write_text(markdown(result))
+    written[1].write_text(json.dumps(result.as_json(), indent=1, ensure_ascii=False) + "\n")
+    plot(result, written[2])
+    private_tree(folder)
+    return written
