@@ -7,7 +7,7 @@ over sessions, so counts from disjoint sets of sessions add up.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -201,7 +201,7 @@ def learn_flow(
     with_constants: bool = False,
     now_ms: int | None = None,
     *,
-    sessions: list[str] | None = None,
+    sessions: Collection[str] | None = None,
     rewards: Mapping[str, float] | None = None,
     half_life: float | None = None,
 ) -> dict:

@@ -9,7 +9,7 @@ computed only then). Sites, bindings and the fit of α stay unweighted, as the r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 
@@ -30,7 +30,7 @@ def choose_sessions(
     con,
     *,
     domain: str | None = None,
-    sessions: list[str] | None = None,
+    sessions: Collection[str] | None = None,
     rewards: Mapping[str, float] | None = None,
     half_life: float | None = None,
 ) -> list[tuple[str, str, int, float]]:
