@@ -219,9 +219,8 @@ def main(argv: list[str] | None = None) -> int:
 
     flow = None
     if args.flow:  # refuse a bad flow before starting anything
-        from stretto.model.flow import FlowError, load_flow
-
         from proxy.serve import serving_problem
+        from stretto.model.flow import FlowError, load_flow
 
         try:
             flow = load_flow(os.path.expanduser(args.flow))

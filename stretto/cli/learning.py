@@ -239,8 +239,8 @@ def _arbiter_config(args: argparse.Namespace) -> tuple[dict[str, Any] | None, st
     arbiter_from = getattr(args, "arbiter_from", None)
     refit = getattr(args, "refit_habit", False)
     if getattr(args, "habit_only", False):
-        clashing = given + (["arbiter_from"] if arbiter_from else []) + (
-            ["refit_habit"] if refit else []
+        clashing = (
+            given + (["arbiter_from"] if arbiter_from else []) + (["refit_habit"] if refit else [])
         )
         if clashing:
             return None, f"--habit-only asks no model: it takes no {_option(clashing[0])}"
@@ -456,8 +456,10 @@ def _compile(args: argparse.Namespace) -> int:
     if arbiter is not None:
         held_out = sorted({s.task_id for s in chosen if s.task_id not in train})
         if not held_out:
-            say(f"no episode of the files given is of a test task of {args.split}: no "
-                "decisions to fit the arbiter on")
+            say(
+                f"no episode of the files given is of a test task of {args.split}: no "
+                "decisions to fit the arbiter on"
+            )
             return 1
         arbiter["held_out_tasks"] = held_out
     # The logs go to a folder named by what is in them, so a different choice of episodes

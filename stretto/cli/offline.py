@@ -70,8 +70,8 @@ def _register_audit(commands: Commands) -> None:
     audit.add_argument("--flow", required=True, metavar="FLOW")
     audit.add_argument("--sessions", required=True, metavar="DIR")
     add_decider(
-        audit, "the next-step probabilities scored (default: arbiter if the flow has one, else "
-        "habit)"
+        audit,
+        "the next-step probabilities scored (default: arbiter if the flow has one, else habit)",
     )
     audit.add_argument("--out", metavar="DIR", help="where to write the tables and plot")
     add_oracle(audit, REPLAYED)

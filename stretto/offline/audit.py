@@ -110,9 +110,7 @@ def audit(
         for point in walk(episode, sources, transcript=transcript):
             if isinstance(point, Point) and point.batch_end:
                 asked = _Asked(judge.on(point.view)) if judge is not None else None
-                _audit_point(
-                    episode.id, point, scorer, server, dists, kinds, writes, result, asked
-                )
+                _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result, asked)
     return result
 
 
@@ -259,9 +257,7 @@ def markdown(result: Audit) -> str:
         "",
         f"{t['episodes']} episodes, {t['decisions']} decisions scored"
         + (
-            f" ({t['unanswered']} left out: no answer from the oracle)."
-            if t["unanswered"]
-            else "."
+            f" ({t['unanswered']} left out: no answer from the oracle)." if t["unanswered"] else "."
         ),
         "",
         f"- Agreement: {t['agreement']:.1%} (expected {t['expected_agreement']:.1%})",

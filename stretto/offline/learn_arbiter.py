@@ -106,9 +106,7 @@ def decisions(
     """The questions of a held-out session: one after each of the agent's calls whose site
     offers lookups, numbered in order (the draw's index)."""
     habit = habit_model(flow)
-    asker = SiteAsker(
-        flow, oracle, session=episode.id, predicates=predicates, hints=dataflow_hints
-    )
+    asker = SiteAsker(flow, oracle, session=episode.id, predicates=predicates, hints=dataflow_hints)
     reads = flow["sites"]["reads"]
     following = _next_steps(episode)
     task = episode_task(episode)

@@ -182,9 +182,7 @@ def _arbiter_markdown(a: dict | None) -> list[str]:
         "|---|" + "---|" * a["folds"],
     ]
     for feature in a["weights"][0]:
-        out.append(
-            f"| {feature} | " + " | ".join(f"{w[feature]:.3f}" for w in a["weights"]) + " |"
-        )
+        out.append(f"| {feature} | " + " | ".join(f"{w[feature]:.3f}" for w in a["weights"]) + " |")
     record = a["record"][0]
     out += [
         "",
@@ -200,7 +198,9 @@ def _arbiter_markdown(a: dict | None) -> list[str]:
     if a["predicates"]:
         out += ["Predicates (yes/no questions it asks):", ""]
         for p in a["predicates"]:
-            favors = p["favors"] if isinstance(p["favors"], str) else f"lookup {p['favors']['lookup']}"
+            favors = (
+                p["favors"] if isinstance(p["favors"], str) else f"lookup {p['favors']['lookup']}"
+            )
             weighed = "weighed" if p["id"] in a["weighed"] else "not weighed"
             out.append(f"- `{p['id']}` ({weighed}; a yes favours {favors}): {p['question']}")
         out.append("")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from stretto.logs.episode import Episode
 from stretto.model.decide import DEFAULT_THRESHOLD, Decider
-from stretto.offline.judging import OracleOptions, judges_for
 from stretto.model.program import FlowDistributions
 from stretto.offline import frames
+from stretto.offline.judging import OracleOptions, judges_for
 from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
 LOW, STEP, LEVELS = 0.10, 0.05, 18

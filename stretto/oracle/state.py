@@ -39,6 +39,11 @@ class _Call:
     arguments: dict
     failed: bool | None = None  # None: not answered yet
     result: str = ""
+    line: str = ""  # `tool(args)`, clipped: written once, shown at every later decision
+
+    def __post_init__(self) -> None:
+        if not self.line:
+            self.line = f"{self.tool}({clip(compact(self.arguments), ARGUMENT_CHARS)})"
 
 
 class Conversation:
@@ -73,7 +78,7 @@ class Conversation:
         copy = Conversation()
         copy.customer, copy.agent_last = list(self.customer), self.agent_last
         copies = {
-            id(call): _Call(call.tool, call.arguments, call.failed, call.result)
+            id(call): _Call(call.tool, call.arguments, call.failed, call.result, call.line)
             for call in self.calls
         }
         copy.calls = [copies[id(call)] for call in self.calls]
@@ -116,11 +121,7 @@ class Conversation:
                 clip(text, LATER_MESSAGE_CHARS) for text in self.customer[1:][-LATER_MESSAGES:]
             ],
             "agent_last_message": clip(self.agent_last, AGENT_MESSAGE_CHARS),
-            "earlier_lookups": [
-                f"{c.tool}({clip(compact(c.arguments), ARGUMENT_CHARS)}) → "
-                + ("error" if c.failed else "ok")
-                for c in earlier
-            ],
+            "earlier_lookups": [f"{c.line} → " + ("error" if c.failed else "ok") for c in earlier],
             "latest_results": [_latest(c) for c in latest],
         }
 
