@@ -42,8 +42,6 @@ def register(commands: Commands) -> None:
             "--out notes.flow.json",
             "stretto learn --sessions logs/ --domain shop --oracle ollama://qwen3:8b "
             "--out shop.flow.json",
-            "stretto learn --sessions logs/ --domain shop --oracle simulate://habit "
-            "--refit-habit --out shop.flow.json  # a dry run: no model",
         ],
     )
     learn.add_argument(

@@ -79,7 +79,6 @@ def register(commands: Commands) -> None:
         examples=[
             "stretto doctor",
             "stretto doctor --oracle ollama://qwen3:8b --network",
-            "DAGSTER_HOME=$HOME/.stretto/dagster stretto doctor",
         ],
     )
     doctor.add_argument(
