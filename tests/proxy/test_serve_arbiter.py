@@ -198,3 +198,48 @@ def test_a_flow_without_an_arbiter_is_refused_for_the_arbiter_decider(learned, t
     assert done.returncode == 2
     assert "--flow-decider arbiter: this flow has no arbiter" in done.stderr
     assert not (tmp_path / "logs").exists()
+
+
+def test_exploring_arbiter_logs_are_evaluated_with_the_arbiter_target(
+    learned, tmp_path, capsys
+) -> None:
+    """Sessions served exploring (shadow: nothing looked up) log the arbiter's probabilities:
+    `stretto evaluate` takes the arbiter as a target there, and refuses reach."""
+    flow, cache, url = learned
+    logs = tmp_path / "explored"
+    for key in ("a", "b", "c"):
+        command = proxy(
+            "--record",
+            str(logs),
+            "--domain",
+            "demo",
+            "--flow",
+            str(flow),
+            "--flow-shadow",
+            "--flow-explore",
+            "0.5",
+            "--oracle-base-url",
+            url,
+            "--oracle-cache",
+            str(cache),
+            server=demo_server(),
+        )
+        with StdioClient(command) as agent:
+            agent.initialize()
+            agent.list_tools()
+            agent.call_tool("lookup", {"key": key})
+            agent.call_tool("lookup", {"key": f"value-of-{key}"})  # what the flow would do
+            agent.close()
+    flow_logs = sorted(logs.glob("*.flow.jsonl"))
+    lines = [json.loads(line) for f in flow_logs for line in f.read_text().splitlines()]
+    decisions = [line for line in lines if "address" in line]
+    assert decisions and all(d["decider"] == "arbiter" and d["explore"] for d in decisions)
+    argv = ["evaluate", "--sessions", str(logs), "--flow", str(flow), "--bootstrap", "0"]
+    argv += ["--min-ess", "0", "--json", "--out", str(tmp_path / "report")]
+    assert main([*argv, "--decider", "arbiter", "--decider", "habit"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["target"]["name"] for r in results] == ["arbiter@0.3", "habit@0.3"]
+    assert {r["settings"]["logging_decider"] for r in results} == {"arbiter"}
+    assert results[0]["total"]["decisions"] == len(decisions)
+    assert main([*argv, "--decider", "reach"]) == 1
+    assert "the logs were made with the arbiter decider" in capsys.readouterr().err
