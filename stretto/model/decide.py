@@ -197,9 +197,11 @@ class Decider:
         if not lookups:
             return Decision(site, "hand_back", reason="no lookups followed here in training")
         asked: dict = {}
+        habit: dict[str, float | None]
         if self.kind == "arbiter":
-            habit = {tool: self.habit.prob(tool, history) for tool in lookups}
-            judged = self._ask(judge, site, last, lookups, habit)
+            prior = {tool: self.habit.prob(tool, history) for tool in lookups}
+            habit = dict(prior)
+            judged = self._ask(judge, site, last, lookups, prior)
             asked = {
                 "asked": True,
                 "oracle": dict(judged.oracle),

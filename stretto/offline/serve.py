@@ -226,7 +226,7 @@ class DecisionServer(socketserver.ThreadingTCPServer):
     @property
     def address(self) -> str:
         host, port = self.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
 
 def parse_listen(text: str) -> tuple[str, int]:
