@@ -123,7 +123,9 @@ def _sessions_by_task(layout: Layout, domain: str, only_domain: bool) -> list[tu
         extra = json.loads(row["header_extra"]) if row["header_extra"] else {}
         task = extra.get("task_id") if isinstance(extra, dict) else None
         ok = isinstance(task, str | int) and not isinstance(task, bool) and str(task)
-        out.append((row["session"], str(task) if ok else row["session"], row["file"]))
+        file = Path(row["file"])  # absolute, or relative to the home (as newer warehouses keep it)
+        path = file if file.is_absolute() else layout.home / file
+        out.append((row["session"], str(task) if ok else row["session"], str(path)))
     return out
 
 

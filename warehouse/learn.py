@@ -202,8 +202,7 @@ def learn_flow(
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
     `only_domain` those whose log header names the domain), in the order they started. A
     session is successful when its header has no reward (a recorded session) or a reward of
-    at least 1 (SUCCESS_REWARD); failed episodes are not learned from. `sessions`: only
-    these (the training side of an arbiter's split)."""
+    at least 1 (SUCCESS_REWARD); failed episodes are not learned from."""
     con = store.connect(layout, read_only=True)
     try:
         where = "WHERE (reward IS NULL OR reward >= $success)"
@@ -215,7 +214,7 @@ def learn_flow(
             f"SELECT session, agent_model FROM sessions {where} ORDER BY started_unix_ms, session",
             params,
         ).fetchall()
-        if sessions is not None:
+        if sessions is not None:  # only these: the training side of an arbiter's split
             rows = [r for r in rows if r[0] in sessions]
         order = [r[0] for r in rows]
         # one insert of the whole list, not a statement per session

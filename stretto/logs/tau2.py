@@ -578,28 +578,3 @@ def episodes_from_results(
             log = parse_session_log(sim.text.encode("utf-8"), sim.source)
             episodes.append(episode_from_log(log))
     return episodes
-
-
-def episode_from_messages(
-    messages: Any,
-    *,
-    task_id: str,
-    domain: str,
-    agent_model: str | None = None,
-    source: str = "query",
-) -> Episode:
-    """One conversation in τ²-bench's message form (a `stretto serve` query) as an episode,
-    converted as a results file's simulation is. LogError names `source` and the field."""
-    sim = {"id": "query", "task_id": task_id, "messages": messages}
-    converted = _convert(
-        Path(source),
-        0,
-        sim,
-        domain=domain,
-        agent_model=agent_model,
-        file_key="query",
-        file_started_ms=0,
-        tool_list=None,
-        client_version="unknown",
-    )
-    return episode_from_log(parse_session_log(converted.text.encode("utf-8"), source))

@@ -108,7 +108,7 @@ class Decisions:
         return answer
 
     def _decide(self, query: dict) -> dict:
-        from stretto.logs.tau2 import episode_from_messages
+        from stretto.logs.tau2_query import episode_from_messages
 
         task = query["task_id"]
         try:

@@ -195,6 +195,8 @@ class ArbiterJudge:
 def _ask_within(asker: SiteAsker, question: SiteQuestion, seconds: float) -> Asked:
     """Ask on a thread and wait at most `seconds` for the answer (the thread runs on and
     caches what comes; the decision does not wait for it)."""
+    if seconds <= 0:
+        raise TimedOut(f"{asker.oracle.model}: no time left for questions in this run")
     box: dict[str, Any] = {}
 
     def ask() -> None:
