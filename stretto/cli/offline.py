@@ -175,8 +175,8 @@ def _register_evaluate(commands: Commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from stretto.model.flow import load_flow
     from stretto.offline import evaluate as ev
+    from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow) if args.flow else None
     try:
