@@ -57,8 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     flows.add_argument(
         "--flow-decider",
-        choices=("reach", "habit"),
-        help="reach (the default when the flow has reach counts) or habit",
+        choices=("arbiter", "reach", "habit"),
+        help="arbiter (the default when the flow has one), reach (else the default when the "
+        "flow has reach counts) or habit",
     )
     flows.add_argument(
         "--flow-threshold",
@@ -119,6 +120,35 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CHARS",
         help="at most this many characters appended to a result (%(default)s)",
     )
+    flows.add_argument(
+        "--flow-questions",
+        type=int,
+        default=300,
+        metavar="N",
+        help="the arbiter asks at most N questions in a session (%(default)s)",
+    )
+    flows.add_argument(
+        "--task-id", metavar="ID", help="the task the session is of (the arbiter's fold)"
+    )
+    one = p.add_argument_group("the System-One model (the arbiter decider; docs/oracle.md)")
+    one.add_argument(
+        "--oracle",
+        metavar="URI",
+        help="who answers: the flow's arbiter's model unless given; replay: the cache only",
+    )
+    one.add_argument(
+        "--oracle-cache", metavar="DIR", help="the answer cache ($STRETTO_HOME/oracle-cache)"
+    )
+    one.add_argument("--oracle-base-url", metavar="URL", help="the runner's server")
+    one.add_argument("--oracle-log", metavar="FILE", help="append each answer's record here")
+    one.add_argument(
+        "--oracle-timeout",
+        type=int,
+        default=2000,
+        metavar="MS",
+        help="a run's questions take at most MS milliseconds; then the flow hands back "
+        "(%(default)s)",
+    )
     srv = p.add_argument_group("server")
     srv.add_argument(
         "--upstream",
@@ -152,6 +182,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow", "flow_explore")
     if not args.flow and any(getattr(args, o) for o in flow_options):
         parser.error("the --flow-* options need --flow")
+    if args.oracle_timeout <= 0 or args.flow_questions < 0:
+        parser.error("--oracle-timeout wants milliseconds above 0, --flow-questions a count")
     if not 0.0 <= args.flow_explore <= 1.0:
         parser.error("--flow-explore wants a probability in [0, 1]")
     if args.flow and not (args.record or args.flow_log):
@@ -187,12 +219,17 @@ def main(argv: list[str] | None = None) -> int:
 
     flow = None
     if args.flow:  # refuse a bad flow before starting anything
+        from proxy.serve import serving_problem
         from stretto.model.flow import FlowError, load_flow
 
         try:
             flow = load_flow(os.path.expanduser(args.flow))
         except FlowError as exc:
             _say(str(exc))
+            return EXIT_USAGE
+        problem = serving_problem(flow, args.flow_decider, args.oracle)
+        if problem:
+            _say(problem)
             return EXIT_USAGE
 
     try:
@@ -250,13 +287,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def _flow_server(flow, args, relay, server, log):
     """What serves the flow in this session."""
-    from proxy.serve import FlowServer
+    from proxy.serve import FlowServer, serving_arbiter
 
     tools = None
     if args.flow_tools:
         tools = {t.strip() for spec in args.flow_tools for t in spec.split(",") if t.strip()}
     log_path = args.flow_log or os.path.join(os.path.dirname(log.path), f"{log.session}.flow.jsonl")
     record = log.record if log is not None else (lambda sender, line, parsed: None)
+    session = log.session if log is not None else ""
+    arbiter = serving_arbiter(
+        flow,
+        decider=args.flow_decider,
+        oracle=args.oracle,
+        cache=args.oracle_cache,
+        base_url=args.oracle_base_url,
+        log=args.oracle_log,
+        timeout_ms=args.oracle_timeout,
+        questions=args.flow_questions,
+        session=session,
+        task=args.task_id,
+    )
     _say(f"serving the flow {args.flow}; its log: {log_path}")
     return FlowServer(
         flow,
@@ -273,7 +323,8 @@ def _flow_server(flow, args, relay, server, log):
         record=record,
         explore=args.flow_explore,
         explore_seed=args.flow_explore_seed,
-        session=log.session if log is not None else "",
+        session=session,
+        arbiter=arbiter,
     )
 
 

@@ -7,6 +7,7 @@ over sessions, so counts from disjoint sets of sessions add up.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -200,6 +201,7 @@ def learn_flow(
     only_domain: bool = False,
     with_constants: bool = False,
     now_ms: int | None = None,
+    sessions: Collection[str] | None = None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
     `only_domain` those whose log header names the domain), in the order they started. A
@@ -216,6 +218,8 @@ def learn_flow(
             f"SELECT session, agent_model FROM sessions {where} ORDER BY started_unix_ms, session",
             params,
         ).fetchall()
+        if sessions is not None:  # only these: the training side of an arbiter's split
+            rows = [r for r in rows if r[0] in sessions]
         order = [r[0] for r in rows]
         # one insert of the whole list, not a statement per session
         con.register(

@@ -306,7 +306,7 @@ def test_without_habit_only_the_command_says_the_arbiter_is_not_there(tmp_path: 
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 2 and "the arbiter is not available yet" in done.stderr
+    assert done.returncode == 2 and "learn needs --oracle URI" in done.stderr
     shutil.rmtree(tmp_path)
 
 
