@@ -1,29 +1,33 @@
 """The session log writer (session-log format version 2, docs/formats.md).
 
-Every wire line becomes one log line, written with a single `os.write` on an O_APPEND file
-so that a crash can tear at most the last line. A line that parses as JSON is embedded
-verbatim (its own bytes, never re-serialized); any other line is kept as `raw` text.
+Every wire line becomes one log line. A line that parses as JSON is embedded verbatim (its
+own bytes, never re-serialized); any other line is kept as `raw` text.
+
+Lines are written in batches on an O_APPEND file, whole lines only: a batch goes out when it
+holds FLUSH_BYTES, when its oldest line is FLUSH_S old (the relay's loop asks, `flush_due`),
+and when the session ends — so forwarding pays a `write` per batch, not per line, and never
+an fsync. A crash of the server loses nothing (the proxy lives on and writes the rest); only
+a crash of the proxy itself can lose its last FLUSH_S of lines, never tear one.
 
 Forwarding never depends on the log. When a write fails (a full disk, a quota, a file-size
-limit, an I/O error) the part of the line that made it is cut off again, the proxy says so
-once, and the log stops there: it holds a whole prefix of the session, ended — as soon as
+limit, an I/O error) the file is cut back to the last whole line that made it, the proxy says
+so once, and the log stops there: it holds a whole prefix of the session, ended — as soon as
 there is room for it — by a `stretto/log_truncated` mark.
 """
 
 from __future__ import annotations
 
-import json
+import _thread
 import os
 import sys
-import threading
 import time
+
+from proxy.cjson import dumps_compact, dumps_string, loads_strict
 
 LOG_VERSION = 2
 TRUNCATED_METHOD = "stretto/log_truncated"
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
+FLUSH_BYTES = 1 << 16  # a batch this big is written at once
+FLUSH_S = 0.05  # a line waits at most this long to be written (while the proxy runs)
 
 
 def parse_json_line(line: bytes) -> tuple[object, bytes] | None:
@@ -35,8 +39,8 @@ def parse_json_line(line: bytes) -> tuple[object, bytes] | None:
     if not text.strip():
         return None
     try:
-        value = json.loads(text.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        value = loads_strict(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError, StopIteration):
         return None
     return value, text
 
@@ -53,18 +57,21 @@ def new_session_id(now: float | None = None, pid: int | None = None) -> str:
     return f"{stamp}.{int(now * 1000) % 1000:03d}Z-{pid}"
 
 
-def make_private_dir(path: str) -> None:
-    """Create `path` (and parents) with mode 0700 for the folders we create."""
+def make_private_dir(path: str) -> list[str]:
+    """Create `path` (and parents) with mode 0700; the folders created, outermost first."""
     missing = []
     p = os.path.abspath(path)
     while not os.path.exists(p):
         missing.append(p)
         p = os.path.dirname(p)
+    created = []
     for folder in reversed(missing):
         try:
             os.mkdir(folder, 0o700)
+            created.append(folder)
         except FileExistsError:
             pass
+    return created
 
 
 class SessionLog:
@@ -85,7 +92,7 @@ class SessionLog:
         started_monotonic_ns: int | None = None,
         session: str | None = None,
     ) -> None:
-        make_private_dir(directory)
+        self._created_dirs = make_private_dir(directory)
         base = session or new_session_id(started)
         self.session = base
         suffix = 1
@@ -100,8 +107,12 @@ class SessionLog:
         self.path = path
         self._started_ns = started_monotonic_ns or time.monotonic_ns()
         self._last_ms = 0
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._size = 0  # bytes of whole lines in the file
+        self._batch: list[bytes] = []  # log lines not written yet, each whole
+        self._batch_ms: list[int] = []  # their t_ms
+        self._batch_bytes = 0
+        self._due: float | None = None  # when the batch (or the mark) must be written
         self.stopped: str | None = None  # why the log stopped, once a write failed
         self._since_ms = 0
         self._marked = False
@@ -113,9 +124,7 @@ class SessionLog:
             "domain": domain,
             "agent_model": agent_model,
         }
-        failed = self._append(
-            json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        )
+        written, failed = self._append(dumps_compact(header).encode() + b"\n")
         if failed is not None:
             # No header, no log: leave no empty file behind, and forward all the same.
             self.stopped, self._marked = failed, True
@@ -129,20 +138,24 @@ class SessionLog:
         """Whether the file exists (its header was written)."""
         return not (self.stopped and self._size == 0)
 
-    def _append(self, data: bytes) -> str | None:
-        """Write `data` whole, or leave the file as it was: None, or why it failed."""
+    def _append(self, data: bytes) -> tuple[int, str | None]:
+        """Write `data`, keeping whole lines only: (bytes kept, None) or (bytes kept, why not
+        all of it). What a failed write left of a line is cut off again."""
         view = memoryview(data)
+        written = 0
         try:
-            while view:
-                view = view[os.write(self._fd, view) :]
+            while written < len(data):
+                written += os.write(self._fd, view[written:])
         except OSError as exc:
+            kept = data.rfind(b"\n", 0, written) + 1
             try:
-                os.ftruncate(self._fd, self._size)  # cut off the torn part; needs no space
+                os.ftruncate(self._fd, self._size + kept)  # needs no space
             except OSError:
                 pass
-            return exc.strerror or str(exc)
-        self._size += len(data)
-        return None
+            self._size += kept
+            return kept, exc.strerror or str(exc)
+        self._size += written
+        return written, None
 
     def _unlink(self) -> None:
         try:
@@ -150,33 +163,97 @@ class SessionLog:
         except OSError:
             pass
 
-    def record(self, sender: str, line: bytes, parsed: tuple[object, bytes] | None) -> None:
-        """Log one wire line read from `sender` (client, server, proxy or context)."""
+    def remove(self) -> None:
+        """Take the log away, and the folders made for it (a session refused at its start)."""
+        with self._lock:
+            self._batch, self._batch_ms, self._batch_bytes = [], [], 0
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._unlink()
+            for folder in reversed(self._created_dirs):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
+
+    def record(
+        self,
+        sender: str,
+        line: bytes,
+        parsed: tuple[object, bytes] | None,
+        t_ns: int | None = None,
+    ) -> None:
+        """Log one wire line read from `sender` (client, server, proxy or context), read at
+        `t_ns` (time.monotonic_ns(); now if not given)."""
         if self.stopped is not None:
-            if not self._marked:
-                with self._lock:
-                    self._mark()
+            if not self._marked and self._due is None:
+                self._due = time.monotonic()  # try the mark at the next flush
             return
         if parsed is not None:
             body = b'","message":' + parsed[1] + b"}\n"
         else:
-            text = json.dumps(raw_text(line), ensure_ascii=False)
+            text = dumps_string(raw_text(line))
             body = b'","raw":' + text.encode("utf-8", errors="surrogatepass") + b"}\n"
         with self._lock:
             if self.stopped is not None or self._fd < 0:
                 return  # stopped meanwhile, or a line that comes after the session's end
-            now = self._now_ms()
-            failed = self._append(b'{"t_ms":%d,"from":"%s' % (now, sender.encode()) + body)
-            if failed is not None:
-                self.stopped, self._since_ms = failed, now
-                _say(
-                    f"cannot write the session log {self.path}: {failed}; it ends here "
-                    "(marked truncated when there is room), forwarding goes on"
-                )
-                self._mark()
+            now = self._ms(t_ns)
+            entry = b'{"t_ms":%d,"from":"%s' % (now, sender.encode()) + body
+            self._batch.append(entry)
+            self._batch_ms.append(now)
+            self._batch_bytes += len(entry)
+            if self._due is None:
+                self._due = time.monotonic() + FLUSH_S
+            if self._batch_bytes >= FLUSH_BYTES:
+                self._flush()
 
-    def _now_ms(self) -> int:
-        now = (time.monotonic_ns() - self._started_ns) // 1_000_000
+    def next_due(self) -> float | None:
+        """When (time.monotonic()) `flush_due` has work to do; None while nothing waits."""
+        return self._due
+
+    def flush_due(self, now: float | None = None) -> None:
+        """Write the batch if its time has come (or try the truncation mark again)."""
+        due = self._due
+        if due is not None and (now if now is not None else time.monotonic()) >= due:
+            with self._lock:
+                self._flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write what waits (holding the lock)."""
+        self._due = None
+        if self._fd < 0:
+            return
+        if self.stopped is not None:
+            self._mark()
+            return
+        if not self._batch:
+            return
+        batch, stamps = self._batch, self._batch_ms
+        self._batch, self._batch_ms, self._batch_bytes = [], [], 0
+        data = batch[0] if len(batch) == 1 else b"".join(batch)
+        kept, failed = self._append(data)
+        if failed is None:
+            return
+        # The first line that did not make it, and everything after it, is lost.
+        for entry, stamp in zip(batch, stamps, strict=True):
+            kept -= len(entry)
+            if kept < 0:
+                self._since_ms = stamp
+                break
+        self.stopped = failed
+        _say(
+            f"cannot write the session log {self.path}: {failed}; it ends here "
+            "(marked truncated when there is room), forwarding goes on"
+        )
+        self._mark()
+
+    def _ms(self, t_ns: int | None) -> int:
+        now = ((t_ns or time.monotonic_ns()) - self._started_ns) // 1_000_000
         if now < self._last_ms:
             now = self._last_ms
         self._last_ms = now
@@ -191,13 +268,14 @@ class SessionLog:
             "method": TRUNCATED_METHOD,
             "params": {"reason": self.stopped, "since_t_ms": self._since_ms},
         }
-        message = json.dumps(note, ensure_ascii=False, separators=(",", ":")).encode()
-        line = b'{"t_ms":%d,"from":"proxy","message":' % self._now_ms() + message + b"}\n"
-        self._marked = self._append(line) is None
+        message = dumps_compact(note).encode()
+        line = b'{"t_ms":%d,"from":"proxy","message":' % self._ms(None) + message + b"}\n"
+        self._marked = self._append(line)[1] is None
 
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
+                self._flush()
                 self._mark()
                 os.close(self._fd)
                 self._fd = -1

@@ -51,6 +51,7 @@ class HttpUpstream:
         self._settled = threading.Condition(self._lock)
         self._closing = False
         self._done = threading.Event()
+        self.wake: Callable[[], None] = lambda: None  # the proxy's loop: something changed
         self._get_started = False
 
     # the upstream interface ----------------------------------------------------------------
@@ -100,6 +101,11 @@ class HttpUpstream:
     def wait(self, timeout: float | None = None) -> int | None:
         return 0 if self._done.wait(timeout) else None
 
+    def settled(self) -> bool:
+        """No request is waiting for its answer."""
+        with self._lock:
+            return self._inflight == 0
+
     def finish_reading(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with self._settled:
@@ -109,6 +115,7 @@ class HttpUpstream:
     def terminate(self) -> None:
         self._closing = True
         self._done.set()
+        self.wake()
 
     kill = terminate
 
@@ -142,6 +149,7 @@ class HttpUpstream:
         with self._settled:
             self._inflight -= 1
             self._settled.notify_all()
+        self.wake()
 
     def _read_answer(self, conn: http.client.HTTPConnection, ids: list[object], sent) -> None:
         try:
@@ -296,3 +304,4 @@ class HttpUpstream:
             except (OSError, http.client.HTTPException):
                 pass
         self._done.set()
+        self.wake()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
+
+from proxy.cjson import dumps_compact
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # JSON-RPC "server error" range; used for answers the proxy gives on the server's behalf.
 PROXY_ERROR_CODE = -32000
@@ -30,7 +34,7 @@ def messages(value: object) -> Iterator[dict]:
 
 def id_key(request_id: object) -> str:
     """A hashable key that tells 1 and "1" apart, as JSON-RPC does."""
-    return json.dumps(request_id, separators=(",", ":"))
+    return dumps_compact(request_id)
 
 
 def is_request(message: dict) -> bool:
@@ -44,4 +48,4 @@ def is_response(message: dict) -> bool:
 def error_line(request_id: object, message: str, code: int = PROXY_ERROR_CODE) -> bytes:
     """A JSON-RPC error response as one line."""
     body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    return dumps_compact(body).encode() + b"\n"
