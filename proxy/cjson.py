@@ -45,10 +45,10 @@ except ImportError:  # pragma: no cover - CPython always has it
         return _json_package.dumps(text, ensure_ascii=False)
 
 else:
-    _scan = _json.make_scanner(_Strict())
+    _scan = _json.make_scanner(_Strict())  # type: ignore[arg-type]  # any object with these attributes
     _encode = _json.make_encoder(
         None,  # no check for circular references: the values are parsed JSON or built here
-        None,  # no default: anything but JSON types is a TypeError, as in json.dumps
+        None,  # type: ignore[arg-type]  # no default: other types are a TypeError, as in json.dumps
         _json.encode_basestring,  # ensure_ascii=False
         None,  # no indent
         ":",
@@ -57,7 +57,11 @@ else:
         False,  # skipkeys
         True,  # allow_nan, as json.dumps
     )
-    dumps_string = _json.encode_basestring
+    _encode_string = _json.encode_basestring
+
+    def dumps_string(text: str) -> str:
+        """`json.dumps(text, ensure_ascii=False)` for a str."""
+        return _encode_string(text)
 
     def loads_strict(text: str) -> object:
         """The one JSON value in `text`; ValueError (or StopIteration) if it is not one."""

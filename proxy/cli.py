@@ -15,10 +15,16 @@ import time
 from proxy.options import build_parser as _parser  # noqa: F401 - the docs test reads it
 from proxy.options import parse_args
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from proxy.upstream_http import HttpUpstream
+    from proxy.upstream_stdio import StdioServer
+
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
 EXIT_PROXY_FAILED = 125
 EXIT_USAGE = 2
 
+FLOW_START_S = 1.0  # the flow starts loading at the server's first line, or this late
 SHUTDOWN_GRACE_S = 2.0  # after the host leaves: how long the server gets to exit by itself
 DRAIN_S = 2.0  # after the server exits: how long its last output gets to reach the host
 
@@ -51,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
             _say(f"{flow_path}: cannot read: {exc.strerror or exc}")
             return EXIT_USAGE
 
+    server: HttpUpstream | StdioServer
+    http: HttpUpstream | None = None
     try:
         if args.upstream:
             from proxy.upstream_http import HttpUpstream
 
-            server = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
+            server = http = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
         else:
             from proxy.upstream_stdio import StdioServer
 
@@ -100,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
     relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
     pump = Pump(relay, server, hold_server_lines=bool(args.flow and not args.flow_shadow))
-    if hasattr(server, "set_error_handler"):
-        server.set_error_handler(relay.answer_errors)
-        server.start(relay.from_server)
+    if http is not None:
+        http.set_error_handler(relay.answer_errors)
+        http.start(relay.from_server_parsed)
     loader = None
     if args.flow:
         from proxy.flowload import FlowLoader
@@ -114,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         return _run(pump, relay, server, log, loader)
     finally:
         pump.close()
+
+
+def _attach(relay, loader, log) -> None:
+    """Serve the loaded flow from now on (it is shown the session so far first)."""
+    if log is not None and log.kept:
+        _say(f"recording to {log.path}")
+    _say(f"serving the flow {loader.args.flow}; its log: {loader.log_path}")
+    relay.attach_flow(loader.server)
 
 
 def _abort(server) -> None:
@@ -143,15 +159,19 @@ def _run(pump, relay, server, log, loader) -> int:
         pump.run_until(lambda: output_done() and pump.drained(), DRAIN_S)
 
     refused: list[tuple[int, str]] = []
+    if loader is not None:
+        # The flow loads once the server has said something: the start of the session costs
+        # the host nothing, and the flow is there long before the agent's first call returns.
+        pump.run_until(
+            lambda: pump.to_host_outlet.sent > 0 or exited() or host_or_signal(), FLOW_START_S
+        )
+        loader.start()
     while True:
         pump.run_until(lambda: exited() or host_or_signal() or pump.output_closed or flow_verdict())
         if not flow_verdict():
             break
         if loader.failure is None:
-            if log is not None and log.kept:
-                _say(f"recording to {log.path}")
-            _say(f"serving the flow {loader.args.flow}; its log: {loader.log_path}")
-            relay.attach_flow(loader.server)
+            _attach(relay, loader, log)
         else:
             refused.append(loader.failure)
             _say(loader.failure[1])
@@ -196,12 +216,20 @@ def _run(pump, relay, server, log, loader) -> int:
         # The host has hung up: requests left unanswered stay so in the log, unanswered.
     if hasattr(server, "end_group"):
         server.end_group(SHUTDOWN_GRACE_S)  # whatever the server left running
-    pump.run_until(pump.drained, DRAIN_S)  # the proxy's own answers, if any
-    if loader is not None and not refused:
+    if loader is not None and relay.flow is None and not refused:
         loader.wait()  # a flow refused late still refuses the session
-        if loader.failure is not None and relay.flow is None:
+        if loader.failure is not None:
             refused.append(loader.failure)
             _say(loader.failure[1])
+        elif relay.holds_lines():
+            relay.drop_flow()  # too late to extend the answers it would have: they go as they are
+        else:
+            _attach(relay, loader, log)  # its decisions on the session are logged all the same
+    if relay.flow is not None:  # let the runs still deciding log what they decided
+        deadline = time.monotonic() + DRAIN_S
+        while relay.flow_busy() and time.monotonic() < deadline:
+            time.sleep(0.005)
+    pump.run_until(pump.drained, DRAIN_S)  # the proxy's own answers, if any
     if refused:
         if log is not None:
             log.remove()  # a refused session leaves nothing behind

@@ -1,10 +1,12 @@
-"""`--flow FILE` loaded beside the session's start, never before its first byte.
+"""`--flow FILE` loaded beside the session, never before its first bytes.
 
 Reading and validating a flow imports jsonschema, jsonpath-ng and the serving model: ~0.1 s
-here, more than the whole rest of the proxy's start-up. So it runs on a thread of its own
-while the server starts and the first messages pass; the relay keeps what the flow must be
-shown until it is there (proxy.relay). A flow that fails validation still ends the session
-with exit 2 and leaves nothing recorded — a moment after the start rather than before it.
+here, more than the whole rest of the proxy's start-up. So it runs on a thread of its own,
+started once the server has said its first line (proxy.cli): the session's start costs the
+host nothing, and the flow is there long before the agent's first call comes back. The relay
+keeps what the flow must be shown until it is there (proxy.relay). A flow that fails
+validation still ends the session with exit 2 and leaves nothing recorded — a moment after
+the start rather than before it.
 
 The loader holds Python's lock while it works; a short switch interval meanwhile lets the
 forwarding thread take it back within half a millisecond of its bytes arriving.
@@ -15,6 +17,10 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from proxy.serve import FlowServer
 
 SWITCH_S = 0.0005  # while loading: how long the loader may keep the forwarding thread waiting
 
@@ -28,11 +34,13 @@ class FlowLoader:
 
     def __init__(self, args, relay, send, log, wake) -> None:
         self.args, self._relay, self._send, self._log, self._wake = args, relay, send, log, wake
-        self.server = None
+        self.server: FlowServer | None = None
         self.log_path = ""
         self.failure: tuple[int, str] | None = None
         self._finished = _thread.allocate_lock()
         self._finished.acquire()
+
+    def start(self) -> None:
         _thread.start_new_thread(self._load, ())
 
     def done(self) -> bool:

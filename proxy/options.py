@@ -16,6 +16,7 @@ from stretto.model import defaults
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
 # (option, kind, type, default, metavar, help); kind: value | append | flag.
 # Groups are the headings of --help.
@@ -172,6 +173,10 @@ OPTIONS = {option[0]: option for _, options in GROUPS for option in options}
 
 class Options:
     """The parsed options, by the names argparse gives them (`flow_threshold`, ...)."""
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, **values: object) -> None:
         self.__dict__.update(values)

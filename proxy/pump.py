@@ -20,7 +20,7 @@ runs, the HTTP upstream's readers, the flow loader) hand lines in through `to_ho
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # `signal` without its enums (~4 ms of imports)
 import _thread
 import os
 import select
@@ -28,8 +28,11 @@ import stat
 import sys
 import time
 
+from proxy.wire import drop_written
+
 CHUNK = 1 << 16  # bytes read at once (more would be an mmap per read)
 HIGH_WATER = 1 << 22  # a side is not read while this much waits to be written to the other
+IOV_MAX = 1024  # pieces per writev
 BACKLOG_LINES = 4096  # lines waiting to be accounted for: past this, account at once
 SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 _IN = select.POLLIN | select.POLLPRI
@@ -50,30 +53,29 @@ class Outlet:
 
     def __init__(self, fd: int, pump: Pump) -> None:
         self.fd = fd
-        self._buffer = bytearray()
+        self._pieces: list = []  # what the reader has not taken yet, in order
+        self.waiting = 0  # their bytes
         self._queued: list[bytes] = []
         self._lock = _thread.allocate_lock()
         self._pump = pump
+        self.sent = 0  # bytes taken by the reader so far
         self.line_open = False  # a line is partly sent: queued lines wait for its end
         self.failed = False  # the reader has gone: what is sent now is dropped
         self.closed = False
         self.close_when_empty = False
 
     @property
-    def waiting(self) -> int:
-        return len(self._buffer)
-
-    @property
     def idle(self) -> bool:
         """Nothing waits to be written (or the reader has gone)."""
-        return self.failed or self.closed or not (self._buffer or self._queued)
+        return self.failed or self.closed or not (self._pieces or self._queued)
 
     def send(self, data: bytes) -> None:
         """(Loop thread) write `data` now, or as soon as the reader takes it."""
         if self.failed or self.closed:
             return
-        if self._buffer:
-            self._buffer += data
+        if self._pieces:
+            self._pieces.append(data)
+            self.waiting += len(data)
             return
         try:
             written = os.write(self.fd, data)
@@ -82,29 +84,34 @@ class Outlet:
         except OSError:
             self._fail()
             return
+        self.sent += written
         if written < len(data):
-            self._buffer += memoryview(data)[written:]
+            self._pieces.append(memoryview(data)[written:])
+            self.waiting += len(data) - written
             self._pump.dirty = True  # poll for room
 
     def flush(self) -> None:
         """(Loop thread) write what waits, as far as the reader takes it."""
-        buffer = self._buffer
-        while buffer:
+        pieces = self._pieces
+        while pieces:
             try:
-                written = os.write(self.fd, buffer)
+                written = os.writev(self.fd, pieces[:IOV_MAX])
             except BlockingIOError:
                 return
             except OSError:
                 self._fail()
                 return
-            del buffer[:written]
+            self.sent += written
+            self.waiting -= written
+            drop_written(pieces, written)
         self._pump.dirty = self._pump.changed = True
         if self.close_when_empty:
             self.close()
 
     def _fail(self) -> None:
         self.failed = True
-        self._buffer.clear()
+        self._pieces.clear()
+        self.waiting = 0
         self._pump.dirty = self._pump.changed = True
 
     def queue(self, line: bytes) -> bool:
@@ -129,7 +136,8 @@ class Outlet:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._buffer.clear()
+            self._pieces.clear()
+            self.waiting = 0
             self._pump.dirty = self._pump.changed = True
             try:
                 os.close(self.fd)
@@ -148,7 +156,8 @@ class Lines:
         return bool(self._parts)
 
     def feed(self, data: bytes, into: list, sender: str, t_ns: int, delivered: bool) -> None:
-        """Append (sender, line, t_ns, delivered) to `into` for each line `data` finishes."""
+        """Append (sender, line, t_ns, delivered) to `into` for each line `data` finishes; a
+        line read in several pieces is that list of pieces (joined when accounted for)."""
         end = data.find(b"\n")
         if end < 0:
             self._parts.append(data)
@@ -156,7 +165,7 @@ class Lines:
         end += 1
         if self._parts:
             self._parts.append(data[:end])
-            into.append((sender, b"".join(self._parts), t_ns, delivered))
+            into.append((sender, self._parts, t_ns, delivered))
             self._parts = []
         else:
             into.append((sender, data[:end], t_ns, delivered))
@@ -447,7 +456,7 @@ class Pump:
                 lines.append(("client", rest, now, True))
         for _, line, t_ns, _ in lines:
             try:
-                self.relay.from_host(line, t_ns)
+                self.relay.from_host(b"".join(line) if type(line) is list else line, t_ns)
             except Exception as exc:  # noqa: BLE001 - never stop reading the host
                 print(f"stretto-proxy: a client line failed: {exc!r}", file=sys.stderr)
 
@@ -490,6 +499,8 @@ class Pump:
         batch, self._accounting = self._accounting, []
         relay, outlet = self.relay, self.to_host_outlet
         for sender, line, t_ns, delivered in batch:
+            if type(line) is list:
+                line = b"".join(line)
             try:
                 if sender == "client":
                     relay.host_line(line, t_ns, delivered)

@@ -23,23 +23,31 @@ import sys
 import time
 
 from proxy.cjson import dumps_compact, dumps_string, loads_strict
+from proxy.wire import drop_written
 
 LOG_VERSION = 2
 TRUNCATED_METHOD = "stretto/log_truncated"
 FLUSH_BYTES = 1 << 16  # a batch this big is written at once
 FLUSH_S = 0.05  # a line waits at most this long to be written (while the proxy runs)
+SMALL = 1 << 12  # an entry below this is joined into one piece; a bigger one is written as is
+IOV_MAX = 1024  # pieces per writev
 
 
-def parse_json_line(line: bytes) -> tuple[object, bytes] | None:
+Parsed = tuple[object, "bytes | memoryview"] | None  # what parse_json_line gives
+
+
+def parse_json_line(line: bytes) -> Parsed:
     """(parsed value, the line's JSON text) if the line is one strict JSON value, else None.
 
-    The text is the line without its line ending; it is what the log embeds as `message`.
+    The text is the line without its line ending (a view of it: a 16 MB line is not copied
+    for the log); it is what the log embeds as `message`.
     """
-    text = line.rstrip(b"\r\n")
-    if not text.strip():
-        return None
+    end = len(line)
+    while end and line[end - 1] in b"\r\n":
+        end -= 1
+    text = memoryview(line)[:end] if end != len(line) else line
     try:
-        value = loads_strict(text.decode("utf-8"))
+        value = loads_strict(str(text, "utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError, StopIteration):
         return None
     return value, text
@@ -109,8 +117,8 @@ class SessionLog:
         self._last_ms = 0
         self._lock = _thread.allocate_lock()
         self._size = 0  # bytes of whole lines in the file
-        self._batch: list[bytes] = []  # log lines not written yet, each whole
-        self._batch_ms: list[int] = []  # their t_ms
+        self._batch: list[bytes | memoryview] = []  # the pieces of the lines not written yet
+        self._entries: list[tuple[int, int]] = []  # those lines: (length, t_ms)
         self._batch_bytes = 0
         self._due: float | None = None  # when the batch (or the mark) must be written
         self.stopped: str | None = None  # why the log stopped, once a write failed
@@ -124,7 +132,7 @@ class SessionLog:
             "domain": domain,
             "agent_model": agent_model,
         }
-        written, failed = self._append(dumps_compact(header).encode() + b"\n")
+        failed = self._append([dumps_compact(header).encode() + b"\n"], [])
         if failed is not None:
             # No header, no log: leave no empty file behind, and forward all the same.
             self.stopped, self._marked = failed, True
@@ -138,23 +146,39 @@ class SessionLog:
         """Whether the file exists (its header was written)."""
         return not (self.stopped and self._size == 0)
 
-    def _append(self, data: bytes) -> tuple[int, str | None]:
-        """Write `data`, keeping whole lines only: (bytes kept, None) or (bytes kept, why not
-        all of it). What a failed write left of a line is cut off again."""
-        view = memoryview(data)
-        written = 0
+    def _append(self, pieces: list, entries: list[tuple[int, int]]) -> str | None:
+        """Write whole lines, or leave the file with the whole lines that made it: None, or
+        why not all of them did. `entries` are the lines' (length, t_ms), or [] for one line
+        that needs no mark if lost (the header, the mark itself)."""
+        written, failed = self._write(pieces)
+        if failed is None:
+            self._size += written
+            return None
+        kept = 0  # the whole lines that made it
+        for length, stamp in entries:
+            if kept + length > written:
+                self._since_ms = stamp
+                break
+            kept += length
         try:
-            while written < len(data):
-                written += os.write(self._fd, view[written:])
+            os.ftruncate(self._fd, self._size + kept)  # cut off the torn part; needs no space
+        except OSError:
+            pass
+        self._size += kept
+        return failed
+
+    def _write(self, pieces: list) -> tuple[int, str | None]:
+        """writev the pieces in order: (bytes written, None or why it stopped)."""
+        pieces, written = list(pieces), 0
+        try:
+            while pieces:
+                done = os.writev(self._fd, pieces[:IOV_MAX])
+                if done == 0:
+                    return written, "the log takes no more bytes"
+                written += done
+                drop_written(pieces, done)
         except OSError as exc:
-            kept = data.rfind(b"\n", 0, written) + 1
-            try:
-                os.ftruncate(self._fd, self._size + kept)  # needs no space
-            except OSError:
-                pass
-            self._size += kept
-            return kept, exc.strerror or str(exc)
-        self._size += written
+            return written, exc.strerror or str(exc)
         return written, None
 
     def _unlink(self) -> None:
@@ -166,7 +190,7 @@ class SessionLog:
     def remove(self) -> None:
         """Take the log away, and the folders made for it (a session refused at its start)."""
         with self._lock:
-            self._batch, self._batch_ms, self._batch_bytes = [], [], 0
+            self._batch, self._entries, self._batch_bytes = [], [], 0
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
@@ -181,7 +205,7 @@ class SessionLog:
         self,
         sender: str,
         line: bytes,
-        parsed: tuple[object, bytes] | None,
+        parsed: Parsed,
         t_ns: int | None = None,
     ) -> None:
         """Log one wire line read from `sender` (client, server, proxy or context), read at
@@ -191,18 +215,24 @@ class SessionLog:
                 self._due = time.monotonic()  # try the mark at the next flush
             return
         if parsed is not None:
-            body = b'","message":' + parsed[1] + b"}\n"
+            field, text = b'","message":', parsed[1]
         else:
-            text = dumps_string(raw_text(line))
-            body = b'","raw":' + text.encode("utf-8", errors="surrogatepass") + b"}\n"
+            field = b'","raw":'
+            text = dumps_string(raw_text(line)).encode("utf-8", errors="surrogatepass")
         with self._lock:
             if self.stopped is not None or self._fd < 0:
                 return  # stopped meanwhile, or a line that comes after the session's end
             now = self._ms(t_ns)
-            entry = b'{"t_ms":%d,"from":"%s' % (now, sender.encode()) + body
-            self._batch.append(entry)
-            self._batch_ms.append(now)
-            self._batch_bytes += len(entry)
+            head = b'{"t_ms":%d,"from":"%s%s' % (now, sender.encode(), field)
+            if len(text) < SMALL:
+                entry = b"".join((head, text, b"}\n"))
+                self._batch.append(entry)
+                length = len(entry)
+            else:
+                self._batch += (head, text, b"}\n")
+                length = len(head) + len(text) + 2
+            self._entries.append((length, now))
+            self._batch_bytes += length
             if self._due is None:
                 self._due = time.monotonic() + FLUSH_S
             if self._batch_bytes >= FLUSH_BYTES:
@@ -233,18 +263,12 @@ class SessionLog:
             return
         if not self._batch:
             return
-        batch, stamps = self._batch, self._batch_ms
-        self._batch, self._batch_ms, self._batch_bytes = [], [], 0
-        data = batch[0] if len(batch) == 1 else b"".join(batch)
-        kept, failed = self._append(data)
+        batch, entries = self._batch, self._entries
+        self._batch, self._entries, self._batch_bytes = [], [], 0
+        failed = self._append(batch, entries)
         if failed is None:
             return
         # The first line that did not make it, and everything after it, is lost.
-        for entry, stamp in zip(batch, stamps, strict=True):
-            kept -= len(entry)
-            if kept < 0:
-                self._since_ms = stamp
-                break
         self.stopped = failed
         _say(
             f"cannot write the session log {self.path}: {failed}; it ends here "
@@ -270,7 +294,7 @@ class SessionLog:
         }
         message = dumps_compact(note).encode()
         line = b'{"t_ms":%d,"from":"proxy","message":' % self._ms(None) + message + b"}\n"
-        self._marked = self._append(line)[1] is None
+        self._marked = self._append([line], []) is None
 
     def close(self) -> None:
         with self._lock:

@@ -6,10 +6,8 @@ every line is forwarded with the bytes it arrived with, and parsed only to log i
 remember which of the host's requests still wait for an answer, so that if the server goes
 away each of them gets an error instead of hanging the host.
 
-The flow is loaded beside the session's start (proxy.flowload). Until it is there, what it
-would have been shown waits in a backlog, replayed to it in order; an answer to one of the
-agent's calls, which the flow may extend, is held back meanwhile (with `--flow-shadow`
-nothing is held: the agent gets the server's bytes as they come).
+What the flow is shown goes through proxy.flowfeed, which keeps it in order while the flow
+loads or a run decides.
 """
 
 from __future__ import annotations
@@ -17,12 +15,14 @@ from __future__ import annotations
 import _thread
 import sys
 
-from proxy.recorder import parse_json_line
+from proxy.flowfeed import FlowFeed
+from proxy.recorder import Parsed, parse_json_line
 from proxy.wire import error_line, id_key, is_request, is_response, messages, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from proxy.context import ContextFeed
     from proxy.recorder import SessionLog
@@ -49,12 +49,8 @@ class Relay:
         self.host_gone = False
         self._pending: dict[str, object] = {}
         self._pending_lock = _thread.allocate_lock()
-        self.flow = None  # a proxy.serve.FlowServer once loaded
-        self._flow_lock = _thread.RLock()
-        self._backlog: list[tuple[str, object, bytes | None, bool]] | None = None
-        self._backlog_calls: set[str] = set()  # the agent's calls seen while the flow loads
-        self._echoes: dict[int, bytes] = {}  # lines forwarded before the flow saw them
-        self._echo_lock = _thread.allocate_lock()
+        self.feed: FlowFeed | None = None  # what the flow is shown, with --flow
+        self._calls: set[str] = set()  # the agent's calls waiting for an answer, with --flow
 
     # host -> server ------------------------------------------------------------------------
 
@@ -73,8 +69,8 @@ class Relay:
             if _calls_a_tool(value):
                 self.log_context()
             self._track_host_message(value)
-            if self.flow is not None or self._backlog is not None:
-                self._show_flow("host", value)
+            if self.feed is not None:
+                self.feed.host(value)
         if self.log is not None:
             self.log.record("client", line, parsed, t_ns)
         if not delivered and parsed is not None:
@@ -96,8 +92,8 @@ class Relay:
                 )
             if self.log is not None:
                 self.log.record("context", entry, parsed)
-            if parsed is not None and (self.flow is not None or self._backlog is not None):
-                self._show_flow("said", parsed[0])
+            if parsed is not None and self.feed is not None:
+                self.feed.said(parsed[0])
 
     def _track_host_message(self, value: object) -> None:
         with self._pending_lock:
@@ -105,8 +101,8 @@ class Relay:
                 if is_request(message):
                     key = id_key(message["id"])
                     self._pending[key] = message["id"]
-                    if self._backlog is not None and message.get("method") == "tools/call":
-                        self._backlog_calls.add(key)
+                    if self.feed is not None and message.get("method") == "tools/call":
+                        self._calls.add(key)
                 elif message.get("method") == "notifications/cancelled":
                     params = message.get("params")
                     if isinstance(params, dict) and "requestId" in params:
@@ -118,23 +114,37 @@ class Relay:
     def from_server(self, line: bytes) -> None:
         """Account for one of the server's lines and send it to the host (unless the flow
         takes it)."""
-        if self.server_line(line):
+        self.from_server_parsed(line, parse_json_line(line))
+
+    def from_server_parsed(self, line: bytes, parsed: Parsed) -> None:
+        """The same, for a caller that has parsed the line already."""
+        if self.account_server(line, parsed, None, False):
             self.to_host(line)
 
     def server_line(self, line: bytes, t_ns: int | None = None, forwarded: bool = False) -> bool:
         """Account for a line of the server's, read at `t_ns`. Already `forwarded` to the host,
         or else: whether to forward it as it is (False when the flow took it)."""
-        parsed = parse_json_line(line)
+        return self.account_server(line, parse_json_line(line), t_ns, forwarded)
+
+    def account_server(
+        self, line: bytes, parsed: Parsed, t_ns: int | None, forwarded: bool
+    ) -> bool:
+        """server_line, for a line parsed already."""
+        answers_call = False
         if parsed is not None:
             with self._pending_lock:
                 for message in messages(parsed[0]):
                     if is_response(message) and "id" in message:
-                        self._pending.pop(id_key(message["id"]), None)
+                        key = id_key(message["id"])
+                        self._pending.pop(key, None)
+                        if key in self._calls:
+                            self._calls.discard(key)
+                            answers_call = True
         if self.log is not None:
             self.log.record("server", line, parsed, t_ns)
-        if parsed is None or (self.flow is None and self._backlog is None):
+        if parsed is None or self.feed is None:
             return True
-        return not self._flow_takes(parsed[0], line, forwarded)
+        return not self.feed.server(parsed[0], line, forwarded, answers_call)
 
     def to_host(self, line: bytes) -> None:
         if self.host_gone:
@@ -151,76 +161,38 @@ class Relay:
 
     # the flow ------------------------------------------------------------------------------
 
+    @property
+    def flow(self) -> Any:
+        """The FlowServer, once loaded (None without a flow, or while it loads)."""
+        return self.feed.flow if self.feed is not None else None
+
     def expect_flow(self) -> None:
         """A flow is loading: keep what it must be shown until `attach_flow`."""
-        self._backlog = []
+        self.feed = FlowFeed(self.to_host)
 
     def attach_flow(self, flow) -> None:
-        """The flow is loaded: show it the session so far, then everything as it passes.
-        (On the thread that accounts for lines.)"""
-        with self._flow_lock:
-            backlog, self._backlog = self._backlog or [], None
-            self._backlog_calls.clear()
-            self.flow = flow
-            for kind, value, line, forwarded in backlog:
-                if kind == "host":
-                    flow.from_host(value)
-                elif kind == "said":
-                    flow.said(value)
-                elif line is not None and not self._flow_takes(value, line, forwarded):
-                    if not forwarded:
-                        self.to_host(line)  # held for the flow, which lets it go
+        """The flow is loaded: show it the session so far, then everything as it passes."""
+        if self.feed is not None:
+            self.feed.attach(flow)
 
     def drop_flow(self) -> None:
         """The flow could not be loaded: let go of what was held for it."""
-        with self._flow_lock:
-            backlog, self._backlog = self._backlog or [], None
-            self._backlog_calls.clear()
-        for _, _, line, forwarded in backlog:
-            if line is not None and not forwarded:
-                self.to_host(line)
+        if self.feed is not None:
+            feed, self.feed = self.feed, None
+            feed.drop()
+
+    def holds_lines(self) -> bool:
+        return self.feed is not None and self.feed.holds_lines()
+
+    def flow_busy(self) -> bool:
+        return self.feed is not None and self.feed.busy()
 
     def flow_to_host(self, line: bytes) -> None:
-        """What the flow sends the host: all of it, but a line the host already has."""
-        with self._echo_lock:
-            if self._echoes.get(id(line)) is line:
-                del self._echoes[id(line)]
-                return
-        self.to_host(line)
-
-    def _show_flow(self, kind: str, value: object) -> None:
-        with self._flow_lock:
-            if self._backlog is not None:
-                self._backlog.append((kind, value, None, True))
-            elif kind == "host":
-                self.flow.from_host(value)
-            else:
-                self.flow.said(value)
-
-    def _flow_takes(self, value: object, line: bytes, forwarded: bool) -> bool:
-        """Whether the flow takes the line (to send on itself, perhaps extended)."""
-        with self._flow_lock:
-            if self._backlog is not None:
-                hold = not forwarded and self._answers_a_call(value)
-                self._backlog.append(("server", value, line, forwarded or not hold))
-                return hold
-            if forwarded:  # the flow will hand the line back when its run ends: drop that
-                with self._echo_lock:
-                    self._echoes[id(line)] = line
-            taken = self.flow.from_server(value, line)
-            if forwarded and not taken:
-                with self._echo_lock:
-                    self._echoes.pop(id(line), None)
-            return taken
-
-    def _answers_a_call(self, value: object) -> bool:
-        if not isinstance(value, dict) or "method" in value or "id" not in value:
-            return False
-        key = id_key(value["id"])
-        if key in self._backlog_calls:
-            self._backlog_calls.discard(key)
-            return True
-        return False
+        """The `to_host` the flow is given."""
+        if self.feed is not None:
+            self.feed.to_host(line)
+        else:
+            self.to_host(line)
 
     # faults --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import queue
 import sys
 import threading
 import time
@@ -24,6 +25,35 @@ REQUEST_TIMEOUT_S = 600.0  # a tool may run long; a dead server is noticed by th
 GET_RETRIES = 3
 # Servers drop idle keep-alive connections (uvicorn after 5 s); reuse only fresher ones.
 REUSE_IDLE_S = 2.0
+
+
+class Workers:
+    """Threads that read answers, kept for the next request rather than started for each
+    (starting a thread costs more than a local HTTP round trip's share of the proxy's time)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def run(self, job: Callable[..., None], *args: object) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._jobs.put((job, args))
+        if start:
+            threading.Thread(target=self._work, name=self._name, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job, args = self._jobs.get()
+            try:
+                job(*args)
+            finally:
+                with self._lock:
+                    self._idle += 1
 
 
 class HttpUpstream:
@@ -43,8 +73,9 @@ class HttpUpstream:
             self._headers.setdefault("Authorization", "Basic " + base64.b64encode(token).decode())
         self._session_id: str | None = None
         self._protocol_version: str | None = None
-        self._on_line: Callable[[bytes], None] = lambda line: None
-        self._on_error: Callable[[list[object], str], None] = lambda ids, why: None
+        self._on_line: Callable[..., None] = lambda line, parsed=None: None
+        self._readers = Workers("upstream-post")
+        self._on_error: Callable[[list[object], str], object] = lambda ids, why: None
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []
         self._lock = threading.Lock()
         self._inflight = 0
@@ -56,10 +87,11 @@ class HttpUpstream:
 
     # the upstream interface ----------------------------------------------------------------
 
-    def start(self, on_line: Callable[[bytes], None]) -> None:
+    def start(self, on_line: Callable[..., None]) -> None:
+        """`on_line(line, parsed)` gets each line from the server (parsed: parse_json_line's)."""
         self._on_line = on_line
 
-    def set_error_handler(self, on_error: Callable[[list[object], str], None]) -> None:
+    def set_error_handler(self, on_error: Callable[[list[object], str], object]) -> None:
         """Called with request ids the server could not answer, and why."""
         self._on_error = on_error
 
@@ -84,9 +116,7 @@ class HttpUpstream:
             return True
         # The request is on the wire in order; its answer is read on its own thread so a
         # slow tool does not hold up the calls after it.
-        threading.Thread(
-            target=self._read_answer, args=(conn, ids, value), name="upstream-post", daemon=True
-        ).start()
+        self._readers.run(self._read_answer, conn, ids, value)
         if initialized:
             self._open_get_stream()
         return True
@@ -198,13 +228,14 @@ class HttpUpstream:
                 payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
             except ValueError:
                 payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
-        parsed = parse_json_line(payload)
+        line = payload + b"\n"
+        parsed = parse_json_line(line)
         if parsed is not None:
             for message in messages(parsed[0]):
                 if answered is not None and "id" in message and "method" not in message:
                     answered.add(id_key(message["id"]))
                 self._note_initialize(message, sent)
-        self._on_line(payload + b"\n")
+        self._on_line(line, parsed)
 
     def _note_initialize(self, message: dict, sent) -> None:
         result = message.get("result")

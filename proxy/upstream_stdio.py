@@ -10,7 +10,7 @@ started through `sh -c` or `npx`, or one that starts helpers, is ended whole.
 
 from __future__ import annotations
 
-import _signal  # the C module behind `signal`, whose enum wrappers cost ~4 ms of imports
+import _signal  # type: ignore[import-not-found]  # `signal` without its enums (~4 ms of imports)
 import _thread
 import os
 import time

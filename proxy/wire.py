@@ -22,6 +22,18 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def drop_written(pieces: list, written: int) -> None:
+    """Take the first `written` bytes off a list of byte pieces, in place (after a write of
+    them that may have stopped anywhere)."""
+    taken = 0
+    while taken < len(pieces) and written >= len(pieces[taken]):
+        written -= len(pieces[taken])
+        taken += 1
+    del pieces[:taken]
+    if written:
+        pieces[0] = memoryview(pieces[0])[written:]
+
+
 def messages(value: object) -> Iterator[dict]:
     """The JSON-RPC messages in a parsed line: itself, or each object of a batch."""
     if isinstance(value, dict):
