@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import http.client
 import json
 import os
 import platform
@@ -44,7 +43,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sides import Peer, alternate, loadavg, percentile  # noqa: E402
+from bench.sides import (  # noqa: E402
+    HTTP_CLIENT,
+    INITIALIZE,
+    HttpClient,
+    Peer,
+    alternate,
+    first_line_ms,
+    loadavg,
+    percentile,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -65,31 +73,17 @@ GOALS = {
 }
 
 
+PROXY: list[str] = []  # --proxy: another build to measure (e.g. an older checkout's)
+
+
 def proxy_command() -> list[str]:
+    if PROXY:
+        return PROXY
     beside = Path(PYTHON).parent / "stretto-proxy"
     return [str(beside)] if beside.exists() else [PYTHON, "-m", "proxy"]
 
 
 # start-up -----------------------------------------------------------------------------------
-
-
-def first_echo_ms(command: list[str]) -> float:
-    """Spawn `command`, write one line at once: ms until it is back. Then end the process."""
-    started = time.perf_counter_ns()
-    proc = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
-        os.write(proc.stdin.fileno(), PING)
-        line = proc.stdout.readline()
-        elapsed = (time.perf_counter_ns() - started) / 1e6
-        if line != PING:
-            raise SystemExit(f"{command}: expected the line back, got {line[:200]!r}")
-        return elapsed
-    finally:
-        proc.stdin.close()
-        proc.wait(30)
-        proc.stdout.close()
 
 
 def startup(reps: int, tmp: Path, flow: Path) -> dict:
@@ -101,7 +95,9 @@ def startup(reps: int, tmp: Path, flow: Path) -> dict:
         "cat": CAT,
         "cat_proxied": [*proxy, "--", *CAT],
     }
-    samples = alternate({name: (lambda c=c: first_echo_ms(c)) for name, c in cases.items()}, reps)
+    samples = alternate(
+        {name: (lambda c=c: first_line_ms(c, PING, PING)) for name, c in cases.items()}, reps
+    )
     out = {name: _summary(values) for name, values in samples.items()}
     out["added_record_ms"] = out["echo_record"]["median"] - out["echo"]["median"]
     out["added_flow_ms"] = out["echo_flow"]["median"] - out["echo"]["median"]
@@ -237,66 +233,6 @@ def big_line(size: int, reps: int, tmp: Path) -> dict:
 
 # --upstream ---------------------------------------------------------------------------------
 
-# A fresh process that posts one line to the server and prints the answer: the direct side of
-# the HTTP start-up, doing what the proxy must do before its first answer.
-HTTP_CLIENT = (
-    "import http.client, sys\n"
-    "c = http.client.HTTPConnection('127.0.0.1', int(sys.argv[1]))\n"
-    "c.request('POST', '/mcp', body=sys.stdin.buffer.readline().strip(), headers={"
-    "'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'})\n"
-    "sys.stdout.buffer.write(c.getresponse().read().strip() + b'\\n')\n"
-    "sys.stdout.flush()\n"
-)
-INITIALIZE = (
-    json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": Peer.PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "stretto-bench", "version": "1"},
-            },
-        }
-    ).encode()
-    + b"\n"
-)
-
-
-class HttpClient:
-    """A direct MCP client over Streamable HTTP: one kept-alive connection, JSON answers."""
-
-    def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port)
-        self.headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        }
-        self.next_id = 2
-        self.post(INITIALIZE.strip())
-        self.headers["MCP-Protocol-Version"] = Peer.PROTOCOL_VERSION
-        self.post(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-
-    def post(self, body: bytes) -> bytes:
-        self.conn.request("POST", "/mcp", body=body, headers=self.headers)
-        response = self.conn.getresponse()
-        session = response.getheader("Mcp-Session-Id")
-        if session:
-            self.headers["Mcp-Session-Id"] = session
-        return response.read()
-
-    def call(self, tool: str, arguments: dict) -> bytes:
-        request_id, self.next_id = self.next_id, self.next_id + 1
-        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
-        body["params"] = {"name": tool, "arguments": arguments}
-        return self.post(json.dumps(body).encode())
-
-    def timed_call(self, key: str) -> float:
-        started = time.perf_counter_ns()
-        self.call("lookup", {"key": key})
-        return (time.perf_counter_ns() - started) / 1e6
-
 
 def _start_http_server(tmp: Path) -> tuple[subprocess.Popen, int]:
     with socket.socket() as s:
@@ -315,36 +251,17 @@ def _start_http_server(tmp: Path) -> tuple[subprocess.Popen, int]:
     raise SystemExit("the demo server over HTTP did not start")
 
 
-def _first_answer_ms(command: list[str], line: bytes) -> float:
-    started = time.perf_counter_ns()
-    proc = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
-        os.write(proc.stdin.fileno(), line)
-        answer = proc.stdout.readline()
-        elapsed = (time.perf_counter_ns() - started) / 1e6
-        if b'"result"' not in answer:
-            raise SystemExit(f"{command}: no answer to initialize: {answer[:200]!r}")
-        return elapsed
-    finally:
-        proc.stdin.close()
-        proc.wait(30)
-        proc.stdout.close()
-
-
 def upstream(tmp: Path, calls: int, warmup: int, reps: int, startup_reps: int) -> dict:
     server, port = _start_http_server(tmp)
     url = f"http://127.0.0.1:{port}/mcp"
     proxied_command = [*proxy_command(), "--record", str(tmp / "http"), "--upstream", url]
     out: dict = {}
     try:
+        client = [PYTHON, "-c", HTTP_CLIENT, str(port)]
         start = alternate(
             {
-                "direct": lambda: _first_answer_ms(
-                    [PYTHON, "-c", HTTP_CLIENT, str(port)], INITIALIZE
-                ),
-                "proxied": lambda: _first_answer_ms(proxied_command, INITIALIZE),
+                "direct": lambda: first_line_ms(client, INITIALIZE, b'"result"'),
+                "proxied": lambda: first_line_ms(proxied_command, INITIALIZE, b'"result"'),
             },
             startup_reps,
         )
@@ -426,90 +343,37 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def _goal(goal: str, value: float, op: str, limit: float, unit: str, fmt: str, note=""):
+    """One row of the goals table: (goal, limit, measured, met)."""
+    ok = {"<=": value <= limit, ">=": value >= limit, "<": value < limit}[op]
+    return goal, f"{op} {limit:,g}{unit}{note}", f"{value:{fmt}}{unit}", ok
+
+
 def goals_table(f: dict) -> list[tuple[str, str, str, bool | None]]:
-    """(goal, limit, measured, met) rows."""
     loaded = f["load"]["loaded"]
-    factor = GOALS["loaded_factor"] if loaded else 1.0
+    factor, note = (GOALS["loaded_factor"], " (loaded: x2)") if loaded else (1.0, "")
     s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
-    limit = GOALS["startup_ms"] * factor
-    flow_limit = GOALS["startup_flow_ms"] * factor
+    start, start_flow = GOALS["startup_ms"] * factor, GOALS["startup_flow_ms"] * factor
+    p50, p99, shadow = GOALS["p50_ms"], GOALS["p99_ms"], GOALS["shadow_p50_ms"]
+    rate, big = GOALS["messages_per_s"], GOALS["big_ratio"]
+    ms, x = (" ms", "+.3f"), ("x", ".2f")
     rows = [
-        (
-            "start-up added, recording (echo server)",
-            f"<= {limit:.0f} ms" + (" (loaded: x2)" if loaded else ""),
-            f"{s['added_record_ms']:+.1f} ms",
-            s["added_record_ms"] <= limit,
-        ),
-        (
-            "start-up added, --flow",
-            f"<= {flow_limit:.0f} ms" + (" (loaded: x2)" if loaded else ""),
-            f"{s['added_flow_ms']:+.1f} ms",
-            s["added_flow_ms"] <= flow_limit,
-        ),
-        (
-            "per call p50 added, recording",
-            f"<= {GOALS['p50_ms']} ms",
-            f"{c['record_added']['p50']:+.3f} ms",
-            c["record_added"]["p50"] <= GOALS["p50_ms"],
-        ),
-        (
-            "per call p99 added, recording",
-            f"<= {GOALS['p99_ms']} ms",
-            f"{c['record_added']['p99']:+.3f} ms",
-            c["record_added"]["p99"] <= GOALS["p99_ms"],
-        ),
-        (
-            "per call p50 added, flow in shadow",
-            f"<= {GOALS['shadow_p50_ms']} ms",
-            f"{c['shadow_added']['p50']:+.3f} ms",
-            c["shadow_added"]["p50"] <= GOALS["shadow_p50_ms"],
-        ),
-        (
-            "small messages each way, recording",
-            f">= {GOALS['messages_per_s']:,.0f}/s",
-            f"{t['record_per_s']:,.0f}/s",
-            t["record_per_s"] >= GOALS["messages_per_s"],
-        ),
-        (
-            "16 MiB line, proxied / cat",
-            f"< {GOALS['big_ratio']:.0f}x",
-            f"{b['ratio']:.2f}x",
-            b["ratio"] < GOALS["big_ratio"],
-        ),
+        _goal("start-up added, recording", s["added_record_ms"], "<=", start, " ms", "+.1f", note),
+        _goal("start-up added, --flow", s["added_flow_ms"], "<=", start_flow, " ms", "+.1f", note),
+        _goal("per call p50 added, recording", c["record_added"]["p50"], "<=", p50, *ms),
+        _goal("per call p99 added, recording", c["record_added"]["p99"], "<=", p99, *ms),
+        _goal("per call p50 added, --flow-shadow", c["shadow_added"]["p50"], "<=", shadow, *ms),
+        _goal("small messages each way, recording", t["record_per_s"], ">=", rate, "/s", ",.0f"),
+        _goal("16 MiB line, proxied / cat", b["ratio"], "<", big, *x),
     ]
     h = f.get("http")
     if h:
         rows += [
-            (
-                "--upstream: start-up added vs a direct client",
-                f"<= {limit:.0f} ms",
-                f"{h['startup_added_ms']:+.1f} ms",
-                h["startup_added_ms"] <= limit,
-            ),
-            (
-                "--upstream: per call p50 added",
-                f"<= {GOALS['p50_ms']} ms",
-                f"{h['added']['p50']:+.3f} ms",
-                h["added"]["p50"] <= GOALS["p50_ms"],
-            ),
-            (
-                "--upstream: per call p99 added",
-                f"<= {GOALS['p99_ms']} ms",
-                f"{h['added']['p99']:+.3f} ms",
-                h["added"]["p99"] <= GOALS["p99_ms"],
-            ),
-            (
-                "--upstream: burst, proxied / direct rate",
-                ">= 1x (the server caps it)",
-                f"{h['burst_ratio']:.2f}x",
-                h["burst_ratio"] >= 1.0,
-            ),
-            (
-                "--upstream: 16 MiB result, proxied / direct",
-                f"< {GOALS['big_ratio']:.0f}x",
-                f"{h['big_ratio']:.2f}x",
-                h["big_ratio"] < GOALS["big_ratio"],
-            ),
+            _goal("--upstream: start-up added", h["startup_added_ms"], "<=", start, " ms", "+.1f"),
+            _goal("--upstream: per call p50 added", h["added"]["p50"], "<=", p50, *ms),
+            _goal("--upstream: per call p99 added", h["added"]["p99"], "<=", p99, *ms),
+            _goal("--upstream: a burst, proxied / direct", h["burst_ratio"], ">=", 1.0, *x),
+            _goal("--upstream: 16 MiB result, proxied / direct", h["big_ratio"], "<", big, *x),
         ]
     rows.append(("--listen (issue 17)", "the same goals", "not built yet", None))
     return rows
@@ -517,10 +381,11 @@ def goals_table(f: dict) -> list[tuple[str, str, str, bool | None]]:
 
 def report(f: dict) -> str:
     s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
+    load = f["load"]
     lines = [
         f"stretto-proxy overhead: {f['machine']}",
-        f"load average (1 min) during the run: {f['load']['min']:.2f} to {f['load']['max']:.2f} "
-        f"on {os.cpu_count()} CPUs -> {'loaded' if f['load']['loaded'] else 'not loaded'}",
+        f"load average (1 min) during the run: {load['min']:.2f} to {load['max']:.2f} on "
+        f"{os.cpu_count()} CPUs -> {'loaded' if load['loaded'] else 'not loaded'}",
         "",
         f"Start-up to the first line back, median of {s['echo']['n']} (ms):",
     ]
@@ -531,19 +396,15 @@ def report(f: dict) -> str:
         ("cat", "cat"),
         ("cat_proxied", "  through the proxy"),
     ):
+        row = s[name]
         lines.append(
-            f"  {label:<28}{s[name]['median']:>8.1f}  (min {s[name]['min']:.1f}, p90 {s[name]['p90']:.1f})"
+            f"  {label:<28}{row['median']:>8.1f}  (min {row['min']:.1f}, p90 {row['p90']:.1f})"
         )
     lines += ["", f"Per tools/call, demo server, {c['direct']['n']} calls each (ms):"]
     lines.append(f"  {'':<28}{'p50':>8}{'p90':>8}{'p99':>8}")
-    for name, label in (
-        ("direct", "direct"),
-        ("record", "--record"),
-        ("shadow", "--flow --flow-shadow"),
-    ):
-        lines.append(
-            f"  {label:<28}{c[name]['p50']:>8.3f}{c[name]['p90']:>8.3f}{c[name]['p99']:>8.3f}"
-        )
+    for name, label in (("direct", "direct"), ("record", "--record"), ("shadow", "--flow-shadow")):
+        row = c[name]
+        lines.append(f"  {label:<28}{row['p50']:>8.3f}{row['p90']:>8.3f}{row['p99']:>8.3f}")
     lines.append(
         f"  median of per-pair differences: record {c['record_added']['pair_median']:+.3f}, "
         f"shadow {c['shadow_added']['pair_median']:+.3f}; shadow decisions logged: "
@@ -558,19 +419,20 @@ def report(f: dict) -> str:
     ]
     h = f.get("http")
     if h:
+        start, big = h["startup"], h["big"]
         lines += [
             "",
-            f"--upstream (Streamable HTTP, JSON answers): start-up direct client "
-            f"{h['startup']['direct']['median']:.1f} ms, proxy {h['startup']['proxied']['median']:.1f} ms; "
-            f"per call p50 {h['direct']['p50']:.3f} / {h['proxied']['p50']:.3f} ms, p99 "
-            f"{h['direct']['p99']:.3f} / {h['proxied']['p99']:.3f} ms (direct / proxied)",
-            f"  burst of {h['burst_messages']}: direct {h['burst_direct_per_s']:,.0f}/s, proxied "
-            f"{h['burst_proxied_per_s']:,.0f}/s; 16 MiB result: direct {h['big']['direct']['median']:.0f} ms, "
-            f"proxied {h['big']['proxied']['median']:.0f} ms",
+            "--upstream (Streamable HTTP, JSON answers), direct client / proxy:",
+            f"  start-up {start['direct']['median']:.1f} / {start['proxied']['median']:.1f} ms; "
+            f"per call p50 {h['direct']['p50']:.3f} / {h['proxied']['p50']:.3f} ms, "
+            f"p99 {h['direct']['p99']:.3f} / {h['proxied']['p99']:.3f} ms",
+            f"  a burst of {h['burst_messages']} pings {h['burst_direct_per_s']:,.0f} / "
+            f"{h['burst_proxied_per_s']:,.0f} per s; a 16 MiB result "
+            f"{big['direct']['median']:.0f} / {big['proxied']['median']:.0f} ms",
         ]
-    lines += ["", f"{'goal (issue 20)':<48}{'limit':<26}{'measured':<16}"]
+    lines += ["", f"{'goal (issue 20)':<48}{'limit':<28}{'measured':<16}"]
     for goal, limit, measured, ok in goals_table(f):
-        lines.append(f"{goal:<48}{limit:<26}{measured:<16}{'' if ok is None else _verdict(ok)}")
+        lines.append(f"{goal:<48}{limit:<28}{measured:<16}{'' if ok is None else _verdict(ok)}")
     return "\n".join(lines)
 
 
@@ -598,7 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument("--no-http", action="store_true", help="skip the --upstream part")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--proxy", metavar="COMMAND", help="measure this proxy command instead")
     args = parser.parse_args(argv)
+    if args.proxy:
+        PROXY[:] = args.proxy.split()
     if args.quick:
         args.calls, args.warmup, args.startup_reps, args.messages = 500, 50, 6, 20_000
     for package in ("proxy", "stretto"):

@@ -4,11 +4,14 @@ on its stdin/stdout (`Peer`)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
 import sys
 import time
+
+PROTOCOL_VERSION = "2025-06-18"
 
 
 def run_side(script: str, args: list[str]) -> tuple[dict, float]:
@@ -44,6 +47,26 @@ def alternate(sides: dict, reps: int, quiet_gc: bool = False) -> dict[str, list[
     return samples
 
 
+def first_line_ms(command: list[str], line: bytes, expect: bytes) -> float:
+    """Spawn `command` and write `line` at once: ms until a line containing `expect` comes
+    back (the process is ended afterwards, untimed)."""
+    started = time.perf_counter_ns()
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    try:
+        os.write(proc.stdin.fileno(), line)
+        answer = proc.stdout.readline()
+        elapsed = (time.perf_counter_ns() - started) / 1e6
+        if expect not in answer:
+            raise SystemExit(f"{command}: expected {expect!r} back, got {answer[:200]!r}")
+        return elapsed
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+        proc.stdout.close()
+
+
 def percentile(values: list[float], p: float) -> float:
     """Linear interpolation between closest ranks (numpy's default)."""
     ordered = sorted(values)
@@ -64,8 +87,6 @@ def loadavg() -> float:
 class Peer:
     """A long-lived child speaking newline-delimited JSON-RPC on its stdin/stdout, driven in a
     tight blocking loop (no client threads on the timed path)."""
-
-    PROTOCOL_VERSION = "2025-06-18"
 
     def __init__(self, command: list[str]) -> None:
         self.command = command
@@ -97,7 +118,7 @@ class Peer:
 
     def initialize(self) -> None:
         params = {
-            "protocolVersion": self.PROTOCOL_VERSION,
+            "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
             "clientInfo": {"name": "stretto-bench", "version": "1"},
         }
@@ -159,3 +180,66 @@ class Peer:
             self.proc.kill()
             self.proc.wait()
         self.proc.stdout.close()
+
+
+# MCP over Streamable HTTP, directly -----------------------------------------------------------
+
+# A fresh process that posts one line to the server and prints the answer: the direct side of
+# the HTTP start-up, doing what the proxy must do before its first answer.
+HTTP_CLIENT = (
+    "import http.client, sys\n"
+    "c = http.client.HTTPConnection('127.0.0.1', int(sys.argv[1]))\n"
+    "c.request('POST', '/mcp', body=sys.stdin.buffer.readline().strip(), headers={"
+    "'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'})\n"
+    "sys.stdout.buffer.write(c.getresponse().read().strip() + b'\\n')\n"
+    "sys.stdout.flush()\n"
+)
+INITIALIZE = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "stretto-bench", "version": "1"},
+            },
+        }
+    ).encode()
+    + b"\n"
+)
+
+
+class HttpClient:
+    """A direct MCP client over Streamable HTTP: one kept-alive connection, JSON answers."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port)
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        self.next_id = 2
+        self.post(INITIALIZE.strip())
+        self.headers["MCP-Protocol-Version"] = PROTOCOL_VERSION
+        self.post(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def post(self, body: bytes) -> bytes:
+        self.conn.request("POST", "/mcp", body=body, headers=self.headers)
+        response = self.conn.getresponse()
+        session = response.getheader("Mcp-Session-Id")
+        if session:
+            self.headers["Mcp-Session-Id"] = session
+        return response.read()
+
+    def call(self, tool: str, arguments: dict) -> bytes:
+        request_id, self.next_id = self.next_id, self.next_id + 1
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+        body["params"] = {"name": tool, "arguments": arguments}
+        return self.post(json.dumps(body).encode())
+
+    def timed_call(self, key: str) -> float:
+        started = time.perf_counter_ns()
+        self.call("lookup", {"key": key})
+        return (time.perf_counter_ns() - started) / 1e6

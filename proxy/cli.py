@@ -107,10 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     from proxy.relay import Relay
 
     relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
-    pump = Pump(relay, server, hold_server_lines=bool(args.flow and not args.flow_shadow))
+    relay.hold_server_lines = bool(args.flow and not args.flow_shadow)
+    pump = Pump(relay, server, hold_server_lines=relay.hold_server_lines)
     if http is not None:
         http.set_error_handler(relay.answer_errors)
-        http.start(relay.from_server_parsed)
+        http.start(relay.from_server)
     loader = None
     if args.flow:
         from proxy.flowload import FlowLoader

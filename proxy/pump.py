@@ -45,17 +45,18 @@ if TYPE_CHECKING:
 
 
 class Outlet:
-    """Bytes on their way to one file descriptor.
+    """Bytes on their way to one file descriptor, which never blocks the loop.
 
-    The loop streams to it (`send`); other threads queue whole lines (`queue`), which go out
-    once no line is half-written. Only the loop thread writes to the descriptor.
+    The loop streams to it (`send`, a line's head before its tail); other threads send whole
+    lines (`queue`): at once when nothing waits and no line is half-written, else once that
+    is written. Writes hold the outlet's lock, so bytes never interleave.
     """
 
     def __init__(self, fd: int, pump: Pump) -> None:
         self.fd = fd
         self._pieces: list = []  # what the reader has not taken yet, in order
         self.waiting = 0  # their bytes
-        self._queued: list[bytes] = []
+        self._queued: list[bytes] = []  # whole lines waiting for the half-written one
         self._lock = _thread.allocate_lock()
         self._pump = pump
         self.sent = 0  # bytes taken by the reader so far
@@ -69,8 +70,15 @@ class Outlet:
         """Nothing waits to be written (or the reader has gone)."""
         return self.failed or self.closed or not (self._pieces or self._queued)
 
-    def send(self, data: bytes) -> None:
-        """(Loop thread) write `data` now, or as soon as the reader takes it."""
+    def send(self, data: bytes, line_open: bool = False) -> None:
+        """(Loop thread) write `data` now, or as soon as the reader takes it; `line_open`:
+        it ends in the middle of a line."""
+        with self._lock:
+            self._write(data)
+            self.line_open = line_open
+
+    def _write(self, data: bytes) -> None:
+        """(Holding the lock.)"""
         if self.failed or self.closed:
             return
         if self._pieces:
@@ -92,21 +100,22 @@ class Outlet:
 
     def flush(self) -> None:
         """(Loop thread) write what waits, as far as the reader takes it."""
-        pieces = self._pieces
-        while pieces:
-            try:
-                written = os.writev(self.fd, pieces[:IOV_MAX])
-            except BlockingIOError:
-                return
-            except OSError:
-                self._fail()
-                return
-            self.sent += written
-            self.waiting -= written
-            drop_written(pieces, written)
-        self._pump.dirty = self._pump.changed = True
-        if self.close_when_empty:
-            self.close()
+        with self._lock:
+            pieces = self._pieces
+            while pieces:
+                try:
+                    written = os.writev(self.fd, pieces[:IOV_MAX])
+                except BlockingIOError:
+                    return
+                except OSError:
+                    self._fail()
+                    return
+                self.sent += written
+                self.waiting -= written
+                drop_written(pieces, written)
+            self._pump.dirty = self._pump.changed = True
+            if self.close_when_empty:
+                self._close()
 
     def _fail(self) -> None:
         self.failed = True
@@ -115,25 +124,34 @@ class Outlet:
         self._pump.dirty = self._pump.changed = True
 
     def queue(self, line: bytes) -> bool:
-        """(Any thread) send a whole line once no line is half-written; False if the reader
-        has gone."""
-        if self.failed or self.closed or self.close_when_empty:
-            return False
+        """(Any thread) send a whole line as soon as no line is half-written; False if the
+        reader has gone."""
         with self._lock:
-            self._queued.append(line)
-        self._pump.queued = True
-        self._pump.wake()
+            if self.failed or self.closed or self.close_when_empty:
+                return False
+            if self.line_open or self._queued:
+                self._queued.append(line)
+                self._pump.queued = True
+            else:
+                self._write(line)
+            left = self.failed or bool(self._queued or self._pieces)
+        if left:
+            self._pump.wake()  # the loop has something to do about it
         return True
 
     def take_queued(self) -> None:
-        """(Loop thread) move the queued lines out, unless a line is half-written."""
-        if self._queued and not self.line_open:
-            with self._lock:
+        """(Loop thread) write the queued lines, unless a line is half-written."""
+        with self._lock:
+            if self._queued and not self.line_open:
                 lines, self._queued = self._queued, []
-            for line in lines:
-                self.send(line)
+                for line in lines:
+                    self._write(line)
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if not self.closed:
             self.closed = True
             self._pieces.clear()
@@ -429,8 +447,7 @@ class Pump:
             self._host_http(data, now)
             return
         if data:
-            outlet.send(data)
-            outlet.line_open = not data.endswith(b"\n")
+            outlet.send(data, not data.endswith(b"\n"))
             delivered = not (outlet.failed or outlet.closed)
             self._host_lines.feed(data, self._accounting, "client", now, delivered)
             if outlet.waiting >= HIGH_WATER:
@@ -486,8 +503,7 @@ class Pump:
             server_lines.feed(data, self._accounting, "server", now, False)
             self._account()  # the flow decides on each whole line before it is forwarded
         else:
-            outlet.send(data)
-            outlet.line_open = not data.endswith(b"\n")
+            outlet.send(data, not data.endswith(b"\n"))
             server_lines.feed(data, self._accounting, "server", now, True)
             if not outlet.line_open and outlet._queued:
                 self.queued = True

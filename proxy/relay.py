@@ -15,7 +15,6 @@ from __future__ import annotations
 import _thread
 import sys
 
-from proxy.flowfeed import FlowFeed
 from proxy.recorder import Parsed, parse_json_line
 from proxy.wire import error_line, id_key, is_request, is_response, messages, write_all
 
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from proxy.context import ContextFeed
+    from proxy.flowfeed import FlowFeed
     from proxy.recorder import SessionLog
 
 
@@ -50,6 +50,7 @@ class Relay:
         self._pending: dict[str, object] = {}
         self._pending_lock = _thread.allocate_lock()
         self.feed: FlowFeed | None = None  # what the flow is shown, with --flow
+        self.hold_server_lines = False  # a flow may hold the server's answers (not shadow)
         self._calls: set[str] = set()  # the agent's calls waiting for an answer, with --flow
 
     # host -> server ------------------------------------------------------------------------
@@ -111,15 +112,18 @@ class Relay:
 
     # server -> host ------------------------------------------------------------------------
 
-    def from_server(self, line: bytes) -> None:
-        """Account for one of the server's lines and send it to the host (unless the flow
-        takes it)."""
-        self.from_server_parsed(line, parse_json_line(line))
-
-    def from_server_parsed(self, line: bytes, parsed: Parsed) -> None:
-        """The same, for a caller that has parsed the line already."""
-        if self.account_server(line, parsed, None, False):
+    def from_server(self, line: bytes, parsed: Parsed | bool = False) -> Parsed:
+        """Send one of the server's lines to the host (unless the flow takes it) and account
+        for it; what parse_json_line made of it (`parsed` if the caller has it already).
+        The host gets it first, unless a flow may hold it."""
+        if not self.hold_server_lines:
             self.to_host(line)
+        if isinstance(parsed, bool):  # not given
+            parsed = parse_json_line(line)
+        forward = self.account_server(line, parsed, None, not self.hold_server_lines)
+        if self.hold_server_lines and forward:
+            self.to_host(line)
+        return parsed
 
     def server_line(self, line: bytes, t_ns: int | None = None, forwarded: bool = False) -> bool:
         """Account for a line of the server's, read at `t_ns`. Already `forwarded` to the host,
@@ -168,6 +172,8 @@ class Relay:
 
     def expect_flow(self) -> None:
         """A flow is loading: keep what it must be shown until `attach_flow`."""
+        from proxy.flowfeed import FlowFeed
+
         self.feed = FlowFeed(self.to_host)
 
     def attach_flow(self, flow) -> None:

@@ -9,7 +9,6 @@ carries the messages the server starts on its own.
 from __future__ import annotations
 
 import http.client
-import json
 import queue
 import sys
 import threading
@@ -17,7 +16,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from proxy.recorder import parse_json_line
+from proxy.recorder import Parsed, parse_json_line
 from proxy.upstream_stdio import StartError
 from proxy.wire import id_key, is_request, messages
 
@@ -73,7 +72,7 @@ class HttpUpstream:
             self._headers.setdefault("Authorization", "Basic " + base64.b64encode(token).decode())
         self._session_id: str | None = None
         self._protocol_version: str | None = None
-        self._on_line: Callable[..., None] = lambda line, parsed=None: None
+        self._on_line: Callable[..., Parsed] = lambda line, parsed=None: None
         self._readers = Workers("upstream-post")
         self._on_error: Callable[[list[object], str], object] = lambda ids, why: None
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []
@@ -87,8 +86,9 @@ class HttpUpstream:
 
     # the upstream interface ----------------------------------------------------------------
 
-    def start(self, on_line: Callable[..., None]) -> None:
-        """`on_line(line, parsed)` gets each line from the server (parsed: parse_json_line's)."""
+    def start(self, on_line: Callable[..., Parsed]) -> None:
+        """`on_line(line[, parsed])` hands each line from the server on (with what
+        parse_json_line made of it, if known) and says what parse_json_line made of it."""
         self._on_line = on_line
 
     def set_error_handler(self, on_error: Callable[[list[object], str], object]) -> None:
@@ -224,18 +224,25 @@ class HttpUpstream:
             return
         if b"\n" in payload or b"\r" in payload:
             # A line protocol cannot carry a pretty-printed body; compact it.
+            import json
+
             try:
                 payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
             except ValueError:
                 payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
         line = payload + b"\n"
-        parsed = parse_json_line(line)
-        if parsed is not None:
-            for message in messages(parsed[0]):
-                if answered is not None and "id" in message and "method" not in message:
-                    answered.add(id_key(message["id"]))
+        if any(m.get("method") == "initialize" for m in messages(sent)):
+            # Noted before the host has the answer, and so before its next request.
+            parsed = parse_json_line(line)
+            for message in messages(parsed[0] if parsed is not None else None):
                 self._note_initialize(message, sent)
-        self._on_line(line, parsed)
+            self._on_line(line, parsed)
+        else:
+            parsed = self._on_line(line)  # parsed once the host has it, if it may
+        if parsed is not None and answered is not None:
+            for message in messages(parsed[0]):
+                if "id" in message and "method" not in message:
+                    answered.add(id_key(message["id"]))
 
     def _note_initialize(self, message: dict, sent) -> None:
         result = message.get("result")
