@@ -149,11 +149,13 @@ def per_call(calls: int, warmup: int, tmp: Path, flow: Path) -> dict:
             peer.request("tools/list", {})
             for i in range(warmup):
                 peer.timed_call(f"warm{i}")
+        cpu = {name: peer.cpu_s() for name, peer in peers.items()}
         samples = alternate(
             {name: (lambda p=p: p.timed_call("k") / 1e6) for name, p in peers.items()},
             calls,
             quiet_gc=True,
         )
+        cpu = {name: (peer.cpu_s() - cpu[name]) / calls * 1e6 for name, peer in peers.items()}
     finally:
         for peer in peers.values():
             peer.close()
@@ -172,6 +174,7 @@ def per_call(calls: int, warmup: int, tmp: Path, flow: Path) -> dict:
             "pair_median": statistics.median(diffs),
         }
     out["shadow_decisions"] = decisions
+    out["cpu_us_per_call"] = cpu  # the server's own (direct), the proxy's own (the others)
     return out
 
 
@@ -405,11 +408,14 @@ def report(f: dict) -> str:
     for name, label in (("direct", "direct"), ("record", "--record"), ("shadow", "--flow-shadow")):
         row = c[name]
         lines.append(f"  {label:<28}{row['p50']:>8.3f}{row['p90']:>8.3f}{row['p99']:>8.3f}")
-    lines.append(
+    cpu = c["cpu_us_per_call"]
+    lines += [
         f"  median of per-pair differences: record {c['record_added']['pair_median']:+.3f}, "
         f"shadow {c['shadow_added']['pair_median']:+.3f}; shadow decisions logged: "
-        f"{c['shadow_decisions']}"
-    )
+        f"{c['shadow_decisions']}",
+        f"  CPU per call (us): the server {cpu['direct']:.0f}; the proxy, recording "
+        f"{cpu['record']:.0f}, in shadow {cpu['shadow']:.0f} (its decisions included)",
+    ]
     lines += [
         "",
         f"Throughput, {t['messages']:,} messages each way: cat {t['direct_per_s']:,.0f}/s, "

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 PROTOCOL_VERSION = "2025-06-18"
 
@@ -168,6 +169,15 @@ class Peer:
         elapsed = (time.perf_counter_ns() - started) / 1e6
         writer.join()
         return elapsed
+
+    def cpu_s(self) -> float:
+        """CPU seconds the child itself has used so far (user + system; not its children)."""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return float("nan")
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self, timeout: float = 30.0) -> None:
         try:

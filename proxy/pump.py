@@ -33,7 +33,9 @@ from proxy.wire import drop_written
 CHUNK = 1 << 16  # bytes read at once (more would be an mmap per read)
 HIGH_WATER = 1 << 22  # a side is not read while this much waits to be written to the other
 IOV_MAX = 1024  # pieces per writev
-BACKLOG_LINES = 4096  # lines waiting to be accounted for: past this, account at once
+ACCOUNT_AFTER_MS = 1  # lines are accounted for once nothing has moved for this long
+BACKLOG_LINES = 256  # ... or once this many wait
+BACKLOG_BYTES = 1 << 26  # ... or this many bytes
 SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 _IN = select.POLLIN | select.POLLPRI
 _OUT = select.POLLOUT
@@ -222,7 +224,11 @@ class Pump:
         self._loop_thread = _thread.get_ident()
         self._poll = select.poll()
         self._masks: dict[int, int] = {}
-        self._accounting: list = []  # (sender, line, t_ns, delivered), in the order read
+        # (sender, line, t_ns, delivered) in the order read, accounted for once nothing has
+        # moved for a moment: the host and the server get the CPU first
+        self._accounting: list = []
+        self._backlog_bytes = 0
+        self._in_order = relay.context is not None
         self.dirty = True  # what to poll for may have changed
         self.changed = True  # something the session waits on may have happened
         self.queued = False  # a thread queued a line
@@ -337,6 +343,8 @@ class Pump:
             if self.changed:
                 self.changed = False
                 if done():
+                    if self._accounting:
+                        self._account()  # the caller sees every line accounted for
                     return True
             if self.queued:
                 self.queued = False
@@ -347,29 +355,24 @@ class Pump:
             if log is not None and log._due is not None:
                 until_due = log._due - time.monotonic()
                 wait = until_due if wait is None else min(wait, until_due)
-            for fd, event in poll(None if wait is None else max(0, int(wait * 1000) + 1)):
+            wait_ms = None if wait is None else max(0, int(wait * 1000) + 1)
+            if self._accounting and (wait_ms is None or wait_ms > ACCOUNT_AFTER_MS):
+                wait_ms = ACCOUNT_AFTER_MS
+            events = poll(wait_ms)
+            for fd, event in events:
                 handlers[fd](event)
-            if self._accounting and not (
-                self._streaming() and len(self._accounting) < BACKLOG_LINES
+            if self._accounting and (
+                not events
+                or len(self._accounting) >= BACKLOG_LINES
+                or self._backlog_bytes >= BACKLOG_BYTES
             ):
                 self._account()
             if log is not None and log._due is not None:
                 log.flush_due()
             if deadline is not None and time.monotonic() >= deadline:
+                if self._accounting:
+                    self._account()
                 return done()
-
-    def _streaming(self) -> bool:
-        """Bytes are still on their way (a line half-read, or waiting to be written): the
-        lines read meanwhile are accounted for once they have passed."""
-        server_outlet = self.to_server_outlet
-        return (
-            self._host_lines.open
-            or bool(self.to_host_outlet.waiting)
-            or (
-                server_outlet is not None
-                and (self._server_lines.open or bool(server_outlet.waiting))
-            )
-        )
 
     def _take_queued(self) -> None:
         self.changed = True
@@ -448,6 +451,7 @@ class Pump:
             return
         if data:
             outlet.send(data, not data.endswith(b"\n"))
+            self._backlog_bytes += len(data)
             delivered = not (outlet.failed or outlet.closed)
             self._host_lines.feed(data, self._accounting, "client", now, delivered)
             if outlet.waiting >= HIGH_WATER:
@@ -487,8 +491,9 @@ class Pump:
             data = b""
         now = time.monotonic_ns()
         server_lines, outlet = self._server_lines, self.to_host_outlet
-        if self._accounting and not server_lines.open:
-            # The server starts a line: what the host sent before it is accounted for first.
+        if self._accounting and not server_lines.open and self._in_order:
+            # The server starts a line: what the host sent before it is accounted for first
+            # (--context: the conversation is read when a call is, before its answer goes).
             self._account()
         if not data:
             self.output_closed = True
@@ -500,10 +505,12 @@ class Pump:
             outlet.line_open = False
             self.queued = True
         elif self.hold_server_lines:
+            self._backlog_bytes += len(data)
             server_lines.feed(data, self._accounting, "server", now, False)
             self._account()  # the flow decides on each whole line before it is forwarded
         else:
             outlet.send(data, not data.endswith(b"\n"))
+            self._backlog_bytes += len(data)
             server_lines.feed(data, self._accounting, "server", now, True)
             if not outlet.line_open and outlet._queued:
                 self.queued = True
@@ -513,6 +520,7 @@ class Pump:
 
     def _account(self) -> None:
         batch, self._accounting = self._accounting, []
+        self._backlog_bytes = 0
         relay, outlet = self.relay, self.to_host_outlet
         for sender, line, t_ns, delivered in batch:
             if type(line) is list:
