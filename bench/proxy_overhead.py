@@ -98,7 +98,7 @@ def startup(reps: int, tmp: Path, flow: Path) -> dict:
     samples = alternate(
         {name: (lambda c=c: first_line_ms(c, PING, PING)) for name, c in cases.items()}, reps
     )
-    out = {name: _summary(values) for name, values in samples.items()}
+    out: dict = {name: _summary(values) for name, values in samples.items()}
     out["added_record_ms"] = out["echo_record"]["median"] - out["echo"]["median"]
     out["added_flow_ms"] = out["echo_flow"]["median"] - out["echo"]["median"]
     out["added_cat_ms"] = out["cat_proxied"]["median"] - out["cat"]["median"]
@@ -165,7 +165,7 @@ def per_call(calls: int, warmup: int, tmp: Path, flow: Path) -> dict:
         for line in path.open()
         if "action" in line
     )
-    out = {name: _summary(values) for name, values in samples.items()}
+    out: dict = {name: _summary(values) for name, values in samples.items()}
     for name in ("record", "shadow"):
         diffs = [p - d for p, d in zip(samples[name], samples["direct"], strict=True)]
         out[f"{name}_added"] = {
@@ -200,7 +200,7 @@ def throughput(messages: int, reps: int, tmp: Path) -> dict:
             peer.close()
 
     samples = alternate({"direct": lambda: burst(CAT), "record": lambda: burst(proxied)}, reps)
-    out = {name: _summary(values) for name, values in samples.items()}
+    out: dict = {name: _summary(values) for name, values in samples.items()}
     for name in ("direct", "record"):
         out[f"{name}_per_s"] = messages / (out[name]["median"] / 1000)
     out["messages"] = messages
@@ -228,7 +228,7 @@ def big_line(size: int, reps: int, tmp: Path) -> dict:
     finally:
         for peer in peers.values():
             peer.close()
-    out = {name: _summary(values) for name, values in samples.items()}
+    out: dict = {name: _summary(values) for name, values in samples.items()}
     out["ratio"] = out["record"]["median"] / out["direct"]["median"]
     out["bytes"] = len(line)
     return out
@@ -305,7 +305,7 @@ def upstream(tmp: Path, calls: int, warmup: int, reps: int, startup_reps: int) -
             out["burst_ratio"] = out["burst_proxied_per_s"] / out["burst_direct_per_s"]
 
             size = 16 * 2**20
-            big_call = {"jsonrpc": "2.0", "id": "big", "method": "tools/call"}
+            big_call: dict = {"jsonrpc": "2.0", "id": "big", "method": "tools/call"}
             big_call["params"] = {"name": "big", "arguments": {"size": size}}
             body = json.dumps(big_call).encode()
 

@@ -18,6 +18,7 @@ PROTOCOL_VERSION = "2025-06-18"
 def run_side(script: str, args: list[str]) -> tuple[dict, float]:
     """Run `script` with `args` in a child process: the JSON it prints and its peak RSS in GB."""
     proc = subprocess.Popen([sys.executable, script, *args], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:
@@ -55,6 +56,7 @@ def first_line_ms(command: list[str], line: bytes, expect: bytes) -> float:
     proc = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
+    assert proc.stdin is not None and proc.stdout is not None
     try:
         os.write(proc.stdin.fileno(), line)
         answer = proc.stdout.readline()
@@ -98,8 +100,10 @@ class Peer:
             stderr=subprocess.DEVNULL,
             bufsize=1 << 16,  # reads of a pipe's size, as an HTTP client's socket reads
         )
-        self._in = self.proc.stdin.fileno()
-        self._readline = self.proc.stdout.readline
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
+        self._in = self._stdin.fileno()
+        self._readline = self._stdout.readline
         self.next_id = 1
 
     def send(self, message: dict) -> None:
@@ -181,7 +185,7 @@ class Peer:
 
     def close(self, timeout: float = 30.0) -> None:
         try:
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
         try:
@@ -189,7 +193,7 @@ class Peer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stdout.close()
+        self._stdout.close()
 
 
 # MCP over Streamable HTTP, directly -----------------------------------------------------------
