@@ -76,6 +76,7 @@ LOADED_CPUS = 0.5  # others kept this much CPU busy on average: the machine coun
 
 
 PROXY: list[str] = []  # --proxy: another build to measure (e.g. an older checkout's)
+COMPARE: list[str] = []  # --compare: another build, measured beside this one as a side more
 
 
 def proxy_command() -> list[str]:
@@ -97,6 +98,10 @@ def startup(reps: int, tmp: Path, flow: Path) -> dict:
         "cat": CAT,
         "cat_proxied": [*proxy, "--", *CAT],
     }
+    if COMPARE:
+        cases["echo_record_compared"] = [*COMPARE, *record, "--", *ECHO]
+        cases["echo_flow_compared"] = [*COMPARE, *record, "--flow", str(flow), "--", *ECHO]
+        cases["cat_compared"] = [*COMPARE, "--", *CAT]
     samples = alternate(
         {name: (lambda c=c: first_line_ms(c, PING, PING)) for name, c in cases.items()}, reps
     )
@@ -145,6 +150,8 @@ def per_call(calls: int, warmup: int, tmp: Path, flow: Path) -> dict:
             + ["--", *DEMO]
         ),
     }
+    if COMPARE:
+        peers["record_compared"] = Peer([*COMPARE, "--record", str(tmp / "calls2"), "--", *DEMO])
     try:
         for peer in peers.values():
             peer.initialize()
@@ -168,7 +175,7 @@ def per_call(calls: int, warmup: int, tmp: Path, flow: Path) -> dict:
         if "action" in line
     )
     out: dict = {name: _summary(values) for name, values in samples.items()}
-    for name in ("record", "shadow"):
+    for name in ("record", "shadow", "record_compared")[: 3 if COMPARE else 2]:
         diffs = [p - d for p, d in zip(samples[name], samples["direct"], strict=True)]
         out[f"{name}_added"] = {
             "p50": out[name]["p50"] - out["direct"]["p50"],
@@ -217,13 +224,28 @@ def big_line(size: int, reps: int, tmp: Path) -> dict:
         "direct": Peer(CAT),
         "record": Peer([*proxy_command(), "--record", str(tmp / "big"), "--", *CAT]),
     }
+    logged, copies = tmp / "big", [0]
+
+    def settled(peer: Peer) -> None:
+        """Until the proxy has logged both copies of the line (it does so once they have
+        passed): its work on one line is not timed with the next."""
+        if peer is peers["direct"]:
+            return
+        copies[0] += 2
+        deadline = time.monotonic() + 120
+        while sum(p.stat().st_size for p in logged.glob("*.jsonl")) < copies[0] * len(line):
+            if time.monotonic() > deadline:
+                raise SystemExit("the proxy did not log the 16 MiB line")
+            time.sleep(0.005)
+
     try:
         for peer in peers.values():
             peer.stream(line, 1)  # warm up (and the proxy's log file)
+            settled(peer)
 
         def one(peer: Peer) -> float:
             elapsed = peer.stream(line, 1)
-            peer.stream(PING, 1)  # the proxy has logged the line before the next is timed
+            settled(peer)
             return elapsed
 
         samples = alternate({name: (lambda p=p: one(p)) for name, p in peers.items()}, reps)
@@ -398,19 +420,31 @@ def report(f: dict) -> str:
     for name, label in (
         ("echo", "echo server"),
         ("echo_record", "  through --record"),
+        ("echo_record_compared", "  through --record, compared"),
         ("echo_flow", "  through --record --flow"),
+        ("echo_flow_compared", "  through --record --flow, compared"),
         ("cat", "cat"),
         ("cat_proxied", "  through the proxy"),
+        ("cat_compared", "  through the compared proxy"),
     ):
+        if name not in s:
+            continue
         row = s[name]
         lines.append(
-            f"  {label:<28}{row['median']:>8.1f}  (min {row['min']:.1f}, p90 {row['p90']:.1f})"
+            f"  {label:<36}{row['median']:>8.1f}  (min {row['min']:.1f}, p90 {row['p90']:.1f})"
         )
     lines += ["", f"Per tools/call, demo server, {c['direct']['n']} calls each (ms):"]
-    lines.append(f"  {'':<28}{'p50':>8}{'p90':>8}{'p99':>8}")
-    for name, label in (("direct", "direct"), ("record", "--record"), ("shadow", "--flow-shadow")):
+    lines.append(f"  {'':<36}{'p50':>8}{'p90':>8}{'p99':>8}")
+    for name, label in (
+        ("direct", "direct"),
+        ("record", "--record"),
+        ("record_compared", "--record, compared"),
+        ("shadow", "--flow-shadow"),
+    ):
+        if name not in c:
+            continue
         row = c[name]
-        lines.append(f"  {label:<28}{row['p50']:>8.3f}{row['p90']:>8.3f}{row['p99']:>8.3f}")
+        lines.append(f"  {label:<36}{row['p50']:>8.3f}{row['p90']:>8.3f}{row['p99']:>8.3f}")
     cpu = c["cpu_us_per_call"]
     lines += [
         f"  median of per-pair differences: record {c['record_added']['pair_median']:+.3f}, "
@@ -419,6 +453,11 @@ def report(f: dict) -> str:
         f"  CPU per call (us): the server {cpu['direct']:.0f}; the proxy, recording "
         f"{cpu['record']:.0f}, in shadow {cpu['shadow']:.0f} (its decisions included)",
     ]
+    if "record_compared" in c:
+        lines.append(
+            f"  compared: per-pair difference {c['record_compared_added']['pair_median']:+.3f}, "
+            f"CPU per call {cpu['record_compared']:.0f} us"
+        )
     lines += [
         "",
         f"Throughput, {t['messages']:,} messages each way: cat {t['direct_per_s']:,.0f}/s, "
@@ -497,9 +536,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-http", action="store_true", help="skip the --upstream part")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--proxy", metavar="COMMAND", help="measure this proxy command instead")
+    parser.add_argument(
+        "--compare", metavar="COMMAND", help="also measure this proxy command, alternating"
+    )
     args = parser.parse_args(argv)
     if args.proxy:
         PROXY[:] = args.proxy.split()
+    if args.compare:
+        COMPARE[:] = args.compare.split()
     if args.quick:
         args.calls, args.warmup, args.startup_reps, args.messages = 500, 50, 6, 20_000
     for package in ("proxy", "stretto"):
