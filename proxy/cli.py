@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
     relay.hold_server_lines = bool(args.flow and not args.flow_shadow)
-    pump = Pump(relay, server, hold_server_lines=relay.hold_server_lines)
+    pump = Pump(relay, server)
     if http is not None:
         http.set_error_handler(relay.answer_errors)
         http.start(relay.from_server)

@@ -2,11 +2,11 @@
 
 Bytes are forwarded as they are read (`os.read` of up to 64 KiB, `os.write` of all that is
 there), a line's head before its tail has arrived, so a 16 MB line costs the proxy about what
-it costs a pipe. Only then is each whole line accounted for (parsed, logged, its request
-remembered, shown to the flow), while the other side works on it; and while a line is still
-streaming the other way, accounting waits for it (a 16 MB line is parsed once it has passed,
-not while its echo is on its way). A request is always accounted for before anything the
-server says after it is forwarded.
+it costs a pipe. Each whole line is accounted for (parsed, logged, its request remembered,
+shown to the flow) later, in the order read, once nothing has moved for a millisecond (or many
+lines wait): the host and the server get the CPU first, and a 16 MB line is parsed once it has
+passed, not while its echo is on its way. With `--context` the host's lines are accounted for
+before the server's next line goes (the conversation is read when a call is).
 
 When a flow may hold the server's answers (`--flow` but not `--flow-shadow`), the server's
 lines go the other way round: accounted for first, then forwarded unless the flow took one.
@@ -211,12 +211,10 @@ class Pump:
     HttpUpstream (its `send` is called with each of the host's lines; its answers come back
     through `to_host` from its own threads)."""
 
-    def __init__(
-        self, relay, server, *, hold_server_lines: bool, host_in: int = 0, host_out: int = 1
-    ) -> None:
+    def __init__(self, relay, server, *, host_in: int = 0, host_out: int = 1) -> None:
         self.relay = relay
         self.server = server
-        self.hold_server_lines = hold_server_lines
+        self.hold_server_lines = relay.hold_server_lines
         self.log = relay.log
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -237,7 +235,6 @@ class Pump:
         self.host_eof = False
         self.output_closed = False  # the server's stdout ended
         self.server_status: int | None = None
-        self.server_lines_seen = 0
 
         self._host_in = host_in
         self._host_lines = Lines()
@@ -516,7 +513,6 @@ class Pump:
                 self.queued = True
             if outlet.waiting >= HIGH_WATER:
                 self.dirty = True
-        self.server_lines_seen += 1
 
     def _account(self) -> None:
         batch, self._accounting = self._accounting, []
