@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
     relay.hold_server_lines = bool(args.flow and not args.flow_shadow)
     pump = Pump(relay, server)
+    relay.host_has_all = pump.drained
     if http is not None:
         http.set_error_handler(relay.answer_errors)
         http.start(relay.from_server)

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import _thread
 import sys
+import time
 
 from proxy.recorder import Parsed, parse_json_line
 from proxy.wire import error_line, id_key, is_request, is_response, messages, write_all
+
+BIG_LINE = 1 << 20  # from_server lets the host have a line this long before it parses it
+BIG_LINE_WAIT_S = 10.0  # ... but waits no longer than this for a host that does not read
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,6 +55,7 @@ class Relay:
         self._pending_lock = _thread.allocate_lock()
         self.feed: FlowFeed | None = None  # what the flow is shown, with --flow
         self.hold_server_lines = False  # a flow may hold the server's answers (not shadow)
+        self.host_has_all: Callable[[], bool] | None = None  # nothing waits for the host
         self._calls: set[str] = set()  # the agent's calls waiting for an answer, with --flow
 
     # host -> server ------------------------------------------------------------------------
@@ -118,6 +123,11 @@ class Relay:
         The host gets it first, unless a flow may hold it."""
         if not self.hold_server_lines:
             self.to_host(line)
+            if len(line) >= BIG_LINE and self.host_has_all is not None:
+                # Parsing holds Python's lock: let the host have a big line first.
+                deadline = time.monotonic() + BIG_LINE_WAIT_S
+                while not self.host_has_all() and time.monotonic() < deadline:
+                    time.sleep(0.001)
         if isinstance(parsed, bool):  # not given
             parsed = parse_json_line(line)
         forward = self.account_server(line, parsed, None, not self.hold_server_lines)
