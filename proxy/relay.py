@@ -72,7 +72,7 @@ class Relay:
         parsed = parse_json_line(line)
         if parsed is not None:
             value = parsed[0]
-            if _calls_a_tool(value):
+            if self.context is not None and _calls_a_tool(value):
                 self.log_context()
             self._track_host_message(value)
             if self.feed is not None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from proxy.cjson import dumps_compact
+from proxy.cjson import dumps_compact, dumps_string
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Sequence
 
 # JSON-RPC "server error" range; used for answers the proxy gives on the server's behalf.
 PROXY_ERROR_CODE = -32000
@@ -34,18 +34,21 @@ def drop_written(pieces: list, written: int) -> None:
         pieces[0] = memoryview(pieces[0])[written:]
 
 
-def messages(value: object) -> Iterator[dict]:
+def messages(value: object) -> Sequence[dict]:
     """The JSON-RPC messages in a parsed line: itself, or each object of a batch."""
     if isinstance(value, dict):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                yield item
+        return (value,)
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, dict)]
+    return ()
 
 
 def id_key(request_id: object) -> str:
-    """A hashable key that tells 1 and "1" apart, as JSON-RPC does."""
+    """A hashable key that tells 1 and "1" apart, as JSON-RPC does: the id's JSON text."""
+    if isinstance(request_id, str):
+        return dumps_string(request_id)
+    if type(request_id) is int:  # not a bool
+        return str(request_id)
     return dumps_compact(request_id)
 
 
