@@ -263,7 +263,7 @@ class Pump:
     def wake(self) -> None:
         """Make the loop look around (from any thread)."""
         self.changed = True
-        if _thread.get_ident() != self._loop_thread:
+        if _thread.get_ident() != self._loop_thread and self._wake_w >= 0:
             try:
                 os.write(self._wake_w, b"w")
             except OSError:
@@ -326,8 +326,10 @@ class Pump:
                 os.set_blocking(self.to_host_outlet.fd, True)
             except OSError:
                 pass
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        wake_r, wake_w = self._wake_r, self._wake_w
+        self._wake_w = -1  # a thread that wakes the loop from now on writes nowhere
+        os.close(wake_r)
+        os.close(wake_w)
 
     # the loop --------------------------------------------------------------------------------
 
