@@ -82,6 +82,9 @@ MODEL_NOTE = [
     "say nothing about how a model would do. The runners for real models (ollama://, claude://, "
     "openai://, jev://) are tested against local servers speaking their APIs (tests/oracle/), "
     "which checks the requests and the reading of answers, not a model's judgement.",
+    "",
+    "What the proxy itself costs a host (start-up, per call, throughput, big lines): "
+    "[performance.md](performance.md).",
 ]
 
 
