@@ -62,8 +62,8 @@ def argparse_reads(argv: list[str]) -> dict | None:
 @given(command_lines())
 def test_the_quick_reading_is_argparse_s_or_none(argv: list[str]) -> None:
     quick = quick_parse(argv)
-    if quick is not None:
-        assert vars(quick) == argparse_reads(argv), argv
+    if quick is not None:  # compared as text: nan is not equal to itself
+        assert repr(vars(quick)) == repr(argparse_reads(argv)), argv
 
 
 def test_plain_command_lines_are_read_quickly() -> None:
