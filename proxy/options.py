@@ -348,6 +348,9 @@ def _problem(args, command: list[str]) -> str | None:
         return "--oracle-timeout wants milliseconds above 0, --flow-questions a count"
     if not 0.0 <= args.flow_explore <= 1.0:
         return "--flow-explore wants a probability in [0, 1]"
+    threshold = args.flow_threshold
+    if threshold == threshold and not 0.0 <= threshold <= 1.0:  # nan: the flow's own
+        return "--flow-threshold wants a probability in [0, 1]"
     if args.flow and not (args.record or args.flow_log):
         return (
             "--flow needs --record DIR (the flow log goes beside the session log) "

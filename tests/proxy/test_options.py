@@ -84,3 +84,21 @@ def test_parse_args_splits_off_the_server_command() -> None:
     args, command = parse_args(["--record", "logs", "--", "node", "srv.js", "--record", "x"])
     assert args.record == "logs" and command == ["node", "srv.js", "--record", "x"]
     assert args.flow_threshold == 0.3 and args.upstream_header == []
+
+
+def test_options_that_cannot_work_together_are_refused_with_the_reason(capsys) -> None:
+    for argv, reason in (
+        (["--flow-threshold", "1.5", "--", "cat"], "--flow-threshold wants a probability"),
+        (["--flow-threshold", "inf", "--", "cat"], "--flow-threshold wants a probability"),
+        (["--flow-explore", "-0.1", "--flow", "f", "--", "cat"], "--flow-explore wants"),
+        (["--flow-shadow", "--", "cat"], "the --flow-* options need --flow"),
+        (["--flow", "f.json", "--", "cat"], "--flow needs --record DIR"),
+        (["--record", "logs"], "no server to wrap"),
+    ):
+        try:
+            parse_args(argv)
+        except SystemExit as exc:
+            assert exc.code == 2, argv
+        else:
+            raise AssertionError(f"accepted: {argv}")
+        assert reason in capsys.readouterr().err, argv
