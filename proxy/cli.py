@@ -16,6 +16,11 @@ import time
 from stretto import __version__
 from stretto.model import defaults
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from proxy.upstream_http import HttpUpstream
+    from proxy.upstream_stdio import StdioServer
+
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
 EXIT_PROXY_FAILED = 125
 EXIT_USAGE = 2
@@ -195,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             _say(str(exc))
             return EXIT_USAGE
 
+    server: HttpUpstream | StdioServer
     try:
         if args.upstream:
             from proxy.upstream_http import HttpUpstream

@@ -44,7 +44,7 @@ class HttpUpstream:
         self._session_id: str | None = None
         self._protocol_version: str | None = None
         self._on_line: Callable[[bytes], None] = lambda line: None
-        self._on_error: Callable[[list[object], str], None] = lambda ids, why: None
+        self._on_error: Callable[[list[object], str], object] = lambda ids, why: None
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []
         self._lock = threading.Lock()
         self._inflight = 0
@@ -58,7 +58,7 @@ class HttpUpstream:
     def start(self, on_line: Callable[[bytes], None]) -> None:
         self._on_line = on_line
 
-    def set_error_handler(self, on_error: Callable[[list[object], str], None]) -> None:
+    def set_error_handler(self, on_error: Callable[[list[object], str], object]) -> None:
         """Called with request ids the server could not answer, and why."""
         self._on_error = on_error
 

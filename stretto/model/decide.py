@@ -7,6 +7,7 @@ it says which lookup to make, if any, with every option's probability, or why it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stretto.model import defaults
@@ -99,7 +100,7 @@ class Decider:
         history: list[str],
         last: tuple[str, bool] | None,
         state: SessionState,
-        also: list[tuple[str, dict]] = (),
+        also: Sequence[tuple[str, dict]] = (),
         every_option: bool = False,
     ) -> Decision:
         """Decide after the call `last` = (tool, failed) — the last of `history`, the session's
@@ -121,7 +122,7 @@ class Decider:
         history: list[str],
         last: tuple[str, bool],
         state: SessionState,
-        also: list[tuple[str, dict]],
+        also: Sequence[tuple[str, dict]],
         every_option: bool,
     ) -> Decision:
         theta = self.threshold
@@ -134,7 +135,7 @@ class Decider:
             return Decision(site, "hand_back", reason="no lookups followed here in training")
         probs = self.probabilities(history, last)
         if self.kind == "habit":
-            habit = {tool: probs[tool] for tool in lookups}
+            habit: dict[str, float | None] = {tool: probs[tool] for tool in lookups}
         elif every_option:
             habit = {tool: self.habit.prob(tool, history) for tool in lookups}
         else:
@@ -169,6 +170,7 @@ class Decider:
         if not lookups:
             return {}
         if self.kind == "reach":
+            assert self.reach is not None  # loaded for the reach decider (__init__)
             probs = {tool: self.reach.prob(tool, history) for tool in lookups}
             probs[RESPOND] = 0.0
         else:
@@ -197,7 +199,10 @@ class Decider:
             if option.arguments is None:
                 last_error = option.reason
                 continue
-            if best is None or option.prob * option.chance > best.prob * best.chance:
+            # chance is set with the arguments (the binding above); `or 0.0` is for mypy
+            if best is None or option.prob * (option.chance or 0.0) > best.prob * (
+                best.chance or 0.0
+            ):
                 best = option
         if best is None:
             if last_error:
@@ -212,7 +217,7 @@ class Decider:
     def _clear(best: Option, theta: float) -> Decision:
         if best.arguments is None:
             return Decision(None, "hand_back", tool=best.tool, prob=best.prob, reason=best.reason)
-        if best.prob * best.chance < theta:
+        if best.prob * (best.chance or 0.0) < theta:  # chance is set with the arguments
             return Decision(
                 None,
                 "hand_back",
