@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import learn, shop_log, write_logs
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 REFERENCE_HOME = SHARED / "data/reference/crates/stretto-console/tests/fixtures/home"
@@ -51,28 +53,25 @@ def logs(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shop_flow_path(tmp_path_factory) -> Path:
-    """A flow learned (once per test run, by the real command) from the reference's shop logs."""
+def shop_flow_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flow learned (once per test run, by the real command in this process) from the
+    reference's shop logs."""
     tmp = tmp_path_factory.mktemp("shop-flow")
     out = tmp / "shop.flow.json"
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "stretto"),
-            "learn",
-            "--sessions",
-            str(REFERENCE_HOME / "logs/shop"),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(out),
-            "--home",
-            str(tmp / "home"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = learn(REFERENCE_HOME / "logs/shop", out, tmp / "home")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def hand_made_shop_flow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flow learned (once per test run, in this process) from four shop sessions
+    (tests.builders.shop_log): after find_account the agent reads the account it found, then
+    each of its orders; then it closes one. The sessions are beside it, in sessions/."""
+    tmp = tmp_path_factory.mktemp("replay-shop")
+    sessions = write_logs(tmp / "sessions", [shop_log(i) for i in range(4)])
+    out = tmp / "shop.flow.json"
+    done = learn(sessions, out, tmp / "home")
     assert done.returncode == 0, done.stderr
     return out
 
