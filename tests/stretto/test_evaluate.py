@@ -282,6 +282,7 @@ def coverage(
     }
 
 
+@pytest.mark.slow  # statistical: 200 replications
 def test_the_weighted_estimators_cover_the_truth_at_their_promised_rate() -> None:
     """The agent uses a lookup with the model's own probability: the reward model (per site and
     tool) is wrong, the propensities are right. 200 replications of 360 decisions."""
@@ -302,6 +303,7 @@ def test_the_weighted_estimators_cover_the_truth_at_their_promised_rate() -> Non
     assert found["coverage"][("direct", "bootstrap", "used")] < 0.5
 
 
+@pytest.mark.slow  # statistical: 200 replications
 def test_the_direct_method_covers_the_truth_when_its_model_is_right() -> None:
     """The agent's use depends only on site and tool: the reward model is the right one. The
     habit target differs from the logging rule more (more weight on fewer decisions)."""
