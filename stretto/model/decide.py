@@ -160,7 +160,7 @@ class Decider:
         history: list[str],
         last: tuple[str, bool] | None,
         state: SessionState,
-        also: list[tuple[str, dict]] = (),
+        also: Sequence[tuple[str, dict]] = (),
         every_option: bool = False,
         judge: Judge | None = None,
     ) -> Decision:
@@ -184,7 +184,7 @@ class Decider:
         history: list[str],
         last: tuple[str, bool],
         state: SessionState,
-        also: list[tuple[str, dict]],
+        also: Sequence[tuple[str, dict]],
         every_option: bool,
         judge: Judge | None,
     ) -> Decision:
@@ -292,6 +292,7 @@ class Decider:
             judged = self.judged(history, last, judge)
             return {} if judged is None or judged.reason is not None else dict(judged.probs)
         if self.kind == "reach":
+            assert self.reach is not None  # loaded for the reach decider (__init__)
             probs = {tool: self.reach.prob(tool, history) for tool in lookups}
             probs[RESPOND] = 0.0
         else:
@@ -320,7 +321,10 @@ class Decider:
             if option.arguments is None:
                 last_error = option.reason
                 continue
-            if best is None or option.prob * option.chance > best.prob * best.chance:
+            # chance is set with the arguments (the binding above); `or 0.0` is for mypy
+            if best is None or option.prob * (option.chance or 0.0) > best.prob * (
+                best.chance or 0.0
+            ):
                 best = option
         if best is None:
             if last_error:
@@ -335,7 +339,7 @@ class Decider:
     def _clear(best: Option, theta: float) -> Decision:
         if best.arguments is None:
             return Decision(None, "hand_back", tool=best.tool, prob=best.prob, reason=best.reason)
-        if best.prob * best.chance < theta:
+        if best.prob * (best.chance or 0.0) < theta:  # chance is set with the arguments
             return Decision(
                 None,
                 "hand_back",

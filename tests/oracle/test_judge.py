@@ -12,9 +12,8 @@ from stretto.oracle.judge import INCOMPLETE, ArbiterJudge
 from stretto.oracle.oracle import open_oracle, parse_price
 from stretto.oracle.questions import probe_request
 from stretto.oracle.runners.base import Context
+from tests.builders import KEY, small_flow, synthetic_cases, systemone
 from tests.oracle.conftest import conversation
-from tests.oracle.test_fit import small_flow, synthetic_cases
-from tests.oracle.test_jev import KEY, systemone
 
 HABIT = {"get_order": 0.5, "get_user": 0.2}
 

@@ -136,7 +136,8 @@ class Host:
     def call(self, tool: str, **arguments) -> dict:
         answer = self.request("tools/call", {"name": tool, "arguments": arguments})
         if self.flow is not None:
-            while answer["id"] not in self.relay.accounted or self.relay.flow_busy():  # the flow's lookups after the call are logged
+            # the flow has seen the answer, and its lookups after the call are over
+            while answer["id"] not in self.relay.accounted or self.relay.flow_busy():
                 time.sleep(0.005)
             self.histories.append(list(self.flow.session_view.history))
         return answer
