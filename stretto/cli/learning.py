@@ -7,13 +7,22 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from stretto.cli.learnfolder import (
+    learn_folder,
+    learning_options,
+    otel_logs,
+    resolved,
+)
 from stretto.cli.options import (
     Commands,
     add_home,
     add_learning_options,
+    add_oracle,
     add_wait,
     command,
     log_domains,
+    oracle_cache,
+    oracle_problem,
     paths,
     say,
 )
@@ -32,12 +41,15 @@ def register(commands: Commands) -> None:
         "own under HOME/cache/learn/, so that learning again is incremental) and run the "
         "pipeline's `flow` asset in this process. Every session counts as successful but one "
         "whose reward (from --rewards, else its header) is below 1. --half-life makes older "
-        "sessions count less in the habit; --surprise learns a surprise gate. --habit-only is "
-        "required: the arbiter is not available yet, so habit-only flows are the only kind "
-        "this stretto learns.",
+        "sessions count less in the habit; --surprise learns a surprise gate. With --oracle "
+        "URI, 30% of the tasks (a session is its own task unless its header names one) are "
+        "held out: the habit is learned from the others, and the System-One model the URI "
+        "names is asked at every decision of the held-out sessions to fit the flow's arbiter "
+        "(docs/oracle.md). --habit-only asks nothing and learns from every session; "
+        "--arbiter-from takes the arbiter of another flow or an arbiter file.",
         examples=[
-            "stretto learn --sessions logs/ --domain shop --habit-only --out shop.flow.json "
-            "--half-life 200 --rewards rewards.json --surprise 0.95",
+            "stretto learn --sessions logs/ --domain shop --oracle ollama://qwen3:8b "
+            "--out shop.flow.json --half-life 200 --rewards rewards.json --surprise 0.95",
             "stretto learn --otel traces.json --manifest shop.manifest.json --domain shop "
             "--habit-only --out shop.flow.json",
         ],
@@ -54,7 +66,7 @@ def register(commands: Commands) -> None:
     learn.add_argument(
         "--habit-only",
         action="store_true",
-        help="required: learn without an arbiter (not available yet)",
+        help="ask no model: every session trains the habit; no arbiter",
     )
     learn.add_argument("--out", required=True, metavar="FILE", help="where to write the flow")
     learn.add_argument(
@@ -83,11 +95,25 @@ def register(commands: Commands) -> None:
         metavar="N",
         help="the gate's window: the steps whose mean surprise it watches (%(default)s)",
     )
+    learn.add_argument(
+        "--refit-habit",
+        action="store_true",
+        help="after fitting the arbiter, learn the habit again from every session",
+    )
+    learn.add_argument(
+        "--arbiter-from",
+        metavar="FILE",
+        help="take the arbiter of this flow or arbiter file; asks nothing, every session trains",
+    )
+    add_oracle(
+        learn,
+        "who answers the held-out decisions' questions: ollama://MODEL, claude://MODEL, "
+        "openai://MODEL, jev://MODEL, simulate://random|habit (required unless --habit-only "
+        "or --arbiter-from)",
+        learning=True,
+    )
     add_home(learn)
     add_wait(learn, "another ingest of the same folder")
-    # Required, but checked by the command, which says why; the usage line shows it required.
-    learn.usage = learn.format_usage().removeprefix("usage: ").rstrip()
-    learn.usage = learn.usage.replace("[--habit-only]", "--habit-only")
 
     import_tau2 = command(
         commands,
@@ -147,6 +173,17 @@ def register(commands: Commands) -> None:
         metavar="TOOLS.json",
         help="the domains' tool kinds (default: tau2_tools.json beside SPLIT or in its parent)",
     )
+    compile_cmd.add_argument(
+        "--pooled-arbiter",
+        action="store_true",
+        help="with --oracle: one arbiter for every task, not five cross-fitted by task group",
+    )
+    add_oracle(
+        compile_cmd,
+        "fit an arbiter on the split's test tasks, asking this model (default: none, a "
+        "habit-only flow)",
+        learning=True,
+    )
     add_home(compile_cmd)
     add_wait(compile_cmd, "another ingest of the same episodes")
 
@@ -203,104 +240,81 @@ def register(commands: Commands) -> None:
     )
 
 
-def resolved(path: str | Path) -> Path:
-    return Path(path).expanduser().resolve()
+ORACLE_LEARNING = (
+    "oracle",
+    "oracle_cache",
+    "oracle_base_url",
+    "oracle_log",
+    "oracle_price",
+    "predicates",
+    "manifest_options",
+    "dataflow_hints",
+)
 
 
-def learn_cache(home: str | Path | None, sessions: Path) -> Path:
-    """The warehouse `learn` keeps for a folder of logs, under HOME/cache/learn/."""
-    import hashlib
-
-    key = hashlib.blake2b(str(resolved(sessions)).encode(), digest_size=8).hexdigest()
-    return Paths.at(home).cache / "learn" / key
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
-def cache_layout(home: str | Path | None, sessions: Path):
-    """The warehouse `learn` keeps for a folder of logs (its `logs` a link to the folder)."""
-    import os
+def _arbiter_config(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+    """The `flow` asset's arbiter fields from learn's or compile's options, or why they
+    cannot be used (checked before any work: a runner's scheme, the files named)."""
+    from stretto.oracle.errors import OracleError
+    from stretto.oracle.oracle import parse_price
+    from stretto.oracle.questions import load_predicates
 
-    from warehouse.layout import Layout
-
-    sessions = resolved(sessions)
-    cache = learn_cache(home, sessions)
-    private_dirs(cache)
-    logs = cache / "logs"
-    if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
-        logs.unlink()
-    if not logs.exists():
-        logs.symlink_to(sessions, target_is_directory=True)
-    return Layout.at(cache)
-
-
-def learn_folder(
-    sessions: Path,
-    domain: str,
-    out: Path,
-    *,
-    home: str | None,
-    wait: float,
-    manifest: str | None = None,
-    constants: bool = False,
-    options: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
-    kept so that learning again is incremental), then run the pipeline's `flow` asset to
-    learn the `domain` flow into `out`; `options` are more of the asset's config (half_life,
-    rewards, surprise, surprise_window, otel). The asset's metadata, or None (after saying
-    why)."""
-    from assets.ingest import INGEST_ASSETS
-    from assets.learn import flow
-    from pipeline.run import failure_message, materialize, output_metadata
-
-    layout = cache_layout(home, sessions)
-    config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
-    if manifest:
-        config["manifest"] = str(resolved(manifest))
-    config.update(options or {})
-    result = materialize([*INGEST_ASSETS, flow], str(layout.home), wait, {"flow": config})
-    if not result.success:
-        say(f"learn failed: {failure_message(result)}")
-        return None
-    return output_metadata(result, "flow")
-
-
-def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Path) -> int:
-    """Write the traces of an OpenTelemetry export as session logs in `folder`, saying what
-    was read and left out; how many sessions."""
-    from stretto.home import make_private
-    from stretto.logs.otel import read_otel, write_logs
-
-    result = read_otel(export, manifest, domain)
-    private_dirs(folder)
-    for path in write_logs(result, folder):
-        make_private(path)  # session logs hold tool results: private, as the proxy writes them
-    say(result.summary())
-    return len(result.sessions)
-
-
-def learning_options(args: argparse.Namespace) -> dict[str, Any] | None:
-    """--half-life and --rewards (and --surprise, --surprise-window where the command has
-    them) as the flow asset's config, checked first; None after saying what is wrong."""
-    from stretto.logs.rewards import read_rewards
-
-    options: dict[str, Any] = {}
-    if args.half_life is not None:
-        if not args.half_life > 0 or args.half_life == float("inf"):
-            say(f"--half-life wants a number of sessions above 0, got {args.half_life:g}")
-            return None
-        options["half_life"] = args.half_life
-    if args.rewards:
-        read_rewards(args.rewards)  # a bad file is refused before any work, naming the field
-        options["rewards"] = str(resolved(args.rewards))
-    if getattr(args, "surprise", None) is not None:
-        if not 0 < args.surprise <= 1:
-            say(f"--surprise wants a quantile in (0, 1], got {args.surprise:g}")
-            return None
-        if args.surprise_window < 1:
-            say(f"--surprise-window wants at least 1 step, got {args.surprise_window}")
-            return None
-        options.update(surprise=args.surprise, surprise_window=args.surprise_window)
-    return options
+    given = [n for n in ORACLE_LEARNING if getattr(args, n, None)]
+    arbiter_from = getattr(args, "arbiter_from", None)
+    refit = getattr(args, "refit_habit", False)
+    if getattr(args, "habit_only", False):
+        clashing = (
+            given + (["arbiter_from"] if arbiter_from else []) + (["refit_habit"] if refit else [])
+        )
+        if clashing:
+            return None, f"--habit-only asks no model: it takes no {_option(clashing[0])}"
+        return None, None
+    if arbiter_from:
+        clashing = given + (["refit_habit"] if refit else [])
+        if clashing:
+            return None, f"--arbiter-from asks no model: it takes no {_option(clashing[0])}"
+        path = resolved(arbiter_from)
+        if not path.is_file():
+            return None, f"--arbiter-from {arbiter_from}: no such file"
+        return {"arbiter_from": str(path)}, None
+    if not args.oracle:
+        if given or refit:
+            return None, f"{_option((given or ['refit_habit'])[0])} needs --oracle URI"
+        return None, None
+    problem = oracle_problem(args.oracle)
+    if problem:
+        return None, problem
+    try:
+        if args.oracle_price:
+            parse_price(args.oracle_price)
+        if args.predicates:
+            load_predicates(args.predicates)
+    except (ValueError, OracleError) as exc:
+        return None, str(exc)
+    if not args.oracle_budget >= 0:
+        return None, f"--oracle-budget wants dollars ≥ 0, got {args.oracle_budget}"
+    config: dict[str, Any] = {
+        "oracle": args.oracle,
+        "oracle_cache": str(oracle_cache(args)),
+        "oracle_budget": args.oracle_budget,
+        "manifest_options": args.manifest_options,
+        "dataflow_hints": args.dataflow_hints,
+        "refit_habit": refit,
+        "pooled_arbiter": getattr(args, "pooled_arbiter", True),
+    }
+    for name, value in (
+        ("oracle_base_url", args.oracle_base_url),
+        ("oracle_log", str(resolved(args.oracle_log)) if args.oracle_log else None),
+        ("oracle_price", args.oracle_price),
+        ("predicates", str(resolved(args.predicates)) if args.predicates else None),
+    ):
+        if value is not None:
+            config[name] = value
+    return config, None
 
 
 def _learn(args: argparse.Namespace) -> int:
@@ -310,10 +324,14 @@ def _learn(args: argparse.Namespace) -> int:
 
     from stretto.model.flow import load_flow, load_manifest
 
-    if not args.habit_only:
+    arbiter, problem = _arbiter_config(args)
+    if problem:
+        say(problem)
+        return 2
+    if arbiter is None and not args.habit_only:
         say(
-            "the arbiter is not available yet; learn a habit-only flow with --habit-only "
-            "(the decider is then reach, or habit)"
+            "learn needs --oracle URI to fit the flow's arbiter (docs/oracle.md), "
+            "--arbiter-from FILE to take one, or --habit-only to learn without one"
         )
         return 2
     options = learning_options(args)
@@ -353,6 +371,7 @@ def _learn(args: argparse.Namespace) -> int:
         manifest=args.manifest,
         constants=args.constants,
         options=options,
+        arbiter=arbiter,
     )
     if learned is None:
         return 1
@@ -365,9 +384,24 @@ def _learn(args: argparse.Namespace) -> int:
         )
     print(
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
-        f"({learned['tools']} tools) and wrote {out}"
+        f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
     return 0
+
+
+def _arbiter_said(learned: dict[str, Any]) -> str:
+    """`, its arbiter fitted on N decisions of T held-out tasks (MODEL)` for what was learned."""
+    arbiters = learned.get("arbiter") or {}
+    if not arbiters:
+        return ""
+    (arbiter,) = arbiters.values()
+    if arbiter["sources"]:
+        return f", its arbiter taken from {arbiter['sources'][0].split(': ', 1)[-1]}"
+    return (
+        f", its arbiter fitted on {arbiter['cases']} decisions of {arbiter['tasks']} held-out "
+        f"tasks ({arbiter['model']}"
+        + (f", {arbiter['folds']} folds)" if arbiter["folds"] > 1 else ")")
+    )
 
 
 def _domain_matches(sessions: Path, domain: str) -> bool:
@@ -452,6 +486,10 @@ def _compile(args: argparse.Namespace) -> int:
 
     from stretto.logs.tau2 import load_tools, read_split, write_logs
 
+    arbiter, problem = _arbiter_config(args)
+    if problem:
+        say(problem)
+        return 2
     split = read_split(args.split)
     tools_path = args.tools
     if tools_path is None:  # τ²-bench's layout: domains/tau2_tools.json, domains/<d>/split...
@@ -467,10 +505,21 @@ def _compile(args: argparse.Namespace) -> int:
     tools = load_tools(tools_path)
     files = _read_tau2(args.results, tools, args.domain)
     train = split["train"]
-    chosen = [s for r in files for s in r.simulations if s.task_id in train]
-    if not chosen:
+    # with an arbiter, the test tasks' episodes are its held-out decisions
+    wanted = train | split["test"] if arbiter is not None else train
+    chosen = [s for r in files for s in r.simulations if s.task_id in wanted]
+    if not any(s.task_id in train for s in chosen):
         say(f"no episode of the files given is of a training task of {args.split}")
         return 1
+    if arbiter is not None:
+        held_out = sorted({s.task_id for s in chosen if s.task_id not in train})
+        if not held_out:
+            say(
+                f"no episode of the files given is of a test task of {args.split}: no "
+                "decisions to fit the arbiter on"
+            )
+            return 1
+        arbiter["held_out_tasks"] = held_out
     # The logs go to a folder named by what is in them, so a different choice of episodes
     # never mixes with the logs of an earlier one (and the same choice learns incrementally).
     digest = hashlib.blake2b(digest_size=8)
@@ -478,16 +527,19 @@ def _compile(args: argparse.Namespace) -> int:
         digest.update(sim.text.encode("utf-8"))
     sessions = paths(args).cache / "compile" / f"{args.domain}-{digest.hexdigest()}"
     for results in files:
-        kept = [s for s in results.simulations if s.task_id in train]
+        kept = [s for s in results.simulations if s.task_id in wanted]
         write_logs(dataclasses.replace(results, simulations=kept), sessions)
     out = resolved(args.out)
-    learned = learn_folder(sessions, args.domain, out, home=args.home, wait=args.wait)
+    learned = learn_folder(
+        sessions, args.domain, out, home=args.home, wait=args.wait, arbiter=arbiter
+    )
     if learned is None:
         return 1
+    training = sum(s.task_id in train for s in chosen)
     print(
         f"stretto: compiled the {args.domain} flow from {learned['sessions']} successful "
-        f"training episodes (of {len(chosen)} training-task episodes in {len(files)} file(s); "
-        f"{learned['tools']} tools) and wrote {out}"
+        f"training episodes (of {training} training-task episodes in {len(files)} file(s); "
+        f"{learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
     return 0
 

@@ -214,7 +214,7 @@ def _stage(args: argparse.Namespace) -> int:
     from assets.ingest import INGEST_ASSETS
     from assets.learn import learner, warehouse_episodes
     from pipeline.run import failure_message, materialize
-    from stretto.cli.learning import cache_layout, learning_options, resolved
+    from stretto.cli.learnfolder import cache_layout, learning_options, resolved
     from stretto.logs.rewards import read_rewards
     from stretto.model.flow import load_flow, load_manifest
     from stretto.offline import stage as staging

@@ -156,7 +156,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _write_otel(args: argparse.Namespace, logs) -> bool:
     """`ingest --otel`: the export's traces as session logs under HOME/logs/<domain>/."""
-    from stretto.cli.learning import otel_logs
+    from stretto.cli.learnfolder import otel_logs
     from stretto.logs.domain import DomainError, check_domain
     from stretto.model.flow import load_manifest
 
