@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.ingest import steps
+from assets.ingest import nothing_to_check, steps
 from assets.metadata import Timings, link, table
 from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
 from assets.resources import StrettoHome
@@ -78,6 +78,21 @@ def sites_table(flow: dict) -> dg.MetadataValue:
     return table(rows, {"site": "string", "lookup": "string", "seen": "int"})
 
 
+FLOW_CHECKS = [
+    dg.AssetCheckSpec(
+        "flow_validates",
+        asset="flow",
+        description="the flow file passes its JSON Schema and the loader's checks",
+    ),
+    dg.AssetCheckSpec(
+        "flow_diff_against_served",
+        asset="flow",
+        description="what the new flow can do that the flow served before could not: needs "
+        "review (warns, listing why)",
+    ),
+]
+
+
 @dg.asset(
     group_name=GROUP,
     deps=[dg.AssetDep(counts, partition_mapping=ALL_DAYS_OF_DOMAIN)],
@@ -105,7 +120,9 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
     if config.domain and config.domain != domain:
         raise dg.Failure(f"`domain` is {config.domain!r} but the partition is {domain!r}")
     if not layout.warehouse.is_dir():
-        context.log.info(f"skipped: no warehouse at {layout.warehouse} yet")
+        reason = f"skipped: no warehouse at {layout.warehouse} yet"
+        context.log.info(reason)
+        yield from nothing_to_check(FLOW_CHECKS, reason)
         return
     manifest = load_manifest(config.manifest) if config.manifest else None
     timings = Timings(context.log.info)
@@ -123,6 +140,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         if config.domain:  # asked for this flow (stretto learn): not having it is a failure
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         context.log.info(f"skipped: {exc}")
+        yield from nothing_to_check(FLOW_CHECKS, f"skipped: {exc}")
         return
     served = flow_path(layout.home, domain)
     path = Path(config.out) if config.out else served
