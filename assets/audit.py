@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.learn import flow as flow_asset
-from assets.metadata import image, link
+from assets.metadata import image, link, skipped
 from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
@@ -42,7 +42,9 @@ def audit(context: dg.AssetExecutionContext, config: AuditConfig, stretto: Stret
     domain = context.partition_key
     path = served_flow(layout, domain, config.flow)
     sessions = Path(config.sessions) if config.sessions else layout.shadow / domain
-    if missing(context, {"flow": path, "held-out sessions": sessions}):
+    reason = missing({"flow": path, "held-out sessions": sessions})
+    if reason:
+        yield skipped(context, reason)
         return
     flow = load_flow(path)
     result = run_audit(flow, read_episodes(sessions), config.decider)

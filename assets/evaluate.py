@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.learn import flow as flow_asset
-from assets.metadata import link
+from assets.metadata import link, skipped
 from assets.partitions import domains
 from assets.reports import missing
 from assets.resources import StrettoHome
@@ -44,7 +44,9 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stre
     layout = stretto.layout()
     domain = context.partition_key
     sessions = Path(config.sessions) if config.sessions else layout.explore / domain
-    if missing(context, {"exploring sessions": sessions}):
+    reason = missing({"exploring sessions": sessions})
+    if reason:
+        yield skipped(context, reason)
         return
     served = layout.home / "flows" / f"{domain}.flow.json"
     flow_file = config.flow or (str(served) if served.exists() else None)

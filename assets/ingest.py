@@ -13,7 +13,7 @@ import uuid
 
 import dagster as dg
 
-from assets.metadata import LogProgress, Timings, column_schema, link, preview
+from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
 from assets.partitions import known_parts, register
 from assets.resources import StrettoHome
 from stretto.progress import Progress
@@ -153,9 +153,10 @@ def session_tables(context: dg.AssetExecutionContext, stretto: StrettoHome):
     timings = Timings(context.log.info)
     with timings.phase("finding new logs"):
         plan = pending(layout)
-    if not plan.read and not plan.known and not layout.warehouse.is_dir():
-        reason = f"skipped: no session logs under {layout.logs} yet"
-        context.log.info(reason)
+    if not layout.logs.is_dir() and not layout.warehouse.is_dir():
+        reason = f"no session logs under {layout.logs} yet"
+        for table in ingest.OUTPUT_TABLES:
+            yield skipped(context, reason, table)
         yield from nothing_to_check(CHECKS, reason)
         return
     try:
@@ -256,7 +257,7 @@ def session_tables(context: dg.AssetExecutionContext, stretto: StrettoHome):
 def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
     layout = stretto.layout()
     if not layout.warehouse.is_dir():
-        context.log.info(f"skipped: no warehouse at {layout.warehouse} yet (nothing ingested)")
+        yield skipped(context, f"no warehouse at {layout.warehouse} yet (nothing ingested)")
         return
     try:
         with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):

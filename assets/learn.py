@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.ingest import nothing_to_check, steps
-from assets.metadata import Timings, link, table
+from assets.metadata import Timings, link, skipped, table
 from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
 from assets.resources import StrettoHome
 from stretto.model.flow import FlowError, load_flow, load_manifest, validate, write_flow
@@ -45,7 +45,7 @@ def flow_path(home: Path, domain: str) -> Path:
 def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
     layout = stretto.layout()
     if not layout.warehouse.is_dir():
-        context.log.info(f"skipped: no warehouse at {layout.warehouse} yet")
+        yield skipped(context, f"no warehouse at {layout.warehouse} yet")
         return
     by_domain: dict[str, set[str]] = {}
     for key in context.partition_keys:
@@ -120,8 +120,8 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
     if config.domain and config.domain != domain:
         raise dg.Failure(f"`domain` is {config.domain!r} but the partition is {domain!r}")
     if not layout.warehouse.is_dir():
-        reason = f"skipped: no warehouse at {layout.warehouse} yet"
-        context.log.info(reason)
+        reason = f"no warehouse at {layout.warehouse} yet"
+        yield skipped(context, reason)
         yield from nothing_to_check(FLOW_CHECKS, reason)
         return
     manifest = load_manifest(config.manifest) if config.manifest else None
@@ -139,8 +139,8 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
     except (LearnError, store.NoWarehouse) as exc:
         if config.domain:  # asked for this flow (stretto learn): not having it is a failure
             raise dg.Failure(description=str(exc), allow_retries=False) from None
-        context.log.info(f"skipped: {exc}")
-        yield from nothing_to_check(FLOW_CHECKS, f"skipped: {exc}")
+        yield skipped(context, str(exc))
+        yield from nothing_to_check(FLOW_CHECKS, str(exc))
         return
     served = flow_path(layout.home, domain)
     path = Path(config.out) if config.out else served

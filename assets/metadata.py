@@ -55,6 +55,14 @@ def image(path: Path, title: str) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{title}](data:image/png;base64,{data})")
 
 
+def skipped(context, reason: str, key: str | None = None) -> dg.MaterializeResult:
+    """An asset with nothing to work on (a home that lacks its input): said in the run log and
+    materialized with the reason as its only metadata (a backfill counts an asset that does not
+    materialize as failed)."""
+    context.log.info(f"skipped: {reason}")
+    return dg.MaterializeResult(asset_key=key, metadata={"skipped": dg.MetadataValue.text(reason)})
+
+
 def link(path: Path) -> dg.MetadataValue:
     return dg.MetadataValue.path(str(path))
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.learn import flow as flow_asset
-from assets.metadata import link
+from assets.metadata import link, skipped
 from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
@@ -42,7 +42,9 @@ def promotion(context: dg.AssetExecutionContext, config: PromotionConfig, strett
     domain = context.partition_key
     path = served_flow(layout, domain, config.flow)
     shadow = Path(config.shadow) if config.shadow else layout.shadow / domain
-    if missing(context, {"flow": path, "shadow-mode sessions": shadow}):
+    reason = missing({"flow": path, "shadow-mode sessions": shadow})
+    if reason:
+        yield skipped(context, reason)
         return
     out = (
         Path(config.out)

@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.learn import flow as flow_asset
-from assets.metadata import image, link
+from assets.metadata import image, link, skipped
 from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
@@ -46,13 +46,15 @@ def replay_report(context: dg.AssetExecutionContext, config: ReplayConfig, stret
     if sessions is None and not config.results:
         sessions = str(layout.shadow / domain)
     needs = {"flow": path, **({"sessions": Path(sessions)} if sessions else {})}
-    if missing(context, needs):
+    reason = missing(needs)
+    if reason:
+        yield skipped(context, reason)
         return
     flow = load_flow(path)
     try:
         episodes = load_episodes(sessions, config.results, config.split, "test")
     except NoEpisodes as exc:
-        context.log.info(f"skipped: {exc}")
+        yield skipped(context, str(exc))
         return
     result = replay(
         flow, episodes, decider=config.decider, threshold=config.threshold, explore=config.explore

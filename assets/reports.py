@@ -3,8 +3,6 @@ by default, and skipping with a reason when a home has none yet."""
 
 from pathlib import Path
 
-import dagster as dg
-
 from assets.learn import flow_path
 from warehouse.layout import Layout
 
@@ -13,10 +11,9 @@ def served_flow(layout: Layout, domain: str, given: str | None) -> Path:
     return Path(given) if given else flow_path(layout.home, domain)
 
 
-def missing(context: dg.AssetExecutionContext, needs: dict[str, Path]) -> bool:
-    """Say why the asset is skipped when a file or folder it needs is not there; whether it is."""
+def missing(needs: dict[str, Path]) -> str | None:
+    """Why the asset is skipped, when a file or folder it needs is not there."""
     for what, path in needs.items():
         if not path.exists():
-            context.log.info(f"skipped: no {what} at {path} yet")
-            return True
-    return False
+            return f"no {what} at {path} yet"
+    return None

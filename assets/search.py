@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.learn import flow, flow_path
-from assets.metadata import LogProgress, Timings, image, link
+from assets.metadata import LogProgress, Timings, image, link, skipped
 from assets.partitions import domains
 from assets.resources import StrettoHome
 from stretto.logs.episode import read_episodes
@@ -45,10 +45,10 @@ def thresholds(context: dg.AssetExecutionContext, config: SearchConfig, stretto:
     served = flow_path(layout.home, domain)
     folder = Path(config.sessions) if config.sessions else layout.logs / domain
     if not served.exists():
-        context.log.info(f"skipped: no flow at {served} yet (materialize `flow` first)")
+        yield skipped(context, f"no flow at {served} yet (materialize `flow` first)")
         return
     if not folder.is_dir():
-        context.log.info(f"skipped: no sessions to search on at {folder}")
+        yield skipped(context, f"no sessions to search on at {folder}")
         return
     learned = load_flow(served)
     episodes = read_episodes(folder)

@@ -42,8 +42,8 @@ def materialize(
     line each on stderr; a failure is for the caller to tell (`failure_message`), so Dagster's
     console logger stays silent (it would print a traceback for an expected failure).
     `asset_config` maps an asset's name to its config. The unpartitioned assets run first; the
-    domain-partitioned ones then run for `partition` (default: the `flow` config's `domain`),
-    once the warehouse's domains and days are registered."""
+    domain-partitioned ones then run for `partition` (default: the `flow` config's `domain`,
+    else every domain the warehouse holds), once its domains and days are registered."""
     resource = StrettoHome(home=home, wait_seconds=wait_seconds, progress=sys.stderr.isatty())
     run_config: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     if asset_config:
@@ -53,33 +53,39 @@ def materialize(
     plain = [a for a in assets if a.partitions_def is None]
     by_domain = [a for a in assets if a.partitions_def == domains]
     runs = Runs()
-    stages: list[tuple[list, str | None]] = [(plain, None)] if plain else []
-    if by_domain:
-        stages.append((by_domain, partition))
-    for stage, key in stages:
-        if key is not None:
-            register(instance, [(key, day) for _, day in known_parts(resource.layout())] or [])
-            if key not in instance.get_dynamic_partitions("domain"):
-                instance.add_dynamic_partitions("domain", [key])
-        names = {n.to_user_string() for a in stage for n in a.keys}
-        config = {**run_config}
-        if "ops" in config:
-            config["ops"] = {k: v for k, v in config["ops"].items() if k in names}
-        result = dg.materialize(
-            stage,
-            resources={"stretto": resource},
-            run_config=config,
-            raise_on_error=False,
-            instance=instance,
-            partition_key=key,
-        )
-        runs.results.append(result)
-        for entry in instance.all_logs(result.run_id):
-            if not entry.is_dagster_event and entry.level == logging.WARNING:
-                print(f"stretto: {entry.step_key}: {entry.user_message}", file=sys.stderr)
-        if not result.success:
-            break
+    if plain and not _run(runs, instance, plain, None, resource, run_config):
+        return runs
+    if by_domain:  # after the plain ones: for `partition`, else every domain there is then
+        register(instance, known_parts(resource.layout()))
+        known = instance.get_dynamic_partitions("domain")
+        if partition and partition not in known:
+            instance.add_dynamic_partitions("domain", [partition])
+        for key in [partition] if partition else known:
+            if not _run(runs, instance, by_domain, key, resource, run_config):
+                break
     return runs
+
+
+def _run(runs: Runs, instance, stage: list, key: str | None, resource, run_config: dict) -> bool:
+    """One in-process run of `stage` (for partition `key`), added to `runs`; whether it
+    succeeded."""
+    names = {n.to_user_string() for a in stage for n in a.keys}
+    config = {**run_config}
+    if "ops" in config:
+        config["ops"] = {k: v for k, v in config["ops"].items() if k in names}
+    result = dg.materialize(
+        stage,
+        resources={"stretto": resource},
+        run_config=config,
+        raise_on_error=False,
+        instance=instance,
+        partition_key=key,
+    )
+    runs.results.append(result)
+    for entry in instance.all_logs(result.run_id):
+        if not entry.is_dagster_event and entry.level == logging.WARNING:
+            print(f"stretto: {entry.step_key}: {entry.user_message}", file=sys.stderr)
+    return result.success
 
 
 def output_metadata(result: Runs | dg.ExecuteInProcessResult, asset: str) -> dict:

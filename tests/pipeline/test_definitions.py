@@ -193,7 +193,7 @@ def test_the_nightly_chain_relearns_every_domain(tmp_path: Path) -> None:
 def test_on_a_fresh_home_everything_is_skipped_with_a_reason(tmp_path: Path) -> None:
     from assets.ingest import INGEST_ASSETS
     from assets.learn import counts, flow
-    from pipeline.run import materialize
+    from pipeline.run import materialize, output_metadata
 
     home = tmp_path / "fresh"
     instance = dg.DagsterInstance.ephemeral()
@@ -203,9 +203,38 @@ def test_on_a_fresh_home_everything_is_skipped_with_a_reason(tmp_path: Path) -> 
         instance=instance,
     )
     assert result.success
-    assert result.get_asset_materialization_events() == []
-    said = [e.message for e in instance.all_logs(result.run_id) if not e.is_dagster_event]
-    assert any("skipped: no session logs under" in m for m in said)
+    reasons = {
+        e.asset_key.to_user_string(): e.materialization.metadata["skipped"].value
+        for e in result.get_asset_materialization_events()
+    }
+    assert reasons["sessions"] == f"no session logs under {home / 'logs'} yet"
+    assert reasons["steps"].startswith("no warehouse at")
+    assert not (home / "warehouse").exists()
     assert counts.partitions_def is not None
     runs = materialize([flow], str(home), 10, partition="notes")
-    assert runs.success and runs.get_asset_materialization_events() == []
+    assert runs.success and "skipped" in output_metadata(runs, "flow")
+
+
+def test_the_audit_asset_reads_the_served_flow_and_shadow_sessions_by_default(
+    tmp_path: Path, shop_flow_path: Path
+) -> None:
+    from assets.audit import audit
+    from pipeline.run import materialize, output_metadata
+
+    home = tmp_path / "home"
+    (home / "flows").mkdir(parents=True)
+    shutil.copy(shop_flow_path, home / "flows/shop.flow.json")
+    shutil.copytree(REFERENCE_HOME / "shadow/shop", home / "shadow/shop")
+    result = materialize([audit], str(home), 10, partition="shop")
+    assert result.success
+    metadata = output_metadata(result, "audit")
+    assert metadata["agreement"] == 1.0
+    assert metadata["reliability"].startswith("![reliability](data:image/png;base64,")
+    assert "| get_order_details | 6 |" in metadata["report"]
+    assert list((home / "reports/shop").glob("audit-*/sites.parquet"))
+    # another domain has no flow: skipped, saying why
+    other = materialize([audit], str(home), 10, partition="notes")
+    assert other.success
+    assert output_metadata(other, "audit") == {
+        "skipped": f"no flow at {home / 'flows/notes.flow.json'} yet"
+    }
