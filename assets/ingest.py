@@ -189,7 +189,7 @@ def session_tables(context: dg.AssetExecutionContext, stretto: StrettoHome):
             ),
         ).to_pylist()
     }
-    run = {
+    run: dict = {  # dagster's metadata values, of several types
         "ingest id": ingest_id,
         "files read": stats.files,
         "files unchanged": plan.unchanged,

@@ -13,7 +13,14 @@ thresholds searched on the training episodes (`stretto search` at the domain's c
 judged on the test episodes, and a threshold sweep (0.1–0.8) pooled per domain. Prints the
 tables with the reach/habit ratios and writes them to docs/results.md.
 
-    .venv/bin/python bench/replay.py [--draws 1000] [--no-write]
+With `--oracle URI` each domain's flow also gets an arbiter (`stretto compile --oracle URI`:
+fitted on the test tasks' episodes, five folds cross-fitted by task group, so each test
+episode is judged by a fold that never saw its task), and each agent gets an arbiter row,
+replayed asking the same runner (answers cached under the run's temporary folder).
+`simulate://habit` shows the machinery end to end without a model; its numbers say nothing
+about a model's quality.
+
+    .venv/bin/python bench/replay.py [--draws 1000] [--no-write] [--oracle simulate://habit]
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from stretto.logs.tau2 import episodes_from_results, read_split  # noqa: E402
 from stretto.model.flow import load_flow  # noqa: E402
+from stretto.offline.judging import OracleOptions  # noqa: E402
 from stretto.offline.replay import calibration, replay, totals  # noqa: E402
 from stretto.offline.search import Search, with_thresholds  # noqa: E402
 
@@ -63,6 +71,23 @@ NOTES = [
 ]
 
 
+MODEL_NOTE = [
+    "",
+    "## What was measured with a real model",
+    "",
+    "Nothing. No System-One model was reachable where these numbers were made (no Ollama "
+    "server, no API key). The arbiter rows, when present, were made with `simulate://habit`: "
+    "seeded draws from the flow's own habit, half their mass on one drawn option — they show "
+    "that learning, cross-fitting, asking, caching and judging run end to end on τ²-bench, and "
+    "say nothing about how a model would do. The runners for real models (ollama://, claude://, "
+    "openai://, jev://) are tested against local servers speaking their APIs (tests/oracle/), "
+    "which checks the requests and the reading of answers, not a model's judgement.",
+    "",
+    "What the proxy itself costs a host (start-up, per call, throughput, big lines): "
+    "[performance.md](performance.md).",
+]
+
+
 def domain_files(domain: str) -> list[Path]:
     manifest = json.loads((DATA / "MANIFEST.json").read_text())["files"]
     return [
@@ -72,9 +97,12 @@ def domain_files(domain: str) -> list[Path]:
     ]
 
 
-def compile_flow(domain: str, files: list[Path], out: Path, home: Path) -> dict:
+def compile_flow(
+    domain: str, files: list[Path], out: Path, home: Path, oracle: list[str] = ()
+) -> dict:
     done = subprocess.run(
         [STRETTO, "compile", "--domain", domain, "--out", str(out), "--home", str(home)]
+        + list(oracle)
         + ["--split", str(DATA / "domains" / domain / "split_tasks.json")]
         + ["--tools", str(DATA / "domains" / "tau2_tools.json"), "--results"]
         + [str(f) for f in files],
@@ -107,14 +135,16 @@ def measures(checks: list, beta: float, delta: float) -> dict:
 
 def bootstrap(by_task: dict[str, dict[str, list]], draws: int, costs, seed: int = 7) -> dict:
     """95% intervals over tasks for each decider's measures and the reach − habit gap in share
-    of ceiling; one resample of tasks serves both deciders."""
+    of ceiling; one resample of tasks serves every decider."""
     rng = random.Random(seed)
     tasks = sorted(by_task)
-    samples: dict[str, dict[str, list]] = {"reach": {}, "habit": {}, "gap": {"ceiling %": []}}
+    deciders = list(next(iter(by_task.values())))
+    samples: dict[str, dict[str, list]] = {d: {} for d in deciders}
+    samples["gap"] = {"ceiling %": []}
     for _ in range(draws):
         drawn = [tasks[rng.randrange(len(tasks))] for _ in tasks]
         m = {}
-        for d in ("reach", "habit"):
+        for d in deciders:
             m[d] = measures([e for t in drawn for e in by_task[t][d]], *costs)
             for k, v in m[d].items():
                 if isinstance(v, float):
@@ -142,7 +172,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--no-write", action="store_true", help="print; leave docs/ alone")
+    parser.add_argument("--oracle", metavar="URI", help="also an arbiter row, asking this runner")
+    parser.add_argument("--oracle-base-url", metavar="URL", help="the runner's server")
     args = parser.parse_args()
+    deciders = ("reach", "habit", "arbiter") if args.oracle else ("reach", "habit")
     started = time.time()
     lines = [
         "# Results: the replay benchmark",
@@ -157,11 +190,30 @@ def main() -> None:
         "domain's counted costs (β per saved turn, δ per detour).",
         "",
     ]
+    if args.oracle:
+        lines += [
+            f"*arbiter* = the next-step rule on the arbiter's probabilities, its answers from "
+            f"`{args.oracle}`: fitted by `stretto compile --oracle {args.oracle}` on the test "
+            "tasks' episodes, five folds cross-fitted by task group (each test episode is judged "
+            "by a fold that never saw its task).",
+            "",
+        ]
     with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "oracle-cache"
+        oracle_args: list[str] = []
+        oracle = None
+        if args.oracle:
+            oracle_args = ["--oracle", args.oracle, "--oracle-cache", str(cache)]
+            if args.oracle_base_url:
+                oracle_args += ["--oracle-base-url", args.oracle_base_url]
+            oracle = OracleOptions(uri=args.oracle, cache=cache, base_url=args.oracle_base_url)
+        unanswered = 0
         for domain in ("retail", "airline", "telecom"):
             split = read_split(DATA / "domains" / domain / "split_tasks.json")
             files = domain_files(domain)
-            flow = compile_flow(domain, files, Path(tmp) / f"{domain}.flow.json", Path(tmp))
+            flow = compile_flow(
+                domain, files, Path(tmp) / f"{domain}.flow.json", Path(tmp), oracle_args
+            )
             costs = COSTS[domain]
             lines += [
                 f"## {domain}",
@@ -174,8 +226,14 @@ def main() -> None:
                 "share of ceiling % | utility / episode | ECE | Brier | AUC |",
                 "|---|---|---|---|---|---|---|---|---|---|",
             ]
+            if args.oracle:
+                a = flow["arbiter"]
+                lines[-4] = lines[-4][:-1] + (
+                    f"; its arbiter fitted on {a['cases']} decisions of {a['tasks']} test tasks "
+                    f"({len(a['folds'])} folds)."
+                )
             by_file = {path: episodes_from_results([path]) for path in files}  # converted once
-            pooled = {"reach": [], "habit": []}
+            pooled: dict[str, list] = {d: [] for d in deciders}
             pooled_episodes = []
             gaps = []
             for path in files:
@@ -185,15 +243,18 @@ def main() -> None:
                 pooled_episodes += episodes
                 agent = episodes[0].agent_model + (" (no user)" if "no-user" in path.name else "")
                 by_task: dict[str, dict[str, list]] = {}
-                for d in ("reach", "habit"):
-                    result = replay(flow, episodes, decider=d, threshold=THETA, explore=0.0)
+                for d in deciders:
+                    result = replay(
+                        flow, episodes, decider=d, threshold=THETA, explore=0.0, oracle=oracle
+                    )
                     pooled[d] += result.episodes
+                    unanswered += result.total()["unanswered"]
                     for check in result.episodes:
-                        by_task.setdefault(check.task_id, {"reach": [], "habit": []})[d].append(
+                        by_task.setdefault(check.task_id, {x: [] for x in deciders})[d].append(
                             check
                         )
                 ci = bootstrap(by_task, args.draws, costs)
-                for d in ("reach", "habit"):
+                for d in deciders:
                     m = measures([c for t in by_task.values() for c in t[d]], *costs)
                     lines.append(
                         f"| {agent} | {d} | {m['episodes']} | "
@@ -206,13 +267,13 @@ def main() -> None:
                     )
                 gaps.append((agent, ci["gap"]["ceiling %"]))
             by_pool: dict[str, dict[str, list]] = {}
-            for d in ("reach", "habit"):
+            for d in deciders:
                 for check in pooled[d]:
                     key = f"{check.task_id}"
-                    by_pool.setdefault(key, {"reach": [], "habit": []})[d].append(check)
+                    by_pool.setdefault(key, {x: [] for x in deciders})[d].append(check)
             ci = bootstrap(by_pool, args.draws, costs)
-            m = {d: measures(pooled[d], *costs) for d in ("reach", "habit")}
-            for d in ("reach", "habit"):
+            m = {d: measures(pooled[d], *costs) for d in deciders}
+            for d in deciders:
                 lines.append(
                     f"| **all agents** | {d} | {m[d]['episodes']} | "
                     f"{fmt(m[d]['saved %'], ci[d].get('saved %'))} | "
@@ -289,7 +350,13 @@ def main() -> None:
                 lines.append("| " + " | ".join(row) + " |")
             lines.append("")
             print(f"{domain}: done ({time.time() - started:.0f} s)", file=sys.stderr)
+        if args.oracle:
+            lines.append(
+                f"Arbiter decisions handed back unanswered (no answer from `{args.oracle}`): "
+                f"{unanswered}."
+            )
     lines += NOTES
+    lines += MODEL_NOTE
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_write:

@@ -91,7 +91,7 @@ def _run(runs: Runs, instance, stage: list, key: str | None, resource, run_confi
 def output_metadata(result: Runs | dg.ExecuteInProcessResult, asset: str) -> dict:
     """The metadata an asset attached to its materialization, as plain values."""
     for event in result.get_asset_materialization_events():
-        materialization = event.event_specific_data.materialization
+        materialization = event.step_materialization_data.materialization
         if materialization.asset_key.to_user_string() == asset:
             return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
     return {}

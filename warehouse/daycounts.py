@@ -178,10 +178,14 @@ class PartStore:
         folder = self.folder(part)
         name = f"{sessions}.{what}.json"
         text = json.dumps(data, separators=(",", ":"))
-        write_atomic(folder / name, lambda temp: temp.write_text(text))
+        write_atomic(folder / name, lambda temp: _write_text(temp, text))
         kind = what.split("-")[0]
         for old in folder.glob("*.json"):
             if not old.name.startswith(sessions + ".") or (
                 old.name != name and old.name.startswith(f"{sessions}.{kind}")
             ):
                 old.unlink(missing_ok=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)

@@ -262,6 +262,7 @@ def session_events(con):
         FROM calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
         ORDER BY part, session_order, seq, sub
     """).fetchall()
+    events: list[tuple]  # ("user", text), ("result", tool, ok, text) or ("turn", calls)
     current, events, turn_of, part_of = None, [], None, None
     for part, session, _, _, _, kind, text, turn, tool, arguments, ok in rows:
         if session != current:
