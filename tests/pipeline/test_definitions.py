@@ -60,7 +60,7 @@ def test_definitions_hold_the_graph_jobs_schedules_and_sensors() -> None:
 def test_dagster_validates_the_code_location(tmp_path: Path) -> None:
     home = tmp_path / "dagster"
     home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     done = subprocess.run(
         [DAGSTER, "definitions", "validate", "-m", "pipeline"],
@@ -90,7 +90,7 @@ def test_the_ingest_job_runs_its_checks_and_registers_partitions(tmp_path: Path)
     shutil.copytree(REFERENCE_HOME / "logs/shop", stretto_home / "logs/shop")
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", dagster_home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     try:
         with dg.DagsterInstance.get() as instance:

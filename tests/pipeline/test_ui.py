@@ -55,7 +55,7 @@ def dagster_ui(stretto_home: Path, tmp: Path) -> Iterator[str]:
     own, stopped with SIGTERM at the end."""
     dagster_home = tmp / "dagster"
     dagster_home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", dagster_home / "dagster.yaml")
     env = {**os.environ, "STRETTO_HOME": str(stretto_home), "DAGSTER_HOME": str(dagster_home)}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
