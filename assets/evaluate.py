@@ -88,10 +88,9 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stre
             "targets": ", ".join(r["target"]["name"] for r in results),
             "tables": link(folder),
             "totals": dg.MetadataValue.table(
-                records=[
-                    dg.TableRecord({k: v for k, v in row.items() if v is not None})
-                    for row in totals
-                ],
+                # every record with every column (Dagster's table requires it); None where an
+                # estimator had no value
+                records=[dg.TableRecord(row) for row in totals],
                 schema=dg.TableSchema(
                     columns=[
                         dg.TableColumn("target", "string"),

@@ -125,4 +125,7 @@ defs = dg.Definitions(
     schedules=[nightly, weekly_compaction],
     sensors=[new_logs, partitions, relearn_after_ingest],
     resources={"stretto": StrettoHome()},
+    # A run's steps in the run's own process: each is cheap to start that way (a process per
+    # step cost seconds for seconds of work); ingest spreads its batches over cores itself.
+    executor=dg.in_process_executor,
 )
