@@ -90,7 +90,7 @@ class HostedSession:
         self._streams: list[Reply] = []  # the open SSE replies, oldest first
         self.listener: Reply | None = None  # the GET stream
         self._backlog: deque[bytes] = deque(maxlen=BACKLOG)
-        self._to_session = None
+        self._to_session: asyncio.WriteTransport | None = None
         self._halves = 2  # the session's thread and its output both end
         self._started: asyncio.Future[str | None] = self._loop.create_future()
 

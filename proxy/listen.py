@@ -289,7 +289,7 @@ class Hosts:
 
 
 async def _answers(reply: Reply) -> list[bytes]:
-    answers = []
+    answers: list[bytes] = []
     while True:
         body = await reply.queue.get()
         if body is END:
@@ -323,6 +323,9 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig, frame) -> None:
         self.hosts.end_all()
         super().handle_exit(sig, frame)
+        # uvicorn raises the signal again once it has stopped (the process then dies of it);
+        # the proxy has stopped as asked, and exits 0.
+        self._captured_signals.clear()
 
     async def serve(self, sockets=None) -> None:
         reaper = asyncio.ensure_future(self.hosts.reap_idle())
