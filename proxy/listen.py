@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from proxy.hosted import END, HostedSession, Reply
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
@@ -51,6 +51,8 @@ ENDPOINT = "/mcp"
 EXIT_USAGE = 2
 EXIT_PROXY_FAILED = 125
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+KEEP_ALIVE_S = 60  # an idle connection is kept this long (uvicorn's 5 s: hosts pause longer)
+SWITCH_S = 0.0005  # Python's switch interval: one loop thread and a thread per session share it
 SHUTDOWN_S = 10.0  # after a signal: how long the sessions get to end
 
 
@@ -122,7 +124,7 @@ class Hosts:
         if scope["type"] != "http":
             return  # no lifespan events to answer
         request = Request(scope, receive)
-        response = self._refusal(request)
+        response: Response | Events | None = self._refusal(request)
         if response is None:
             if request.method == "POST":
                 response = await self._post(request)
@@ -165,7 +167,7 @@ class Hosts:
 
     # POST --------------------------------------------------------------------------------
 
-    async def _post(self, request: Request) -> Response:
+    async def _post(self, request: Request) -> Response | Events:
         accept = request.headers.get("accept", "")
         stream = "text/event-stream" in accept or "*/*" in accept
         if not stream and "application/json" not in accept:
@@ -212,11 +214,7 @@ class Hosts:
             return Response(status_code=202, headers=headers)
         hosted.busy += 1
         if stream:
-            return StreamingResponse(
-                _events(hosted, reply, busy=True),
-                media_type="text/event-stream",
-                headers={**headers, "Cache-Control": "no-cache"},
-            )
+            return Events(hosted, reply, busy=True)
         try:
             answers = await _answers(reply)
         finally:
@@ -250,7 +248,7 @@ class Hosts:
 
     # GET and DELETE ------------------------------------------------------------------------
 
-    def _get(self, request: Request) -> Response:
+    def _get(self, request: Request) -> Response | Events:
         if "text/event-stream" not in request.headers.get("accept", ""):
             return _plain(406, "GET opens an SSE stream: Accept text/event-stream")
         hosted = self._session(request)
@@ -258,11 +256,7 @@ class Hosts:
             return hosted
         if hosted.listener is not None:
             return _plain(409, "this session's GET stream is open already")
-        return StreamingResponse(
-            _events(hosted, hosted.listen(), busy=False),
-            media_type="text/event-stream",
-            headers={"Mcp-Session-Id": hosted.id, "Cache-Control": "no-cache"},
-        )
+        return Events(hosted, hosted.listen(), busy=False)
 
     def _delete(self, request: Request) -> Response:
         hosted = self._session(request)
@@ -297,19 +291,46 @@ async def _answers(reply: Reply) -> list[bytes]:
         answers.append(body)
 
 
-async def _events(hosted: HostedSession, reply: Reply, busy: bool):
-    """The SSE events of a reply, one per line of the session's, until it is over."""
-    try:
-        while True:
-            body = await reply.queue.get()
-            if body is END:
-                return
-            yield b"event: message\ndata: " + body + b"\n\n"
-    finally:
-        if busy:
-            hosted.busy -= 1
-            hosted.last_seen = time.monotonic()
-        hosted.forget(reply)
+class Events:
+    """An SSE response: one event per line of the session's that goes to `reply`, until the
+    reply is over or the host hangs up. (Plain ASGI: starlette's StreamingResponse costs a
+    task group per response, more than the rest of a call's way through the proxy.)"""
+
+    def __init__(self, hosted: HostedSession, reply: Reply, busy: bool) -> None:
+        self.hosted, self.reply, self.busy = hosted, reply, busy
+
+    async def __call__(self, scope, receive, send) -> None:
+        hosted, reply = self.hosted, self.reply
+        watch = asyncio.ensure_future(_hang_up(receive, reply))
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"text/event-stream"),
+                        (b"cache-control", b"no-cache"),
+                        (b"mcp-session-id", hosted.id.encode()),
+                    ],
+                }
+            )
+            while (body := await reply.queue.get()) is not END:
+                event = b"event: message\ndata: " + body + b"\n\n"
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watch.cancel()
+            if self.busy:
+                hosted.busy -= 1
+                hosted.last_seen = time.monotonic()
+            hosted.forget(reply)
+
+
+async def _hang_up(receive, reply: Reply) -> None:
+    """End the reply when the host hangs up."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    reply.put(END)
 
 
 class _Server(uvicorn.Server):
@@ -378,8 +399,13 @@ def serve(args, command: list[str]) -> int:
         lifespan="off",
         timeout_graceful_shutdown=int(SHUTDOWN_S),
         server_header=False,
+        proxy_headers=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
     server = _Server(config, hosts)
+    # A session's thread waiting for Python's lock while the loop works (or the other way
+    # round) waits at most this long, not the default 5 ms.
+    sys.setswitchinterval(SWITCH_S)
     _say(f"listening on http://{shown}:{bound_port}{ENDPOINT}")
     server.run(sockets=[sock])
     return 0
