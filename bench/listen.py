@@ -238,6 +238,7 @@ def main() -> int:
             times[side] += run_round(side, clients, r * per_round, per_round, tally)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     wall = time.perf_counter() - wall_start
+    load_after = loadavg()
     proxy_cpu = cpu_s(proxy.pid) - cpu_before
 
     for peer in direct:
@@ -256,17 +257,21 @@ def main() -> int:
         if len(values) != expected:
             tally.add("lost", f"{side}: {len(values)} answers timed of {expected}")
     figures: dict = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
         "sessions": args.sessions,
         "calls_per_session_and_side": calls,
         "loadavg_before": round(load_before, 2),
+        "loadavg_after": round(load_after, 2),
         "log_lines_checked": log_lines,
         "problems": tally.counts,
         "examples": tally.examples,
         "sides": {},
     }
     direct_p = {p: percentile(times["direct"], p) for p in (50, 90, 99)}
-    print(f"\n{args.sessions} sessions x {calls} calls per side, {args.rounds} rounds, {wall:.0f} s")
+    print(
+        f"\n{args.sessions} sessions x {calls} calls per side, {args.rounds} rounds, {wall:.0f} s"
+    )
     print("| side | p50 ms | p90 ms | p99 ms | added p50 | added p99 | p50 ratio | p99 ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for side, values in times.items():
@@ -289,7 +294,8 @@ def main() -> int:
         print(f"| {side} | {p[50]:.3f} | {p[90]:.3f} | {p[99]:.3f} | {extra} |")
     per_call_us = proxy_cpu / (2 * expected) * 1e6
     figures["proxy_cpu_per_call_us"] = round(per_call_us, 1)
-    print(f"\nproxy CPU per proxied call: {per_call_us:.0f} µs; load average before: {load_before:.2f}")
+    print(f"\nproxy CPU per proxied call: {per_call_us:.0f} µs")
+    print(f"load average: {load_before:.2f} before, {load_after:.2f} after")
     print(f"log lines checked: {log_lines}; problems: {tally.counts or 'none'}")
     for example in tally.examples:
         print(f"  {example}")
