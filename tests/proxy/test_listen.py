@@ -18,6 +18,7 @@ import pytest
 
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
+from tests.builders import stretto
 from tests.conftest import PROXY, SERVERS, filesystem_server
 
 RPC_SERVER = [sys.executable, str(SERVERS / "rpc_server.py")]
@@ -181,6 +182,65 @@ def test_the_sdk_client_sees_through_the_proxy_what_it_sees_directly(
         "list_allowed_directories",
     ]
     assert episode.tools["write_file"].kind == "write"
+
+
+# a flow, one run per session ------------------------------------------------------------------
+
+APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
+
+
+def answer_of(proxy: Listening, session: str, message: dict) -> dict:
+    status, _, body = proxy.request("POST", message, {"Accept": "application/json"}, session)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def a_search(proxy: Listening, notes: Path, pattern: str) -> tuple[str, dict]:
+    """A new session that searches the notes; (its id, the search's answer)."""
+    session = proxy.initialize()
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert proxy.request("POST", initialized, {}, session)[0] == 202
+    answer_of(proxy, session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    search = call(2, "search_files", {"path": str(notes), "pattern": pattern})
+    return session, answer_of(proxy, session, search)
+
+
+def test_sessions_recorded_over_http_teach_a_flow_served_to_each_session(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for day in ("08-12", "08-26", "09-03", "09-17", "09-28", "10-05", "10-14", "10-26"):
+        (notes / f"2026-{day}.md").write_text(f"# Meeting 2026-{day}\nDecisions of the day.\n")
+    fs = filesystem_server(notes)
+    recorded = tmp_path / "recorded"
+    with listening("--record", str(recorded), "--domain", "notes", server=fs) as proxy:
+        for pattern in ("**/2026-08-*", "**/2026-09-*", "**/2026-10-2*", "**/2026-09-1*"):
+            session, found = a_search(proxy, notes, pattern)
+            paths = sorted(found["result"]["content"][0]["text"].splitlines())
+            for number, path in enumerate(paths, 3):
+                answer_of(proxy, session, call(number, "read_text_file", {"path": path}))
+            assert proxy.request("DELETE", None, {}, session)[0] == 204
+    flow = tmp_path / "notes.flow.json"
+    done = stretto(
+        "learn", "--sessions", recorded, "--domain", "notes", "--habit-only", "--out", flow,
+        "--home", tmp_path / "home",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    served = tmp_path / "served"
+    with listening("--record", str(served), "--flow", str(flow), server=fs) as proxy:
+        _, october = a_search(proxy, notes, "**/2026-10-*")
+        _, september = a_search(proxy, notes, "**/2026-09-*")
+    for answer, days in ((october, ("10-05", "10-14", "10-26")), (september, ("09-03",))):
+        appended = answer["result"]["content"][-1]["text"]
+        assert appended.startswith(APPENDIX)
+        for day in days:
+            assert f'{{"path":"{notes}/2026-{day}.md"}}:\n# Meeting 2026-{day}' in appended
+    # one flow log per session, each with its own run
+    flow_logs = sorted(served.glob("*.flow.jsonl"))
+    assert len(flow_logs) == 2
+    for flow_log in flow_logs:
+        runs = [json.loads(line) for line in flow_log.read_text().splitlines()]
+        assert [r["run"]["call"] for r in runs if "run" in r] == ["search_files"]
 
 
 # bytes ---------------------------------------------------------------------------------------
