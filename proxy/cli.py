@@ -77,17 +77,17 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args, command)
 
     session = open_session(args, command, started, started_ns)
-    if isinstance(session, int):
-        return session
+    if isinstance(session, tuple):
+        return session[0]
     session.pump.catch_signals()
     return session.run()
 
 
 def open_session(
     args, command: list[str], started: float, started_ns: int, host_in: int = 0, host_out: int = 1
-) -> Session | int:
+) -> Session | tuple[int, str]:
     """Start the server and everything that records and serves its session, the host on
-    `host_in`/`host_out`; or the exit status when it cannot start (said on stderr)."""
+    `host_in`/`host_out`; or, when it cannot start, (exit status, why) (said on stderr)."""
     server: HttpUpstream | StdioServer
     http: HttpUpstream | None = None
     try:
@@ -101,10 +101,10 @@ def open_session(
             server = StdioServer(command)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure to start is the proxy's failure
         _say(str(exc))
-        return EXIT_PROXY_FAILED
+        return EXIT_PROXY_FAILED, str(exc)
 
     log = None
     if args.record:
@@ -122,9 +122,10 @@ def open_session(
                 started_monotonic_ns=started_ns,
             )
         except OSError as exc:
-            _say(f"cannot create the session log in {args.record}: {exc}")
+            why = f"cannot create the session log in {args.record}: {exc}"
+            _say(why)
             _abort(server)
-            return EXIT_PROXY_FAILED
+            return EXIT_PROXY_FAILED, why
         if log.kept and not args.flow:  # with a flow: once the flow is accepted
             _say(f"recording to {log.path}")
 

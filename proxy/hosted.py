@@ -27,7 +27,7 @@ import time
 from collections import deque
 
 from proxy.cli import open_session
-from proxy.wire import id_key, is_request, is_response, messages
+from proxy.wire import id_key, is_request, messages
 
 BACKLOG = 1000  # messages kept for a GET stream the host has not opened yet
 END = None  # put in a Reply's queue: the session is over
@@ -120,9 +120,9 @@ class HostedSession:
             session = open_session(
                 self._args, self._command, time.time(), time.monotonic_ns(), host_in, host_out
             )
-            if isinstance(session, int):
-                status = session
-                self._loop.call_soon_threadsafe(self._set_started, f"exit status {session}")
+            if isinstance(session, tuple):
+                status = session[0]
+                self._loop.call_soon_threadsafe(self._set_started, session[1])
                 return
             self._loop.call_soon_threadsafe(self._set_started, None)
             status = session.run()
@@ -234,7 +234,7 @@ class HostedSession:
         answered: list[str] = []
         found = False
         for message in messages(value):
-            if is_response(message) and "id" in message:
+            if "method" not in message and "id" in message:  # an answer, however odd
                 key = id_key(message["id"])
                 if key in self._replies:
                     found = True

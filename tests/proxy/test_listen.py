@@ -397,6 +397,28 @@ def test_an_idle_session_is_ended(logs: Path) -> None:
     assert read_session_log(log_path).lines[0].message["method"] == "initialize"
 
 
+def test_a_server_that_exits_ends_its_session_and_answers_what_waited(logs: Path) -> None:
+    crash = [sys.executable, str(SERVERS / "crash_server.py")]
+    with listening("--record", str(logs), server=crash) as proxy:
+        session, other = proxy.initialize(), proxy.initialize()
+        status, _, body = proxy.request("POST", call(1, "crash", {}), {}, session)
+        # (the echoed initialize was no answer to the proxy: it is answered too, on this stream)
+        (answer,) = [a for a in map(json.loads, sse_data(body)) if a["id"] == 1]
+        assert "the MCP server exited (status 3)" in answer["error"]["message"]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        while proxy.request("POST", ping, {}, session)[0] != 404:
+            pass  # the session is over once its server's last words are forwarded
+        assert proxy.request("POST", ping, {"Accept": "application/json"}, other)[0] == 200
+    assert len(list(logs.glob("*.jsonl"))) == 2
+
+
+def test_a_server_that_cannot_start_fails_its_initialize_with_502() -> None:
+    with listening(server=["/nonexistent/server"]) as proxy:
+        status, _, body = proxy.request("POST", INITIALIZE)
+        assert status == 502
+        assert "cannot start the server" in json.loads(body)["error"]["message"]
+
+
 def test_listen_options_need_listen() -> None:
     done = subprocess.run(
         [PROXY, "--listen-idle", "5", "--", *RPC_SERVER], capture_output=True, text=True, timeout=60
