@@ -71,7 +71,7 @@ class Listening:
 @contextmanager
 def listening(*options: str, server: list[str] = RPC_SERVER) -> Iterator[Listening]:
     proc = subprocess.Popen(
-        [PROXY, "--listen", "127.0.0.1:0", *options, "--", *server],
+        [PROXY, "--listen", "127.0.0.1:0", *options, *(["--", *server] if server else [])],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -395,6 +395,29 @@ def test_an_idle_session_is_ended(logs: Path) -> None:
         assert proxy.request("POST", ping, {}, session)[0] == 404
     (log_path,) = logs.glob("*.jsonl")
     assert read_session_log(log_path).lines[0].message["method"] == "initialize"
+
+
+def test_with_upstream_each_session_is_one_connection_of_its_own(tmp_path: Path) -> None:
+    """A listening proxy in front of another one, as an --upstream server: each session of the
+    first is a session of the second."""
+    with listening("--record", str(tmp_path / "far")) as far:
+        with listening(
+            "--record", str(tmp_path / "near"), "--upstream", far.url, server=[]
+        ) as near:
+            sessions = [near.initialize(), near.initialize()]
+            for number, session in enumerate(sessions):
+                answer = answer_of(near, session, call(number, "echo", {"session": number}))
+                assert json.loads(answer["result"]["content"][0]["text"]) == {"session": number}
+            status, err = near.stop()
+            assert status == 0, err
+    for side in ("far", "near"):
+        logs = sorted((tmp_path / side).glob("*.jsonl"))
+        calls = [
+            [line.message["params"]["arguments"] for line in read_session_log(log).lines
+             if (line.message or {}).get("method") == "tools/call"]
+            for log in logs
+        ]  # fmt: skip
+        assert sorted(calls, key=str) == [[{"session": 0}], [{"session": 1}]], side
 
 
 def test_a_server_that_exits_ends_its_session_and_answers_what_waited(logs: Path) -> None:
