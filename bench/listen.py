@@ -286,7 +286,7 @@ def main() -> int:
             }
         figures["sides"][side] = row
         extra = (
-            f"+{row['added_p50_ms']:.3f} | +{row['added_p99_ms']:.3f} | "
+            f"{row['added_p50_ms']:+.3f} | {row['added_p99_ms']:+.3f} | "
             f"{row['ratio_p50']:.2f}x | {row['ratio_p99']:.2f}x"
             if side != "direct"
             else " | | | "

@@ -61,7 +61,10 @@ class _FromSession(asyncio.Protocol):
             cut = data.find(b"\n", start)
             if cut < 0:
                 break
-            self._hosted.route(data[start:cut])
+            try:
+                self._hosted.route(data[start:cut])
+            except Exception as exc:  # noqa: BLE001 - one odd line must not end the session
+                print(f"stretto-proxy: a line for the host failed: {exc!r}", file=sys.stderr)
             start = cut + 1
         self._rest = data[start:]
 
@@ -180,7 +183,7 @@ class HostedSession:
         for message in messages(value):
             if is_request(message):
                 ids.add(id_key(message["id"]))
-                meta = (message.get("params") or {}).get("_meta") if stream else None
+                meta = _params(message).get("_meta") if stream else None
                 if isinstance(meta, dict) and "progressToken" in meta:
                     tokens.append(id_key(meta["progressToken"]))
         reply = None
@@ -229,7 +232,6 @@ class HostedSession:
                 file=sys.stderr,
             )
             return
-        self.last_seen = time.monotonic()
         target: Reply | None = None
         answered: list[str] = []
         found = False
@@ -241,7 +243,7 @@ class HostedSession:
                     target = target or self._replies.get(key)
                     answered.append(key)
             elif message.get("method") == "notifications/progress":
-                token = (message.get("params") or {}).get("progressToken")
+                token = _params(message).get("progressToken")
                 if token is not None:
                     target = target or self._progress.get(id_key(token))
         if found and target is None:
@@ -266,3 +268,8 @@ class HostedSession:
         if answered and not target.waiting and target is not self.listener:
             target.put(END)
             self.forget(target)
+
+
+def _params(message: dict) -> dict:
+    params = message.get("params")
+    return params if isinstance(params, dict) else {}

@@ -194,7 +194,6 @@ class Hosts:
         if not messages(value):
             return _rpc_error(400, None, "the body is not a JSON-RPC message")
 
-        new = None
         if "mcp-session-id" not in request.headers:
             found = [m for m in messages(value) if m.get("method") == "initialize"]
             if not found or not is_request(found[0]):
@@ -202,7 +201,7 @@ class Hosts:
             started = await self._start(found[0]["id"])
             if isinstance(started, Response):
                 return started
-            hosted = new = started
+            hosted = started
         else:
             got = self._session(request)
             if isinstance(got, Response):
@@ -215,14 +214,14 @@ class Hosts:
         hosted.busy += 1
         if stream:
             return Events(hosted, reply, busy=True)
+        watch = asyncio.ensure_future(_hang_up(request.receive, reply))
         try:
             answers = await _answers(reply)
         finally:
+            watch.cancel()
             hosted.busy -= 1
             hosted.forget(reply)
-        if not answers:
-            if new is not None:
-                self.sessions.pop(new.id, None)
+        if not answers:  # the session ended, or the host hung up
             return _plain(404, "the session ended before answering")
         answer = answers[0] if len(answers) == 1 else b"[" + b",".join(answers) + b"]"
         return Response(answer, media_type="application/json", headers=headers)
