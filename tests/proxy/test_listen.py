@@ -442,11 +442,19 @@ def test_a_server_that_cannot_start_fails_its_initialize_with_502() -> None:
         assert "cannot start the server" in json.loads(body)["error"]["message"]
 
 
-def test_listen_options_need_listen() -> None:
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--listen-idle", "5"], "need --listen"),
+        (["--listen", "127.0.0.1:0", "--context", "c.jsonl"], "not with --listen"),
+        (["--listen", "127.0.0.1:0", "--listen-idle", "0"], "minutes above 0"),
+    ],
+)
+def test_listen_options_that_cannot_work_are_usage_errors(options: list[str], said: str) -> None:
     done = subprocess.run(
-        [PROXY, "--listen-idle", "5", "--", *RPC_SERVER], capture_output=True, text=True, timeout=60
+        [PROXY, *options, "--", *RPC_SERVER], capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 2 and "need --listen" in done.stderr
+    assert done.returncode == 2 and said in done.stderr
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "localhost:http", "[::1]"])
