@@ -30,6 +30,9 @@ class Runs:
     def get_asset_materialization_events(self) -> list:
         return [e for r in self.results for e in r.get_asset_materialization_events()]
 
+    def get_asset_check_evaluations(self) -> list:
+        return [e for r in self.results for e in r.get_asset_check_evaluations()]
+
 
 def materialize(
     assets: list,
