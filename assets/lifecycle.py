@@ -11,6 +11,7 @@ import dagster as dg
 
 from assets.ingest import steps
 from assets.learn import flow_path, learner, warehouse_episodes
+from assets.metadata import skipped
 from assets.resources import StrettoHome
 from stretto.home import Paths
 from stretto.model.flow import FlowError, load_flow
@@ -19,7 +20,10 @@ from warehouse.learn import LearnError, domains
 
 
 def served_flows(layout: Layout) -> dict[str, Path]:
-    """domain -> the flow served for it, for each domain of the warehouse that has one."""
+    """domain -> the flow served for it, for each domain of the warehouse that has one (none
+    before the first ingest)."""
+    if not layout.warehouse.is_dir():
+        return {}
     found = {d: flow_path(layout.home, d) for d in domains(layout)}
     return {d: path for d, path in found.items() if path.is_file()}
 
@@ -89,6 +93,8 @@ def staged_flow(
     from stretto.offline import stage as staging
 
     layout = stretto.layout()
+    if not layout.warehouse.is_dir():
+        return skipped(context, f"no warehouse at {layout.warehouse} yet")
     reports: dict[str, dict] = {}
     for domain, path in sorted(served_flows(layout).items()):
         learn = learner(layout, domain, only_domain=True, half_life=config.half_life)
