@@ -56,6 +56,11 @@ def dagster_ui(stretto_home: Path, tmp: Path) -> Iterator[str]:
     dagster_home = tmp / "dagster"
     dagster_home.mkdir()
     shutil.copy(ROOT / "pipeline" / "dagster.yaml", dagster_home / "dagster.yaml")
+    # The instance's storage made once, here: the webserver, the daemon and the test opening
+    # a fresh one at the same moment can each stamp its schema version (alembic: two heads).
+    from dagster import DagsterInstance
+
+    DagsterInstance.from_config(str(dagster_home)).dispose()
     env = {**os.environ, "STRETTO_HOME": str(stretto_home), "DAGSTER_HOME": str(dagster_home)}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
