@@ -125,3 +125,38 @@ def _walk(user_home: Path) -> Walked:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return Walked(user_home, user_home / ".stretto", done.stdout)
+
+
+# The browser tests drive Debian's chromium (.ci/run installs it; Playwright's download does
+# not work here).
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Chromium through Playwright, for the tests of one module."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go: $STRETTO_SCREENSHOTS (e.g. docs/console), else a temporary
+    folder (a test run leaves the committed ones alone)."""
+    chosen = os.environ.get("STRETTO_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -11,17 +11,15 @@ ones docs/console.md shows."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from stretto.console.state import Options
-from tests.conftest import Walked
+from tests.conftest import CHROMIUM, Walked
 from tests.console.conftest import TOKEN, served
 
-CHROMIUM = Path("/usr/bin/chromium")
 FLOW = "flows/notes.flow.json"  # learned from the walkthrough's first 8 sessions
 NEW_FLOW = "flows/notes.new.flow.json"  # learned again from all 12
 
@@ -31,38 +29,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    """Where the screenshots go: $STRETTO_SCREENSHOTS (e.g. docs/console), else a temporary
-    folder (a test run leaves the committed ones alone)."""
-    chosen = os.environ.get("STRETTO_SCREENSHOTS")
-    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-@pytest.fixture(scope="module")
 def console(walkthrough_home):
     with served(Options(data=walkthrough_home, token=TOKEN)) as (base, _):
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")

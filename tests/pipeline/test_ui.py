@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Walked, free_port
+from tests.conftest import CHROMIUM, ROOT, Walked, free_port
 
-CHROMIUM = Path("/usr/bin/chromium")
 BIN = Path(sys.executable).parent
 pytestmark = [
     pytest.mark.skipif(
@@ -89,33 +88,6 @@ def dagster_ui(stretto_home: Path, tmp: Path) -> Iterator[str]:
             os.killpg(process.pid, signal.SIGTERM)
         for process in started:
             process.wait(timeout=120)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    chosen = os.environ.get("STRETTO_SCREENSHOTS")
-    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def materialize_all(page, url: str, shot: Path) -> None:
