@@ -146,7 +146,7 @@ def test_a_surprise_gate_is_learned_and_kept_in_the_flow(sessions, tmp_path) -> 
 def export(tmp_path_factory) -> tuple[Path, Path]:
     """An export of the reference shop sessions written by the OpenTelemetry SDK (as
     tests/stretto/test_otel.py writes it), and a manifest of their tools."""
-    from tests.stretto.test_otel import write_export
+    from tests.otel_export import write_export
 
     path, _, _ = write_export(tmp_path_factory.mktemp("otel"))
     return path, path.with_name("manifest.json")

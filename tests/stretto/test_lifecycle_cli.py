@@ -108,7 +108,7 @@ def test_drift_exits_2_on_an_error(trained, tmp_path) -> None:
 
 
 def test_drift_reads_an_otel_export_with_the_flows_manifest(tmp_path) -> None:
-    from tests.stretto.test_otel import write_export
+    from tests.otel_export import write_export
 
     path, _, _ = write_export(tmp_path)
     flow = learn_folder(
