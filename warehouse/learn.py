@@ -17,6 +17,7 @@ from stretto.logs.domain import is_valid_domain
 from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
 from stretto.model.flow import build_flow
 from stretto.model.habit import fit_alpha
+from stretto.model.shape import learn_shapes
 from warehouse import store
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
@@ -129,6 +130,8 @@ def learn_bindings(con, with_constants: bool = False) -> dict:
         },
         "sources": sources,
         "bare": bare_lookups(args, empty),
+        # what each argument's strings looked like: a value taken from a result must too
+        "shapes": learn_shapes(con.execute(queries["shapes"]).fetchall()),
     }
     if lists:
         bindings["lists"] = lists
@@ -234,7 +237,12 @@ def learn_flow(
         )
         con.execute("CREATE OR REPLACE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
         kinds, docs, contracts = _manifest_from_sessions(con, order)
+        read_by_operator: list[str] = []
         if manifest is not None:
+            # a read the server never marked readOnlyHint: true rests on the operator's word
+            read_by_operator = [
+                t for t, k in manifest["tools"].items() if k == "read" and kinds.get(t) != "read"
+            ]
             kinds = dict(manifest["tools"])
             docs = dict(manifest.get("docs") or {})
         counts = count_steps(
@@ -269,6 +277,7 @@ def learn_flow(
         steps=counts.steps,
         bindings=bindings,
         now_ms=now_ms,
+        read_by_operator=read_by_operator,
     )
 
 

@@ -136,3 +136,20 @@ SELECT l.tool, l.arg, count(*) AS "values",
 FROM list_values l
 LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
 GROUP BY l.tool, l.arg;
+
+-- name: shapes
+-- What each lookup argument's strings looked like (stretto.model.shape): how many strings it
+-- took (alone, or as items of a list), their shortest and longest length in characters, and
+-- every distinct character in them.
+WITH strings AS (
+    SELECT tool, arg, v FROM string_values
+    UNION ALL
+    SELECT r.tool, e.key, i.value ->> '$'
+    FROM read_calls r, json_each(r.arguments) AS e, json_each(e.value) AS i
+    WHERE json_type(e.value) = 'ARRAY' AND json_type(i.value) = 'VARCHAR'
+)
+SELECT tool, arg, count(*) AS "values", min(length(v)) AS shortest, max(length(v)) AS longest,
+       list_filter(list_distinct(flatten(list(string_split(v, '')))), lambda c: c <> '') AS chars
+FROM strings
+GROUP BY tool, arg
+ORDER BY tool, arg;

@@ -1,0 +1,149 @@
+"""What the values of a bound argument look like (docs/formats.md §3, `bindings.shapes`).
+
+A value the binding takes from a result is passed only when it looks like the values the
+agent passed for that argument in training: its characters are of the classes seen there
+(ASCII digits, lower- and upper-case letters, other letters and digits, and each other
+character itself) and its length in characters is within the range seen. A result is data the
+server (or whoever wrote into it) controls; a line such as `../../etc/passwd` or `IGNORE
+PREVIOUS INSTRUCTIONS` must never become an argument because it sits where ids usually are.
+
+Learning (warehouse/sql/bindings.sql, section `shapes`) gives, per lookup argument, how many
+strings it took, their shortest and longest length and every distinct character;
+`learn_shapes` turns that into the flow's entries and `Shape` checks a value against one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+DIGIT, LOWER, OTHER, UPPER = "digit", "lower", "other", "upper"
+CLASSES = (DIGIT, LOWER, OTHER, UPPER)
+CLASS_WORDS = {
+    DIGIT: "digits",
+    LOWER: "a-z",
+    UPPER: "A-Z",
+    OTHER: "other letters and digits",
+}
+SHOWN = 40  # a refused value is quoted up to this many characters
+
+
+def char_class(char: str) -> str | None:
+    """The class of one character, or None for a symbol (kept as itself)."""
+    if "0" <= char <= "9":
+        return DIGIT
+    if "a" <= char <= "z":
+        return LOWER
+    if "A" <= char <= "Z":
+        return UPPER
+    if not char.isascii() and char.isalnum():
+        return OTHER
+    return None
+
+
+def learn_shape(tool: str, arg: str, values: int, lengths: tuple[int, int], chars) -> dict:
+    """One entry of `bindings.shapes` from what the agent passed: `values` strings, of
+    `lengths` (shortest, longest) characters, made of the characters `chars`."""
+    classes, symbols = set(), set()
+    for char in chars:
+        kind = char_class(char)
+        if kind is None:
+            symbols.add(char)
+        else:
+            classes.add(kind)
+    return {
+        "tool": tool,
+        "arg": arg,
+        "values": int(values),
+        "classes": sorted(classes),
+        "symbols": "".join(sorted(symbols)),
+        "length": [int(lengths[0]), int(lengths[1])],
+    }
+
+
+def learn_shapes(rows: Iterable[tuple]) -> list[dict]:
+    """`bindings.shapes` from the rows of the SQL section `shapes`: (tool, arg, values,
+    shortest, longest, chars)."""
+    out = [
+        learn_shape(tool, arg, values, (shortest, longest), chars or [])
+        for tool, arg, values, shortest, longest, chars in rows
+    ]
+    return sorted(out, key=lambda e: (e["tool"], e["arg"]))
+
+
+def shown(value: str) -> str:
+    """A value as a reason quotes it: repr, cut to SHOWN characters."""
+    cut = value if len(value) <= SHOWN else value[:SHOWN] + "…"
+    return repr(cut)
+
+
+@dataclass(frozen=True)
+class Shape:
+    arg: str
+    classes: frozenset[str]
+    symbols: frozenset[str]
+    shortest: int
+    longest: int
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> Shape:
+        return cls(
+            entry["arg"],
+            frozenset(entry["classes"]),
+            frozenset(entry["symbols"]),
+            entry["length"][0],
+            entry["length"][1],
+        )
+
+    def refusal(self, value: str) -> str | None:
+        """Why `value` does not look like training's values, or None when it does."""
+        why = None
+        if not self.shortest <= len(value) <= self.longest:
+            why = f"{len(value)} characters"
+        else:
+            for char in value:
+                if char in self.symbols:
+                    continue
+                kind = char_class(char)
+                if kind is None or kind not in self.classes:
+                    why = f"it has {char!r}"
+                    break
+        if why is None:
+            return None
+        return (
+            f"`{self.arg}` {shown(value)} does not look like the values passed in training "
+            f"({why}; learned: {describe(self)})"
+        )
+
+
+def describe(shape: Shape | dict) -> str:
+    """`a-z, digits and '-_'; 8 to 12 characters`."""
+    if isinstance(shape, dict):
+        shape = Shape.from_entry(shape)
+    parts = [CLASS_WORDS[c] for c in CLASSES if c in shape.classes]
+    if shape.symbols:
+        parts.append(repr("".join(sorted(shape.symbols))))
+    made = ", ".join(parts) if parts else "nothing"
+    span = (
+        f"{shape.shortest} characters"
+        if shape.shortest == shape.longest
+        else f"{shape.shortest} to {shape.longest} characters"
+    )
+    return f"{made}; {span}"
+
+
+def widening(old: dict, new: dict) -> list[str]:
+    """How `new` lets through values `old` would not (empty when it does not)."""
+    out = []
+    added = sorted(set(new["classes"]) - set(old["classes"]))
+    if added:
+        out.append("also " + ", ".join(CLASS_WORDS[c] for c in added))
+    symbols = "".join(sorted(set(new["symbols"]) - set(old["symbols"])))
+    if symbols:
+        out.append(f"also {symbols!r}")
+    if new["length"][0] < old["length"][0] or new["length"][1] > old["length"][1]:
+        out.append(
+            f"length {old['length'][0]} to {old['length'][1]} -> "
+            f"{new['length'][0]} to {new['length'][1]}"
+        )
+    return out
