@@ -206,9 +206,7 @@ class Rules:
             lists=lists,
             named_other=bindings.get("named_other", {}),
             described_read=bindings.get("described_read", {}),
-            shapes={
-                (e["tool"], e["arg"]): Shape.from_entry(e) for e in bindings.get("shapes", [])
-            },
+            shapes={(e["tool"], e["arg"]): Shape.from_entry(e) for e in bindings.get("shapes", [])},
         )
 
 
