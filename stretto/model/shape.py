@@ -3,7 +3,8 @@
 A value the binding takes from a result is passed only when it looks like the values the
 agent passed for that argument in training: its characters are of the classes seen there
 (ASCII digits, lower- and upper-case letters, other letters and digits, and each other
-character itself) and its length in characters is within the range seen. A result is data the
+character itself) and its length in characters is within the range seen, give or take a
+little (ids grow: a quarter of the longest length seen, at least 2 characters). A result is data the
 server (or whoever wrote into it) controls; a line such as `../../etc/passwd` or `IGNORE
 PREVIOUS INSTRUCTIONS` must never become an argument because it sits where ids usually are.
 
@@ -26,6 +27,10 @@ CLASS_WORDS = {
     OTHER: "other letters and digits",
 }
 SHOWN = 40  # a refused value is quoted up to this many characters
+# Ids grow (user_9, then user_41): a value may be this share of the longest length seen
+# longer or shorter than the range seen, and at least SLACK_MIN characters.
+SLACK_SHARE = 0.25
+SLACK_MIN = 2
 
 
 def char_class(char: str) -> str | None:
@@ -95,10 +100,16 @@ class Shape:
             entry["length"][1],
         )
 
+    def lengths(self) -> tuple[int, int]:
+        """The lengths a value may have: the range seen, widened by the slack."""
+        slack = max(SLACK_MIN, int(self.longest * SLACK_SHARE))
+        return max(1, self.shortest - slack), self.longest + slack
+
     def refusal(self, value: str) -> str | None:
         """Why `value` does not look like training's values, or None when it does."""
         why = None
-        if not self.shortest <= len(value) <= self.longest:
+        low, high = self.lengths()
+        if not low <= len(value) <= high:
             why = f"{len(value)} characters"
         else:
             for char in value:
@@ -129,7 +140,8 @@ def describe(shape: Shape | dict) -> str:
         if shape.shortest == shape.longest
         else f"{shape.shortest} to {shape.longest} characters"
     )
-    return f"{made}; {span}"
+    low, high = shape.lengths()
+    return f"{made}; {span} ({low} to {high} allowed)"
 
 
 def widening(old: dict, new: dict) -> list[str]:

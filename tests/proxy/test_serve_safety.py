@@ -167,7 +167,10 @@ def test_a_value_unlike_training_is_not_passed(docs_flow, tmp_path, line, why) -
     (decision,) = served.decisions()
     assert decision["action"] == "hand_back"
     assert decision["reason"].startswith(f"get_doc: `id` {shown(line)} does not look like")
-    assert f"({why}; learned: digits, a-z, '-'; 5 to 6 characters)" in decision["reason"]
+    assert (
+        f"({why}; learned: digits, a-z, '-'; 5 to 6 characters (3 to 8 allowed))"
+        in decision["reason"]
+    )
 
 
 def test_a_value_the_servers_schema_refuses_is_not_passed(docs_flow, tmp_path) -> None:
@@ -250,7 +253,7 @@ def test_flow_show_says_what_values_pass_and_which_reads_rest_on_the_operator(
     assert shown_flow.returncode == 0, shown_flow.stderr
     assert (
         "  - passed only when it looks like training's values: digits, a-z, '-'; "
-        "5 to 6 characters" in shown_flow.stdout
+        "5 to 6 characters (3 to 8 allowed)" in shown_flow.stdout
     )
     assert "Reads on the operator's word" not in shown_flow.stdout
     manifest = edited(docs_flow, tmp_path, "peek_doc", read_by_operator=["peek_doc"])

@@ -163,7 +163,7 @@ def test_a_value_unlike_training_is_never_passed(line: str, why: str) -> None:
     assert refused.arguments is None
     assert refused.error == (
         f"`account` {shown(line)} does not look like the values passed in training ({why}; "
-        "learned: digits, a-z, '_'; 5 to 8 characters)"
+        "learned: digits, a-z, '_'; 5 to 8 characters (3 to 10 allowed))"
     )
 
 
