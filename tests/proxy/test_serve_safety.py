@@ -64,10 +64,11 @@ class Served:
 
 
 def serve(
-    flow: Path, tmp: Path, query: str, *options: str, listed: bool = True, hints=()
+    flow: Path, tmp: Path, query: str, *options: str, listed: bool = True, hints=(), pages=1
 ) -> Served:
     calls = tmp / "calls.jsonl"
-    server = docs_server("--calls", str(calls), *(f"--hint={h}" for h in hints))
+    hinted = (f"--hint={h}" for h in hints)
+    server = docs_server("--calls", str(calls), "--pages", str(pages), *hinted)
     logs = tmp / "logs"
     command = proxy("--record", str(logs), "--domain", "docs", "--flow", str(flow), *options,
                     server=server)  # fmt: skip
@@ -132,9 +133,14 @@ def test_with_no_listing_the_proxy_asks_the_server_itself(docs_flow, tmp_path) -
     sent = [json.loads(x) for x in served.log.read_text().splitlines()[1:]]
     own = [x["message"] for x in sent if x.get("from") == "proxy"]
     assert own == [{"jsonrpc": "2.0", "id": "stretto-1", "method": "tools/list", "params": {}}]
-    # and, read-only as in training, the lookups follow the proxy's own listing
-    again = serve(docs_flow, tmp_path / "b", "doc-3|doc-4", listed=False)
+    # and, read-only as in training, the lookups follow the proxy's own listing (all pages)
+    again = serve(docs_flow, tmp_path / "b", "doc-3|doc-4", listed=False, pages=4)
     assert again.looked_up() == [("get_doc", "doc-3"), ("get_doc", "doc-4")]
+    sent = [json.loads(x) for x in again.log.read_text().splitlines()[1:]]
+    own = [x["message"] for x in sent if x.get("from") == "proxy"]
+    lists = [m["params"] for m in own if m.get("method") == "tools/list"]
+    assert lists == [{}, {"cursor": "1"}, {"cursor": "2"}, {"cursor": "3"}]
+    assert again.answer["result"]["content"][0] == {"type": "text", "text": "doc-3\ndoc-4"}
 
 
 def test_an_unannotated_tool_only_on_the_operators_word(docs_flow, tmp_path) -> None:
@@ -273,3 +279,18 @@ def test_flow_show_says_what_values_pass_and_which_reads_rest_on_the_operator(
     assert "- get_doc.id takes wider values from results: also './'; length 5 to 6 -> 5 to 40" in (
         diff.stdout
     )
+
+
+def test_learning_with_a_manifest_keeps_the_reads_on_the_operators_word(docs_flow) -> None:
+    base = docs_flow.parent
+    manifest = base / "manifest.json"
+    kinds = {"search_docs": "read", "get_doc": "read", "peek_doc": "read", "delete_doc": "write"}
+    manifest.write_text(json.dumps({"domain": "docs", "tools": kinds}))
+    out = base / "manifest.flow.json"
+    done = stretto(
+        "learn", "--sessions", base / "logs", "--domain", "docs", "--habit-only",
+        "--manifest", manifest, "--out", out, "--home", base / "home-manifest",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["manifest"]["read_by_operator"] == ["peek_doc"]
+    assert "read_by_operator" not in json.loads(docs_flow.read_text())["manifest"]
