@@ -20,7 +20,8 @@ _SCALAR_END = b",]}" + _WS
 
 
 class SpliceError(ValueError):
-    """The answer has no place for the item (its `result.content` is not a list)."""
+    """The answer has no place for the item (its `result` is not an object, or its
+    `content` not a list), or is not the JSON it should be."""
 
 
 def _skip_ws(data: bytes, i: int) -> int:
@@ -96,16 +97,19 @@ def _members(data: bytes, i: int) -> dict[str, tuple[int, int]]:
 
 def append_content(line: bytes, item: bytes) -> bytes:
     """`line` (one JSON-RPC answer, with its line ending) with `item` (one JSON value) added
-    at the end of `result.content`; SpliceError when the answer has no such list."""
+    at the end of `result.content` (a result without `content` gets `"content":[item]` first
+    thing); SpliceError when `result` is not an object or its `content` not a list."""
     start = _skip_ws(line, 0)
     if line[start : start + 1] != b"{":
         raise SpliceError("the answer is not a JSON object")
     result = _members(line, start).get("result")
     if result is None or line[result[0] : result[0] + 1] != b"{":
         raise SpliceError("the answer's `result` is not an object")
-    content = _members(line, result[0]).get("content")
-    if content is None:
-        raise SpliceError("the answer's result has no `content`")
+    members = _members(line, result[0])
+    content = members.get("content")
+    if content is None:  # a result without content gets one, holding the item alone
+        at = result[0] + 1
+        return line[:at] + b'"content":[' + item + b"]" + (b"," if members else b"") + line[at:]
     first, close = content[0], content[1] - 1
     if line[first : first + 1] != b"[":
         raise SpliceError("the answer's `result.content` is not a list")
