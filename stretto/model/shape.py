@@ -145,7 +145,9 @@ def describe(shape: Shape | dict) -> str:
 
 
 def widening(old: dict, new: dict) -> list[str]:
-    """How `new` lets through values `old` would not (empty when it does not)."""
+    """The characters `new` lets through that `old` would not (empty when none): what a
+    reviewer must look at — a `/` or a space where ids had none is how a path or a sentence
+    gets in. (A length range moving with the data is `length_change`.)"""
     out = []
     added = sorted(set(new["classes"]) - set(old["classes"]))
     if added:
@@ -153,9 +155,14 @@ def widening(old: dict, new: dict) -> list[str]:
     symbols = "".join(sorted(set(new["symbols"]) - set(old["symbols"])))
     if symbols:
         out.append(f"also {symbols!r}")
-    if new["length"][0] < old["length"][0] or new["length"][1] > old["length"][1]:
-        out.append(
-            f"length {old['length'][0]} to {old['length'][1]} -> "
-            f"{new['length'][0]} to {new['length'][1]}"
-        )
     return out
+
+
+def length_change(old: dict, new: dict) -> str | None:
+    """`length 39 to 47 -> 35 to 47`, or None when the range is the same."""
+    if old["length"] == new["length"]:
+        return None
+    return (
+        f"length {old['length'][0]} to {old['length'][1]} -> "
+        f"{new['length'][0]} to {new['length'][1]}"
+    )

@@ -9,7 +9,7 @@ from stretto.model.binding import Rules, smooth
 from stretto.model.decide import DEFAULT_THRESHOLD, theta_text
 from stretto.model.flow import reach_model
 from stretto.model.program import is_standard
-from stretto.model.shape import describe, widening
+from stretto.model.shape import describe, length_change, widening
 
 PROGRAM_TEXT = """let prev = call;
 let failed = call_failed;
@@ -370,11 +370,13 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
     old_shapes = {(e["tool"], e["arg"]): e for e in old["bindings"].get("shapes", [])}
     for e in new["bindings"].get("shapes", []):
         before = old_shapes.get((e["tool"], e["arg"]))
-        wider = ["a new shape"] if before is None else widening(before, e)
+        wider = [f"a new shape ({describe(e)})"] if before is None else widening(before, e)
+        name = f"{e['tool']}.{e['arg']}"
         if wider:
-            review.append(
-                f"{e['tool']}.{e['arg']} takes wider values from results: {'; '.join(wider)}"
-            )
+            review.append(f"{name} takes other characters from results: {'; '.join(wider)}")
+        moved = None if before is None else length_change(before, e)
+        if moved:
+            other.append(f"{name}: the values' {moved}")
     for tool in sorted(
         set(new["manifest"].get("read_by_operator", []))
         - set(old["manifest"].get("read_by_operator", []))
