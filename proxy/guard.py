@@ -45,10 +45,10 @@ def server_refusal(
             "the server does not mark it readOnlyHint: true "
             "(name it in --flow-tools or the manifest to look it up anyway)"
         )
-    contracts = flow.get("contracts", {})
-    if tool not in contracts:
+    pinned = flow.get("contracts", {}).get(tool)
+    if pinned is None:  # nothing to hold the server's contract to (e.g. learned from OTel)
         return "the flow has no input contract for it"
-    if info.contract != contracts[tool]:
+    if info.contract != pinned:
         return "its input contract changed"
     return None
 
