@@ -46,7 +46,7 @@ def server_refusal(
             "(name it in --flow-tools or the manifest to look it up anyway)"
         )
     pinned = flow.get("contracts", {}).get(tool)
-    if pinned is None:  # nothing to hold the server's contract to (e.g. learned from OTel)
+    if pinned is None:  # nothing to hold the server's contract to (learned from OTel, say)
         return "the flow has no input contract for it"
     if info.contract != pinned:
         return "its input contract changed"

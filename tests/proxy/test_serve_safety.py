@@ -294,3 +294,13 @@ def test_learning_with_a_manifest_keeps_the_reads_on_the_operators_word(docs_flo
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["manifest"]["read_by_operator"] == ["peek_doc"]
     assert "read_by_operator" not in json.loads(docs_flow.read_text())["manifest"]
+
+
+def test_a_contract_the_flow_does_not_pin_verifies_nothing(docs_flow, tmp_path) -> None:
+    data = json.loads(docs_flow.read_text())
+    del data["contracts"]["get_doc"]  # as in a flow learned from OTel exports
+    unpinned = tmp_path / "unpinned.flow.json"
+    unpinned.write_text(json.dumps(data))
+    served = serve(unpinned, tmp_path, "doc-3|doc-4")
+    assert served.looked_up() == []
+    assert served.decisions()[0]["withheld"] == "the flow has no input contract for it"
