@@ -8,6 +8,11 @@ never re-reads its own log. A run
 holds the agent's answer, decides with stretto.model.decide, sends lookups with ids of its own
 (`stretto-<n>`), and writes one line per decision and one per run to the flow log.
 
+With a surprise gate (the flow's `surprise`, or `--flow-surprise T`) each of the agent's steps
+after a result is scored under the habit as stretto.model.surprise says; once the gate closes,
+every later result of the agent's is forwarded as it is, with one hand-back line in the flow log
+giving the gate's reason.
+
 With the arbiter decider (the default for a flow with an arbiter) each decision asks a
 System-One model (stretto.oracle; imported only then, and it loads no numpy). The model never
 holds the agent's answer past `--oracle-timeout`: a run's questions share that much time, each
@@ -17,7 +22,6 @@ is asked on a thread and given up when the time is spent, and the decision hands
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -25,7 +29,7 @@ import time
 
 from proxy.guard import flow_refusal, schema_refusal, server_refusal
 from proxy.recorder import parse_json_line
-from proxy.splice import SpliceError, append_content
+from proxy.splice import SpliceError, append_content, encoded, lookups_item
 from proxy.wire import id_key, messages
 from stretto.logs.episode import context_message, response_outcome
 from stretto.logs.toollist import ToolInfo, tools_from_result
@@ -39,8 +43,8 @@ from stretto.model.decide import (
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.model.session import SessionView
+from stretto.model.surprise import Gate, habit_prior, step_surprise
 
-APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATIENCE_S = 60.0  # a lookup (or the proxy's own tools/list) not answered by then is abandoned
 LIST_PAGES = 50  # the proxy's own tools/list follows nextCursor this many pages at most
 DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
@@ -120,19 +124,6 @@ def serving_arbiter(
     return ServingArbiter(judge, Conversation(), timeout_ms / 1000, questions)
 
 
-def _compact(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _encoded(value, **options) -> bytes:
-    """`value` as JSON in UTF-8; a lone surrogate (which UTF-8 cannot hold) kept as its JSON
-    escape, as the server sent it."""
-    try:
-        return json.dumps(value, ensure_ascii=False, **options).encode()
-    except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, **options).encode()
-
-
 class _Waiter:
     """A request of the proxy's own waiting for its answer: a lookup's (failed, text) once it
     came, None if it never did; the proxy's tools/list (`tool` None) keeps the answer."""
@@ -164,6 +155,7 @@ class FlowServer:
         explore_seed: int = 0,
         session: str = "",
         arbiter: ServingArbiter | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.flow = flow
         self.decider = Decider(flow, decider, threshold)
@@ -194,6 +186,9 @@ class FlowServer:
         self.waiting: dict[str, _Waiter] = {}  # lookup id -> its waiter
         self.running = False
         self.warned: set[str] = set()
+        self.gate = gate
+        # the site after the last result (history, (tool, failed)), until the agent's next step
+        self._gate_site: tuple[list[str], tuple[str, bool]] | None = None
         self._log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     # what passes through the relay ----------------------------------------------------------
@@ -210,6 +205,7 @@ class FlowServer:
                     arguments = params.get("arguments")
                     arguments = arguments if isinstance(arguments, dict) else {}
                     key = id_key(request_id)
+                    self._agent_step(params["name"])
                     self.agent_calls[key] = (request_id, params["name"], arguments)
                     self.session_view.sent(params["name"], arguments, key)
                 elif method == "tools/list":
@@ -218,6 +214,8 @@ class FlowServer:
     def said(self, value) -> None:
         role, text = context_message(value)  # read as the episode reader reads it
         with self.lock:
+            if role in ("user", "assistant"):
+                self._agent_step(None)  # a reply, or the user: the step is `respond`
             if role == "user":
                 self.session_view.user_said(text)
             elif role == "assistant":
@@ -269,6 +267,7 @@ class FlowServer:
                 # taken into the view here, in the order the log records the answers
                 failed, text = response_outcome(value)
                 self.session_view.came_back(waiter.tool, failed, text, key)
+                self._gate_site = (list(self.session_view.history), (waiter.tool, failed))
                 waiter.answer = (failed, text)
                 waiter.done.set()
                 return True
@@ -282,7 +281,11 @@ class FlowServer:
             request_id, tool, _ = call
             failed, content = response_outcome(value)
             self.session_view.came_back(tool, failed, content, key)
+            self._gate_site = (list(self.session_view.history), (tool, failed))
             if "result" not in value or self.running or self.session_lookups >= self.per_session:
+                return None
+            if self.gate is not None and self.gate.closed:
+                self._write_log(self._gate_line(request_id))
                 return None
             self.running = True
         return (request_id, tool, failed, value, line)
@@ -293,6 +296,42 @@ class FlowServer:
         for info in tools_from_result(result):
             listed[info.name] = info
         self.listed = listed
+
+    # the surprise gate ---------------------------------------------------------------------
+
+    def _agent_step(self, step: str | None) -> None:
+        """The agent's next step after a result (a call's tool, or None: it replied or the
+        user spoke): scored at the site of that result, as stretto.model.surprise scores a
+        recorded session. Holding the lock."""
+        site, self._gate_site = self._gate_site, None
+        if self.gate is None or site is None or self.gate.closed:
+            return
+        probs = habit_prior(self.decider, *site)
+        if probs:  # a site that offers no lookup is not scored: the flow hands back there
+            self.gate.observe(step_surprise(probs, step))
+
+    def _gate_line(self, request_id) -> dict:
+        """The hand-back line of a result the flow does not run after: the gate is closed."""
+        gate = self.gate
+        assert gate is not None and gate.closed_at is not None
+        return {
+            "address": "decide#0",
+            "after": request_id,
+            "decider": self.decider.kind,
+            "site": None,  # the flow no longer decides at any site
+            "probs": {},
+            "prob": None,
+            "binding": None,
+            "shadow": self.shadow,
+            "action": "hand_back",
+            "reason": gate.reason,
+            "gate": {
+                "threshold": gate.threshold,
+                "window": gate.window,
+                "closed_at": gate.closed_at,
+                "mean": gate.closing_mean,
+            },
+        }
 
     # a run -----------------------------------------------------------------------------------
 
@@ -509,7 +548,7 @@ class FlowServer:
                 self.session_view.sent(tool, params["arguments"], id_key(own_id))
                 self.session_lookups += 1
         request = {"jsonrpc": "2.0", "id": own_id, "method": method, "params": params}
-        line = _encoded(request, separators=(",", ":")) + b"\n"
+        line = encoded(request, separators=(",", ":")) + b"\n"
         self._record("proxy", line, parse_json_line(line))
         self._send(line)
         if not waiter.done.wait(PATIENCE_S):
@@ -520,30 +559,15 @@ class FlowServer:
             return {"answer": waiter.answer or (True, "(the server went away before answering)")}
         return waiter.message
 
-    def _extended(
-        self, answer: dict, line: bytes, made: list[tuple[str, dict, bool, str]]
-    ) -> bytes:
-        """The server's answer with one text item appended to its content: the lookups'
-        results. The server's bytes are kept as they are (proxy.splice)."""
-        text, left = APPENDIX, self.budget - len(APPENDIX)
-        for tool, arguments, ok, found in made:
-            head = f"\n\n{tool} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
-            if len(head) + len(found) > left:
-                keep = max(0, left - len(head) - 80)
-                found = (
-                    found[:keep] + f"\n[... cut: {len(found) - keep} more characters; "
-                    "call the tool to see all]"
-                )
-            text += head + found
-            left = self.budget - len(text)
+    def _extended(self, answer: dict, line: bytes, made: list) -> bytes:
+        """The server's answer with the lookups' item added, its bytes as they are."""
         if not isinstance(answer.get("result"), dict):
             raise SpliceError("the answer's `result` is not an object")
-        item = _encoded({"type": "text", "text": text}, separators=(",", ":"))
-        return append_content(line, item)
+        return append_content(line, lookups_item(made, self.budget))
 
     def _write_log(self, entry: dict) -> None:
         clean = {k: v for k, v in entry.items() if v is not None or k in ("binding", "prob")}
-        os.write(self._log, _encoded(clean, sort_keys=True) + b"\n")
+        os.write(self._log, encoded(clean, sort_keys=True) + b"\n")
 
     def abandon(self) -> None:
         """The server is gone: release every lookup still waiting for it."""

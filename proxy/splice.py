@@ -1,4 +1,4 @@
-"""Adding one content item to a server's answer without rewriting the server's bytes.
+"""The lookups' block, and adding it to a server's answer without rewriting the server's bytes.
 
 The flow hands the agent its own result with the lookups appended. Parsing the answer and
 serialising it again would change what the server said: a lone surrogate (`"\\ud800"`) cannot
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 _WS = b" \t\r\n"
 _SCALAR_END = b",]}" + _WS
 
@@ -115,3 +116,30 @@ def append_content(line: bytes, item: bytes) -> bytes:
         raise SpliceError("the answer's `result.content` is not a list")
     empty = _skip_ws(line, first + 1) == close
     return line[:close] + (b"" if empty else b",") + item + line[close:]
+
+
+def encoded(value, **options) -> bytes:
+    """`value` as JSON in UTF-8; a lone surrogate (which UTF-8 cannot hold) kept as its JSON
+    escape, as the server sent it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, **options).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, **options).encode()
+
+
+def lookups_item(made: list[tuple[str, dict, bool, str]], budget: int) -> bytes:
+    """One text item holding the lookups' results (tool, arguments, ok, text), at most
+    `budget` characters of text: a long result is cut with a note saying so."""
+    text, left = APPENDIX, budget - len(APPENDIX)
+    for tool, arguments, ok, found in made:
+        shown = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        head = f"\n\n{tool} {shown}{'' if ok else ' (error)'}:\n"
+        if len(head) + len(found) > left:
+            keep = max(0, left - len(head) - 80)
+            found = (
+                found[:keep] + f"\n[... cut: {len(found) - keep} more characters; "
+                "call the tool to see all]"
+            )
+        text += head + found
+        left = budget - len(text)
+    return encoded({"type": "text", "text": text}, separators=(",", ":"))
