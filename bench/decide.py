@@ -102,6 +102,18 @@ def learn_flow(sessions: int, calls: int) -> dict:
             for t in reads
         ],
         "agreed": {t: [[60, 80], [15, 20]] for t in reads},
+        # ids as the synthetic results hold them: `<tool>-<up to 6 digits>`
+        "shapes": [
+            {
+                "tool": t,
+                "arg": "id",
+                "values": 100,
+                "classes": ["digit", "lower"],
+                "symbols": "-_",
+                "length": [3, 24],
+            }
+            for t in reads
+        ],
     }
     return build_flow(
         domain="bench",

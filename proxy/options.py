@@ -102,7 +102,8 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 str,
                 None,
                 "A,B",
-                "only these lookups (comma-separated, repeatable)",
+                "only these lookups (comma-separated, repeatable); naming a tool the server "
+                "lists without readOnlyHint lets it be looked up",
             ),
             (
                 "--flow-log",

@@ -22,16 +22,17 @@ is asked on a thread and given up when the time is spent, and the decision hands
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 import time
 
+from proxy.guard import flow_refusal, schema_refusal, server_refusal
 from proxy.recorder import parse_json_line
+from proxy.splice import SpliceError, append_content, encoded, lookups_item
 from proxy.wire import id_key, messages
 from stretto.logs.episode import context_message, response_outcome
-from stretto.logs.toollist import READ, WRITE, tools_from_result
+from stretto.logs.toollist import ToolInfo, tools_from_result
 from stretto.model.decide import (
     Decider,
     SplitMix64,
@@ -44,8 +45,8 @@ from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, 
 from stretto.model.session import SessionView
 from stretto.model.surprise import Gate, habit_prior, step_surprise
 
-APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
-PATIENCE_S = 60.0  # a lookup not answered by then is abandoned
+PATIENCE_S = 60.0  # a lookup (or the proxy's own tools/list) not answered by then is abandoned
+LIST_PAGES = 50  # the proxy's own tools/list follows nextCursor this many pages at most
 DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
 QUESTIONS = 300  # --flow-questions: the arbiter's questions per session
 ORACLE_TIMEOUT_MS = 2000  # --oracle-timeout
@@ -123,17 +124,15 @@ def serving_arbiter(
     return ServingArbiter(judge, Conversation(), timeout_ms / 1000, questions)
 
 
-def _compact(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 class _Waiter:
-    """A lookup waiting for its answer: (failed, text) once it came, None if it never did."""
+    """A request of the proxy's own waiting for its answer: a lookup's (failed, text) once it
+    came, None if it never did; the proxy's tools/list (`tool` None) keeps the answer."""
 
-    def __init__(self, tool: str) -> None:
+    def __init__(self, tool: str | None) -> None:
         self.tool = tool
         self.done = threading.Event()
         self.answer: tuple[bool, str] | None = None
+        self.message: dict | None = None
 
 
 class FlowServer:
@@ -179,7 +178,9 @@ class FlowServer:
         self.lock = threading.RLock()
         self.agent_calls: dict[str, tuple[object, str, dict]] = {}  # id -> id, tool, args
         self.list_requests: set[str] = set()
-        self.listed: dict[str, tuple[str, str | None]] | None = None  # tool -> kind, contract
+        # what the server listed in this session (the host's tools/list or the proxy's own)
+        self.listed: dict[str, ToolInfo] | None = None
+        self.list_asked = False  # the proxy asked the server itself
         self.session_lookups = 0
         self.next_id = 1
         self.waiting: dict[str, _Waiter] = {}  # lookup id -> its waiter
@@ -221,16 +222,48 @@ class FlowServer:
                 self.session_view.assistant_replied(text)
 
     def from_server(self, value, line: bytes) -> bool:
-        """True when the line is the flow's: a lookup's answer, or an agent's answer held for a
-        run (the run sends it on); False to forward it as it is."""
-        if not isinstance(value, dict) or "method" in value or "id" not in value:
+        """True when the line is the flow's: an answer to the proxy's own request, or an
+        agent's answer held for a run (the run sends it on); False to forward it as it is.
+        Whatever goes wrong here, the line is forwarded: the host never loses an answer."""
+        try:
+            run = self._take(value, line)
+        except Exception as exc:  # noqa: BLE001 - the line goes through as it is
+            self._failed(None, f"the flow failed on a server line: {exc!r}")
             return False
-        if "result" not in value and "error" not in value:
-            return False  # not an answer the episode reader would take either
+        if run is None:
+            return False
+        if run is True:
+            return True
+        try:
+            threading.Thread(target=self._run, args=run, name="flow-run", daemon=True).start()
+        except Exception as exc:  # noqa: BLE001 - e.g. no thread to be had: forward the line
+            with self.lock:
+                self.running = False
+            self._failed(run[0], f"the flow could not start a run: {exc!r}")
+            return False
+        return True
+
+    def _take(self, value, line: bytes):
+        """from_server's decision: None (forward), True (the flow's own answer), or the
+        arguments of a run to start on the agent's answer."""
+        if not isinstance(value, dict) or "id" not in value:
+            if (
+                isinstance(value, dict)
+                and value.get("method") == "notifications/tools/list_changed"
+            ):
+                with self.lock:  # verified again before the next lookup
+                    self.listed, self.list_asked = None, False
+            return None
+        if "method" in value or ("result" not in value and "error" not in value):
+            return None  # not an answer the episode reader would take either
         key = id_key(value["id"])
         with self.lock:
             waiter = self.waiting.pop(key, None)
             if waiter is not None:
+                if waiter.tool is None:  # the proxy's own tools/list
+                    waiter.message = value
+                    waiter.done.set()
+                    return True
                 # taken into the view here, in the order the log records the answers
                 failed, text = response_outcome(value)
                 self.session_view.came_back(waiter.tool, failed, text, key)
@@ -240,31 +273,29 @@ class FlowServer:
                 return True
             if key in self.list_requests and isinstance(value.get("result"), dict):
                 self.list_requests.discard(key)
-                listed = self.listed or {}
-                for info in tools_from_result(value["result"]):
-                    listed[info.name] = (info.kind, info.contract)
-                self.listed = listed
-                return False
+                self._note_tools(value["result"])
+                return None
             call = self.agent_calls.pop(key, None)
             if call is None:
-                return False
+                return None
             request_id, tool, _ = call
             failed, content = response_outcome(value)
             self.session_view.came_back(tool, failed, content, key)
             self._gate_site = (list(self.session_view.history), (tool, failed))
             if "result" not in value or self.running or self.session_lookups >= self.per_session:
-                return False
+                return None
             if self.gate is not None and self.gate.closed:
                 self._write_log(self._gate_line(request_id))
-                return False
+                return None
             self.running = True
-        threading.Thread(
-            target=self._run,
-            args=(request_id, tool, failed, value, line),
-            name="flow-run",
-            daemon=True,
-        ).start()
-        return True
+        return (request_id, tool, failed, value, line)
+
+    def _note_tools(self, result: dict) -> None:
+        """Take in one page of a tools/list answer (under the lock)."""
+        listed = self.listed or {}
+        for info in tools_from_result(result):
+            listed[info.name] = info
+        self.listed = listed
 
     # the surprise gate ---------------------------------------------------------------------
 
@@ -373,9 +404,13 @@ class FlowServer:
                         entry["withheld"] = "the site is not promoted"
                     elif not self.shadow:
                         refusal = self._refusal(tool)
+                        unfit = None if refusal else self._unfit(tool, decision.arguments or {})
                         if refusal:
                             entry["withheld"] = refusal
-                        take = refusal is None
+                        elif unfit:  # a value the server's own schema refuses is not used
+                            del entry["tool"], entry["arguments"]
+                            entry.update(action="hand_back", reason=f"{tool}: {unfit}")
+                        take = refusal is None and unfit is None
                 else:
                     entry.update(action="hand_back", reason=decision.reason)
                 self._write_log(entry)
@@ -415,95 +450,124 @@ class FlowServer:
                 }
             )
         except Exception as exc:  # noqa: BLE001 - a flow must never lose the agent's answer
-            print(
-                f"stretto-proxy: the flow failed after {tool}: {exc}", file=sys.stderr, flush=True
-            )
+            self._failed(request_id, f"the flow failed after {tool}: {exc!r}")
         finally:
             with self.lock:
                 self.running = False
-            if made:
-                self._answer_with(answer, made)
-            else:
-                self._to_host(line)
+            self._hand_over(request_id, answer, line, made)
+
+    def _hand_over(self, request_id, answer: dict, line: bytes, made: list) -> None:
+        """Send the host the agent's answer: extended with the lookups if any were made and
+        that works, else the server's own line — the very object the run was given (the
+        relay's flowfeed knows it by identity)."""
+        extended = None
+        if made:
+            try:
+                extended = self._extended(answer, line, made)
+            except Exception as exc:  # noqa: BLE001 - the server's bytes go through as they are
+                self._failed(request_id, f"the lookups could not be appended: {exc}")
+        if extended is None:
+            self._to_host(line)
+            return
+        try:
+            self._record("proxy", extended, parse_json_line(extended))
+        finally:
+            self._to_host(extended)
+
+    def _failed(self, request_id, why: str) -> None:
+        """Say on stderr and in the flow log that the flow failed, and why."""
+        print(f"stretto-proxy: {why}", file=sys.stderr, flush=True)
+        try:
+            self._write_log({"after": request_id, "failed": why})
+        except OSError:
+            pass  # the flow log is out of reach; stderr said it
 
     def _refusal(self, tool: str) -> str | None:
-        """Why the proxy will not make this lookup, or None."""
-        if self.flow["manifest"]["tools"].get(tool) != READ:
-            return "the flow does not know it as a read"
-        if self.allowed is not None and tool not in self.allowed:
-            return "not in --flow-tools"
-        if self.listed is not None:
-            if tool not in self.listed:
-                return "the server does not list it"
-            kind, contract = self.listed[tool]
-            if kind == WRITE:
-                return "the server marks it readOnlyHint: false"
-            pinned = self.flow.get("contracts", {}).get(tool)
-            if pinned is not None and contract != pinned:
-                if tool not in self.warned:
-                    self.warned.add(tool)
-                    print(
-                        f"stretto-proxy: {tool}'s input contract changed ({pinned!r} in the "
-                        f"flow, {contract!r} now); the agent makes that call itself",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                return "its input contract changed"
-        return None
+        """Why the proxy will not make this lookup, or None (proxy.guard); if the host never
+        listed the tools, the proxy asks the server first."""
+        refusal = flow_refusal(self.flow, self.allowed, tool) or server_refusal(
+            self.flow, self.allowed, self._listing(), tool
+        )
+        if refusal == "its input contract changed" and tool not in self.warned:
+            self.warned.add(tool)
+            pinned, now = self.flow["contracts"][tool], (self.listed or {})[tool].contract
+            print(
+                f"stretto-proxy: {tool}'s input contract changed ({pinned!r} in the flow, "
+                f"{now!r} now); the agent makes that call itself",
+                file=sys.stderr,
+                flush=True,
+            )
+        return refusal
+
+    def _listing(self) -> dict[str, ToolInfo] | None:
+        """What the server listed in this session; if nothing yet, the proxy asks it once
+        (with ids of its own, following nextCursor), before its first lookup."""
+        with self.lock:
+            if self.listed is not None or self.list_asked:
+                return self.listed
+            self.list_asked = True
+        cursor: str | None = None
+        tools: dict[str, ToolInfo] = {}
+        for _ in range(LIST_PAGES):
+            params = {"cursor": cursor} if cursor is not None else {}
+            message = self._ask("tools/list", params, None)
+            result = message.get("result") if message is not None else None
+            if not isinstance(result, dict):
+                return None
+            tools.update((info.name, info) for info in tools_from_result(result))
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+        else:
+            return None  # a listing without end is no listing
+        with self.lock:
+            self.listed = {**tools, **(self.listed or {})}
+            return self.listed
+
+    def _unfit(self, tool: str, arguments: dict) -> str | None:
+        """Why the bound arguments do not satisfy the tool's inputSchema as listed, or None."""
+        info = (self.listed or {}).get(tool)
+        return schema_refusal(info.input_schema if info else None, arguments)
 
     def _look_up(self, tool: str, arguments: dict) -> tuple[bool, str]:
+        message = self._ask("tools/call", {"name": tool, "arguments": arguments}, tool)
+        if message is None:
+            return False, "(no answer in time; abandoned)"
+        failed, text = message["answer"]
+        return not failed, text
+
+    def _ask(self, method: str, params: dict, tool: str | None) -> dict | None:
+        """Send the server a request with an id of the proxy's own and wait for its answer:
+        the message (a lookup's as {"answer": (failed, text)}), None if none came."""
         with self.lock:
-            lookup_id = f"stretto-{self.next_id}"
+            own_id = f"stretto-{self.next_id}"
             self.next_id += 1
             waiter = _Waiter(tool)
-            self.waiting[id_key(lookup_id)] = waiter
-            self.session_view.sent(tool, arguments, id_key(lookup_id))
-            self.session_lookups += 1
-        request = {
-            "jsonrpc": "2.0",
-            "id": lookup_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        }
-        line = _compact(request).encode() + b"\n"
+            self.waiting[id_key(own_id)] = waiter
+            if tool is not None:
+                self.session_view.sent(tool, params["arguments"], id_key(own_id))
+                self.session_lookups += 1
+        request = {"jsonrpc": "2.0", "id": own_id, "method": method, "params": params}
+        line = encoded(request, separators=(",", ":")) + b"\n"
         self._record("proxy", line, parse_json_line(line))
         self._send(line)
         if not waiter.done.wait(PATIENCE_S):
             with self.lock:
-                self.waiting.pop(id_key(lookup_id), None)
-            return False, "(no answer in time; abandoned)"
-        if waiter.answer is None:
-            return False, "(the server went away before answering)"
-        failed, text = waiter.answer
-        return not failed, text
+                self.waiting.pop(id_key(own_id), None)
+            return None
+        if tool is not None:  # a lookup: what the view took in, or the server went away
+            return {"answer": waiter.answer or (True, "(the server went away before answering)")}
+        return waiter.message
 
-    def _answer_with(self, answer: dict, made: list[tuple[str, dict, bool, str]]) -> None:
-        """The agent's own result, plus one text item with the lookups' results."""
-        text, left = APPENDIX, self.budget - len(APPENDIX)
-        for tool, arguments, ok, found in made:
-            head = f"\n\n{tool} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
-            if len(head) + len(found) > left:
-                keep = max(0, left - len(head) - 80)
-                found = (
-                    found[:keep] + f"\n[... cut: {len(found) - keep} more characters; "
-                    "call the tool to see all]"
-                )
-            text += head + found
-            left = self.budget - len(text)
-        message = dict(answer)
-        result = dict(message["result"]) if isinstance(message.get("result"), dict) else {}
-        content = list(result.get("content") or [])
-        content.append({"type": "text", "text": text})
-        result["content"] = content
-        message["result"] = result
-        line = _compact(message).encode() + b"\n"
-        self._record("proxy", line, parse_json_line(line))
-        self._to_host(line)
+    def _extended(self, answer: dict, line: bytes, made: list) -> bytes:
+        """The server's answer with the lookups' item added, its bytes as they are."""
+        if not isinstance(answer.get("result"), dict):
+            raise SpliceError("the answer's `result` is not an object")
+        return append_content(line, lookups_item(made, self.budget))
 
     def _write_log(self, entry: dict) -> None:
         clean = {k: v for k, v in entry.items() if v is not None or k in ("binding", "prob")}
-        data = json.dumps(clean, sort_keys=True, ensure_ascii=False)
-        os.write(self._log, data.encode() + b"\n")
+        os.write(self._log, encoded(clean, sort_keys=True) + b"\n")
 
     def abandon(self) -> None:
         """The server is gone: release every lookup still waiting for it."""

@@ -60,6 +60,8 @@ class PartCounts:
     sources: list[list] = field(default_factory=list)  # [tool, arg, values, [[src, path, n]]]
     lists: list[list] = field(default_factory=list)
     constants: list[list] = field(default_factory=list)  # [tool, arg, value, n, distinct]
+    # [tool, arg, values, shortest, longest, every distinct character]: stretto.model.shape
+    shapes: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return self.__dict__
@@ -114,6 +116,7 @@ class Summed:
     sources: list[dict]
     lists: list[dict]
     constants: list[tuple[str, str, object, int]]  # one value throughout: (tool, arg, value, n)
+    shapes: list[tuple[str, str, int, int, int, str]]  # as PartCounts.shapes, summed
 
 
 def add_up(parts: list[PartCounts]) -> Summed:
@@ -138,6 +141,13 @@ def add_up(parts: list[PartCounts]) -> Summed:
             seen = single.setdefault((tool, arg), [value, 0, True])
             seen[1] += int(n)
             seen[2] = seen[2] and int(distinct) == 1 and seen[0] == value
+    shapes: dict[tuple[str, str], list] = {}
+    for part in parts:
+        for tool, arg, n, shortest, longest, chars in part.shapes:
+            seen = shapes.setdefault((tool, arg), [0, shortest, longest, set()])
+            seen[0] += int(n)
+            seen[1], seen[2] = min(seen[1], shortest), max(seen[2], longest)
+            seen[3].update(chars)
     return Summed(
         habit=levels([row for p in parts for row in p.habit]),
         reach=levels([row for p in parts for row in p.reach]),
@@ -151,6 +161,10 @@ def add_up(parts: list[PartCounts]) -> Summed:
             (tool, arg, json.loads(value), n)
             for (tool, arg), (value, n, one) in sorted(single.items())
             if one
+        ],
+        shapes=[
+            (tool, arg, n, shortest, longest, "".join(sorted(chars)))
+            for (tool, arg), (n, shortest, longest, chars) in sorted(shapes.items())
         ],
     )
 

@@ -131,7 +131,12 @@ def learn_flow(
                 f"no successful sessions to learn the {domain} flow from in {layout.warehouse}"
             )
         kinds, docs, contracts = listing(con, layout, plan)
+        read_by_operator: list[str] = []
         if manifest is not None:
+            # a read the server never marked readOnlyHint: true rests on the operator's word
+            read_by_operator = [
+                t for t, k in manifest["tools"].items() if k == "read" and kinds.get(t) != "read"
+            ]
             kinds = dict(manifest["tools"])
             docs = dict(manifest.get("docs") or {})
         parts = counted_parts(con, layout, plan, kinds, with_constants, only_days, say)
@@ -162,6 +167,7 @@ def learn_flow(
         steps=summed.steps,
         bindings=bindings,
         now_ms=now_ms,
+        read_by_operator=read_by_operator,
     )
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
+from stretto.model.shape import learn_shapes
 from warehouse.daycounts import PartCounts, PartStore, Summed, digest, part_key
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
@@ -197,6 +198,10 @@ def count_bindings(con, parts: dict[str, PartCounts], with_constants: bool) -> N
         part(name).sources.append([tool, arg, int(values), _found(found)])
     for name, tool, arg, values, found in con.execute(queries["lists"]).fetchall():
         part(name).lists.append([tool, arg, int(values), _found(found)])
+    for name, tool, arg, values, shortest, longest, chars in con.execute(
+        queries["shapes"]
+    ).fetchall():
+        part(name).shapes.append([tool, arg, int(values), int(shortest), int(longest), chars])
     if with_constants:
         for name, tool, arg, value, n, distinct in con.execute(queries["constants"]).fetchall():
             part(name).constants.append([tool, arg, value, int(n), int(distinct)])
@@ -215,7 +220,8 @@ def counted_parts(
     before with the same sessions and kinds, else counted now, in one pass over the steps of
     the parts to count."""
     store = PartStore(layout)
-    what = f"counts-{digest([sorted(kinds.items()), with_constants])}"
+    # (parts counted before shapes were learned lack them: "shapes" in the digest recounts)
+    what = f"counts-{digest([sorted(kinds.items()), with_constants, 'shapes'])}"
     parts = (
         plan.parts if only_days is None else [p for p in plan.parts if plan.days[p] in only_days]
     )
@@ -244,6 +250,8 @@ def bindings_from(summed: Summed, with_constants: bool) -> dict:
         },
         "sources": summed.sources,
         "bare": bare_lookups(args, summed.empty),
+        # what each argument's strings looked like: a value taken from a result must too
+        "shapes": learn_shapes(summed.shapes),
     }
     if summed.lists:
         bindings["lists"] = summed.lists

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from stretto.model.shape import Shape
+
 REQUIRED_SHARE = 0.9  # an argument passed in this share of a lookup's calls is required
 MIN_SOURCE_FOUND = 2  # a source is usable when found this often ...
 MIN_SOURCE_SHARE = 0.1  # ... and for this share of the argument's values
@@ -157,6 +159,16 @@ class Rules:
     lists: dict[tuple[str, str], list[tuple[str, Steps]]] = field(default_factory=dict)
     named_other: dict[str, list[int]] = field(default_factory=dict)
     described_read: dict[str, list[int]] = field(default_factory=dict)
+    # (tool, arg) -> what its values looked like in training; a value taken from a result
+    # that does not look like them is never passed (stretto.model.shape)
+    shapes: dict[tuple[str, str], Shape] = field(default_factory=dict)
+
+    def shape_refusal(self, tool: str, arg: str, value: str) -> str | None:
+        """Why a value taken from a result may not be passed as `arg`, or None."""
+        shape = self.shapes.get((tool, arg))
+        if shape is None:
+            return f"`{arg}` has no learned shape (a flow learned before shapes: learn it again)"
+        return shape.refusal(value)
 
     def source_tools(self) -> frozenset[str]:
         return frozenset(
@@ -194,6 +206,7 @@ class Rules:
             lists=lists,
             named_other=bindings.get("named_other", {}),
             described_read=bindings.get("described_read", {}),
+            shapes={(e["tool"], e["arg"]): Shape.from_entry(e) for e in bindings.get("shapes", [])},
         )
 
 
@@ -273,6 +286,10 @@ def pick(
             chosen_list = _pick_list(rules.lists[(tool, arg)], state, arg, used)
             if isinstance(chosen_list, str):
                 return Pick(None, error=chosen_list)
+            for item in chosen_list:
+                refused = rules.shape_refusal(tool, arg, item)
+                if refused:
+                    return Pick(None, error=refused)
             bound[arg] = chosen_list
             continue
         if (tool, arg) not in rules.traced:
@@ -284,6 +301,9 @@ def pick(
         if chosen is None:
             return Pick(None, error=f"nothing left to pass as `{arg}`")
         value, named, any_mentioned = chosen
+        refused = rules.shape_refusal(tool, arg, value)
+        if refused:
+            return Pick(None, error=refused)
         bound[arg] = value
         all_mentioned &= named
         other_named |= not named and any_mentioned

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -71,9 +71,11 @@ def build_flow(
     bindings: dict | None = None,
     now_ms: int | None = None,
     arbiter: dict | None = None,
+    read_by_operator: Collection[str] = (),
 ) -> dict:
     """A flow from its counts (warehouse.learn.Counts' parts) and the manifest; `arbiter`: its
-    arbiter part (stretto.oracle.arbiter.Arbiter.to_json()), if it has one."""
+    arbiter part (stretto.oracle.arbiter.Arbiter.to_json()), if it has one;
+    `read_by_operator`: the reads only the operator's manifest calls reads."""
     totals = {h: float(sum(c.values())) for h, c in habit.items()}
     extra = {"arbiter": arbiter} if arbiter is not None else {}
     step_tools = {a for c in habit.values() for a in c if a != RESPOND}
@@ -93,6 +95,7 @@ def build_flow(
             "domain": domain,
             "tools": {t: kinds[t] for t in sorted(kinds)},
             "docs": {t: docs[t] for t in sorted(docs)},
+            **({"read_by_operator": sorted(read_by_operator)} if read_by_operator else {}),
         },
         "actions": actions,
         "habit": {"order": 2, "alpha": alpha, "start": START, "levels": _levels(habit, totals)},

@@ -9,6 +9,7 @@ from stretto.model.binding import Rules, smooth
 from stretto.model.decide import DEFAULT_THRESHOLD, theta_text
 from stretto.model.flow import reach_model
 from stretto.model.program import is_standard
+from stretto.model.shape import describe, length_change, widening
 
 PROGRAM_TEXT = """let prev = call;
 let failed = call_failed;
@@ -105,15 +106,18 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
         buckets = flow["bindings"].get("agreed", {}).get(tool, [[0, 0], [0, 0]])
         sources = {(s["tool"], s["arg"]): s for s in flow["bindings"]["sources"]}
         lists = {(s["tool"], s["arg"]): s for s in flow["bindings"].get("lists", [])}
+        shapes = {(e["tool"], e["arg"]): e for e in flow["bindings"].get("shapes", [])}
         args = []
         for arg in required:
             source = lists.get((tool, arg)) or sources.get((tool, arg))
+            shape = shapes.get((tool, arg))
             args.append(
                 {
                     "arg": arg,
                     "list": (tool, arg) in lists,
                     "values": source["values"] if source else 0,
                     "found": source["found"] if source else [],
+                    "shape": describe(shape) if shape else None,
                 }
             )
         bindings.append(
@@ -130,6 +134,7 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
         "reads": sorted(t for t, k in tools.items() if k == "read"),
         "writes": sorted(t for t, k in tools.items() if k == "write"),
         "generic": sorted(t for t, k in tools.items() if k == "generic"),
+        "read_by_operator": flow["manifest"].get("read_by_operator", []),
         "sites": sites,
         "bindings": bindings,
         "program": "standard" if is_standard(flow["program"]) else "custom",
@@ -238,6 +243,18 @@ def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
         f"- **May call** (reads): {', '.join(s['reads']) or 'none'}",
         f"- **Never calls** (writes): {', '.join(s['writes']) or 'none'}",
         f"- **Never calls** (no readOnlyHint): {', '.join(s['generic']) or 'none'}",
+        *(
+            [
+                "- **Reads on the operator's word** (the manifest says read; training's listings "
+                "did not mark them readOnlyHint: true): " + ", ".join(s["read_by_operator"])
+            ]
+            if s["read_by_operator"]
+            else []
+        ),
+        "",
+        "The proxy calls a read only when the server's own tools/list in the session marks "
+        "it readOnlyHint: true (a tool without the hint: only when the operator named it, "
+        "in the manifest or --flow-tools) and its input contract is unchanged.",
         "",
         "## Sites",
         "",
@@ -286,6 +303,11 @@ def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
                 or "nowhere: the LLM supplies it"
             )
             out.append(f"- {kind}`{arg['arg']}` from {found}")
+            out.append(
+                f"  - passed only when it looks like training's values: {arg['shape']}"
+                if arg["shape"]
+                else "  - no learned shape: never bound from a result (learn the flow again)"
+            )
         for arg, value in binding["constants"].items():
             out.append(f"- `{arg}` always {value!r} (a constant)")
         if not binding["required"] and not binding["constants"]:
@@ -345,6 +367,21 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
     for c in new["bindings"].get("constants", []):
         if old_constants.get((c["tool"], c["arg"]), object()) != c["value"]:
             review.append(f"a new constant: {c['tool']}.{c['arg']} = {c['value']!r}")
+    old_shapes = {(e["tool"], e["arg"]): e for e in old["bindings"].get("shapes", [])}
+    for e in new["bindings"].get("shapes", []):
+        before = old_shapes.get((e["tool"], e["arg"]))
+        wider = [f"a new shape ({describe(e)})"] if before is None else widening(before, e)
+        name = f"{e['tool']}.{e['arg']}"
+        if wider:
+            review.append(f"{name} takes other characters from results: {'; '.join(wider)}")
+        moved = None if before is None else length_change(before, e)
+        if moved:
+            other.append(f"{name}: the values' {moved}")
+    for tool in sorted(
+        set(new["manifest"].get("read_by_operator", []))
+        - set(old["manifest"].get("read_by_operator", []))
+    ):
+        review.append(f"a read on the operator's word (no readOnlyHint: true): {tool}")
     if old["program"] != new["program"]:
         review.append("the program changed: it is code the proxy runs")
     old_t, new_t = old.get("thresholds", {}), new.get("thresholds", {})

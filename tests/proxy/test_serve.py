@@ -179,15 +179,16 @@ def test_a_bad_flow_is_refused_before_anything_starts(tmp_path) -> None:
 
 
 def test_a_failed_lookup_says_error_and_a_long_one_is_cut(trained, tmp_path) -> None:
-    import shutil
-
     notes, flow, _ = trained
-    copy = tmp_path / "notes"
-    shutil.copytree(notes, copy)
-    (copy / "2026-10-09.md").mkdir()  # found by the search, but reading it fails
-    answer, _, flow_log, _ = serve(copy, flow, tmp_path / "a")
+    # found by the search, but reading it fails (in the notes themselves: a path elsewhere
+    # would not look like the paths passed in training)
+    (notes / "2026-10-09.md").mkdir()
+    try:
+        answer, _, flow_log, _ = serve(notes, flow, tmp_path / "a")
+    finally:
+        (notes / "2026-10-09.md").rmdir()
     appended = answer["result"]["content"][-1]["text"]
-    assert f'read_text_file {{"path":"{copy}/2026-10-09.md"}} (error):\n' in appended
+    assert f'read_text_file {{"path":"{notes}/2026-10-09.md"}} (error):\n' in appended
     # nothing followed a failed read in training: the flow hands back after it
     assert appended.count("read_text_file {") == 2
     last = [d for d in flow_log if "action" in d][-1]

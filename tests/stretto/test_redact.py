@@ -431,7 +431,7 @@ def learned(corpora, tmp_path_factory) -> dict[str, dict]:
 
 def comparable(flow: dict, rename: Pseudonyms | None = None) -> dict:
     """The flow without its time; each binding path as its steps, the original's renamed as
-    redact renames the keys in it."""
+    redact renames the keys in it; each shape as what it is of."""
     flow = copy.deepcopy(flow)
     del flow["provenance"]["compiled_unix_ms"]
     for part in ("sources", "lists"):
@@ -443,6 +443,10 @@ def comparable(flow: dict, rename: Pseudonyms | None = None) -> dict:
                     steps = tuple(None if s is None else rename.string(s) for s in steps)
                 found.append((hit["source"], steps, hit["count"]))
             entry["found"] = sorted(found, key=repr)
+    # a shape describes the values themselves, which redaction replaces: only what it is of
+    flow["bindings"]["shapes"] = [
+        (e["tool"], e["arg"], e["values"]) for e in flow["bindings"].get("shapes", [])
+    ]
     return flow
 
 

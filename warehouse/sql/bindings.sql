@@ -140,3 +140,21 @@ SELECT l.part, l.tool, l.arg, count(*) AS "values",
 FROM list_values l
 LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
 GROUP BY l.part, l.tool, l.arg;
+
+-- name: shapes
+-- What each lookup argument's strings looked like (stretto.model.shape), per part: how many
+-- strings it took (alone, or as items of a list), their shortest and longest length in
+-- characters, and every distinct character in them (as one string).
+WITH strings AS (
+    SELECT part, tool, arg, v FROM string_values
+    UNION ALL
+    SELECT r.part, r.tool, e.key, i.value ->> '$'
+    FROM read_calls r, json_each(r.arguments) AS e, json_each(e.value) AS i
+    WHERE json_type(e.value) = 'ARRAY' AND json_type(i.value) = 'VARCHAR'
+)
+SELECT part, tool, arg, count(*) AS "values", min(length(v)) AS shortest,
+       max(length(v)) AS longest,
+       array_to_string(list_filter(list_distinct(flatten(list(string_split(v, '')))),
+                                   lambda c: c <> ''), '') AS chars
+FROM strings
+GROUP BY part, tool, arg;
