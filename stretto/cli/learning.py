@@ -390,11 +390,11 @@ def _learn(args: argparse.Namespace) -> int:
 
 
 def _arbiter_said(learned: dict[str, Any]) -> str:
-    """`, its arbiter fitted on N decisions of T held-out tasks (MODEL)` for what was learned."""
-    arbiters = learned.get("arbiter") or {}
-    if not arbiters:
+    """`, its arbiter fitted on N decisions of T held-out tasks (MODEL)` for what was learned
+    (the flow asset's `arbiter` metadata: one domain's flow)."""
+    arbiter = learned.get("arbiter")
+    if not arbiter:
         return ""
-    (arbiter,) = arbiters.values()
     if arbiter["sources"]:
         return f", its arbiter taken from {arbiter['sources'][0].split(': ', 1)[-1]}"
     return (
