@@ -69,5 +69,6 @@ class SessionView:
                 list(state.outputs),
                 {tool: set(values) for tool, values in state.used.items()},
                 set(state.called),
+                {tool: list(calls) for tool, calls in state.passed.items()},
             ),
         )

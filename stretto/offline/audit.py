@@ -125,7 +125,7 @@ def _audit_point(
                 "episode": session,
                 "site": decision.site,
                 "tool": decision.tool,
-                "score": decision.prob * decision.binding,
+                "score": decision.score,
                 "used": made is not None,
             }
         )

@@ -1,0 +1,556 @@
+"""Learning-quality experiments (issue 19): flow variants against the current flow, judged on
+the τ²-bench test episodes by a paired bootstrap over tasks.
+
+Per domain, each variant's flow is learned from the successful training-task episodes (the
+logs `stretto compile` writes, learned through the same pipeline code, `learn_folder`), then
+the test episodes are replayed from the record (stretto.offline.replay, exploring at ε = 0 so
+that every option is scored). Each variant is printed against the baseline (the current flow
+served by reach at θ 0.3): share of the read-only ceiling, detours per episode, turns saved %,
+utility at the domain's costs, ECE and Brier of the served score, each as the variant's figure
+and the paired difference with its 95% interval (one resample of tasks for both), pooled over
+agents and per agent. AUC is a point figure. Learned flows are cached under
+~/.cache/stretto-quality/ ($STRETTO_QUALITY_CACHE) by what they were learned from, so reruns
+replay only.
+
+    .venv/bin/python bench/quality.py [--domain retail] [--variant NAME ...] [--draws 1000]
+    .venv/bin/python bench/quality.py --curve [--domain retail] [--variant NAME]
+    .venv/bin/python bench/quality.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.replay import COSTS, DATA, THETA, domain_files  # noqa: E402
+from stretto.logs.episode import Episode, episode_from_log  # noqa: E402
+from stretto.logs.sessionlog import parse_session_log  # noqa: E402
+from stretto.logs.tau2 import ResultsFile, load_tools, read_results, read_split  # noqa: E402
+from stretto.model.decide import fnv1a64  # noqa: E402
+from stretto.model.flow import load_flow, write_flow  # noqa: E402
+from stretto.offline.calibration import EDGES, auc  # noqa: E402
+from stretto.offline.replay import EpisodeCheck, replay  # noqa: E402
+
+CACHE = Path(os.environ.get("STRETTO_QUALITY_CACHE", Path.home() / ".cache" / "stretto-quality"))
+DOMAINS = ("retail", "airline", "telecom")
+FOLDS = 5  # task groups for cross-fitting (../shared/spec/algorithms.md §0)
+
+
+# --- the data ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Domain:
+    name: str
+    costs: tuple[float, float]
+    results: list[ResultsFile]  # the converted results files (their logs learn the flows)
+    train: list[Episode]  # every training-task episode, in file order
+    test: list[tuple[str, Episode]]  # (agent, episode) of every test-task episode
+
+    @property
+    def train_ok(self) -> list[str]:
+        """The successful training episodes' session ids: what a flow is learned from."""
+        return [e.id for e in self.train if e.succeeded]
+
+    def by_id(self) -> dict[str, Episode]:
+        return {e.id: e for e in self.train}
+
+
+def fold(task_id: str) -> int:
+    return fnv1a64(task_id) % FOLDS
+
+
+def load_domain(name: str) -> Domain:
+    split = read_split(DATA / "domains" / name / "split_tasks.json")
+    tools = load_tools(DATA / "domains" / "tau2_tools.json")
+    results, train, test = [], [], []
+    for path in domain_files(name):
+        converted = read_results(path, tools, name)
+        results.append(converted)
+        solo = " (no user)" if "no-user" in path.name else ""
+        for sim in converted.simulations:
+            episode = episode_from_log(parse_session_log(sim.text.encode("utf-8"), sim.source))
+            if sim.task_id in split["train"]:
+                train.append(episode)
+            elif sim.task_id in split["test"]:
+                test.append((episode.agent_model + solo, episode))
+    return Domain(name, COSTS[name], results, train, test)
+
+
+# --- learning, cached ---------------------------------------------------------------------------
+
+
+def digest(*parts) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for part in parts:
+        h.update(json.dumps(part, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+MAIN = "aa17a8f"  # the commit whose flows are "the current flow" (main when this began)
+# the files whose code learns a flow: a change to any of them learns the cached flows again
+LEARN_SOURCES = ("warehouse", "assets", "stretto/model", "stretto/logs")
+
+
+def source_digest() -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for folder in LEARN_SOURCES:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".sql", ".json") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def write_training_logs(domain: Domain, ids: list[str], folder: Path) -> Path:
+    """The chosen episodes' session logs, as `stretto compile` writes them."""
+    from stretto.logs.tau2 import write_logs
+
+    wanted = set(ids)
+    for results in domain.results:
+        kept = [s for s in results.simulations if s.session in wanted]
+        if kept:
+            write_logs(replace(results, simulations=kept), folder)
+    return folder
+
+
+@dataclass(frozen=True)
+class Learner:
+    """How a variant's flow is learned from chosen episodes; `key` names it in the cache."""
+
+    key: str
+    make: Callable[[Domain, list[str]], dict]
+
+    def __call__(self, domain: Domain, ids: list[str]) -> dict:
+        path = CACHE / domain.name / "flows" / f"{self.key}-{digest(sorted(ids))}.flow.json"
+        if path.is_file():
+            return load_flow(path)
+        flow = self.make(domain, ids)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_flow(flow, path)
+        return flow
+
+
+def _main_flow(domain: Domain, ids: list[str]) -> dict:
+    """The flow main's code learns (`stretto compile`'s path, learn_folder) from these
+    episodes: its source at MAIN, unpacked once, run in a process of its own."""
+    import subprocess
+
+    source = CACHE / f"main-{MAIN}"
+    if not (source / "stretto").is_dir():
+        source.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", MAIN], capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    key = digest(sorted(ids))
+    logs = write_training_logs(domain, ids, CACHE / domain.name / "logs" / key)
+    out = CACHE / domain.name / "tmp" / f"main-{key}.flow.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    script = (
+        "import sys; from stretto.cli.learning import learn_folder; from pathlib import Path; "
+        "sys.exit(learn_folder(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), "
+        "home=sys.argv[4], wait=600) is None)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(logs), domain.name, str(out), str(CACHE / "home-main")],
+        cwd=source,
+        env={**os.environ, "PYTHONPATH": str(source)},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"main's learning of {domain.name} failed:\n{done.stderr}")
+    return load_flow(out)
+
+
+def _our_flow(domain: Domain, ids: list[str]) -> dict:
+    """The flow this branch's code learns, in this process (the pipeline's learn_folder)."""
+    from stretto.cli.learning import learn_folder
+
+    key = digest(sorted(ids))
+    logs = write_training_logs(domain, ids, CACHE / domain.name / "logs" / key)
+    out = CACHE / domain.name / "tmp" / f"ours-{key}.flow.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if learn_folder(logs, domain.name, out, home=str(CACHE / "home"), wait=600) is None:
+        raise SystemExit(f"learning the {domain.name} flow from {len(ids)} episodes failed")
+    return load_flow(out)
+
+
+main_flow = Learner(f"main-{MAIN}", _main_flow)
+our_flow = Learner(f"ours-{source_digest()}", _our_flow)
+
+
+# --- variants -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    name: str
+    claim: str  # what it is meant to improve
+    learn: Learner = main_flow
+    decider: str = "reach"
+    threshold: Callable[[Domain], float] = lambda d: THETA
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def variant(v: Variant) -> Variant:
+    VARIANTS[v.name] = v
+    return v
+
+
+def theta_star(domain: Domain) -> float:
+    return domain.costs[1] / sum(domain.costs)
+
+
+def session_events(episode: Episode) -> list[tuple]:
+    """An episode's events as the binding's agreement replays them (what
+    warehouse.learn.session_events reads from the warehouse): user messages, each LLM turn's
+    calls, results."""
+    from stretto.logs.episode import Assistant, ToolResult, User
+
+    out: list[tuple] = []
+    for event in episode.events:
+        if isinstance(event, User):
+            out.append(("user", event.text))
+        elif isinstance(event, Assistant):
+            calls = [(c.name, c.arguments) for c in event.calls if not c.by_proxy]
+            if calls:
+                out.append(("turn", calls))
+        elif isinstance(event, ToolResult) and not event.by_proxy:
+            out.append(("result", event.name, not event.error, event.content))
+    return out
+
+
+def rebound(inner: Learner, name: str, change: Callable[[dict, list], dict]) -> Learner:
+    """`inner`'s flow with its bindings changed by `change(bindings, sessions)` (sessions: the
+    events of the episodes learned from), and `agreed` replayed again over them
+    (stretto.model.binding.agreement)."""
+    from stretto.model.binding import Rules, agreement
+
+    def make(domain: Domain, ids: list[str]) -> dict:
+        flow = inner(domain, ids)
+        chosen = set(ids)
+        events = [session_events(e) for e in domain.train if e.id in chosen]
+        bindings = change(dict(flow["bindings"]), events)
+        reads = {t for t, k in flow["manifest"]["tools"].items() if k == "read"}
+        bindings["agreed"] = agreement(Rules.from_flow(bindings), events, reads)
+        return {**flow, "bindings": bindings}
+
+    return Learner(f"{inner.key}+{name}", make)
+
+
+def with_named_other(bindings: dict, sessions: list) -> dict:
+    from stretto.model.binding import Rules
+    from stretto.model.named import named_other
+
+    found = named_other(Rules.from_flow(bindings), sessions)
+    return {**bindings, "named_other": found} if found else bindings
+
+
+def both(*changes):
+    def change(bindings: dict, sessions: list) -> dict:
+        for c in changes:
+            bindings = c(bindings, sessions)
+        return bindings
+
+    return change
+
+
+def with_joint(bindings: dict, sessions: list) -> dict:
+    from stretto.model.binding import Rules, usable_paths
+    from stretto.model.joint import learn_joint
+
+    required = Rules.from_flow(bindings).required
+
+    def most_found(entry: dict) -> list[tuple[str, str]]:
+        counts = {(f["source"], f["path"]): f["count"] for f in entry["found"]}
+        return sorted(usable_paths(entry), key=lambda sp: -counts[sp])
+
+    return {**bindings, "joint": learn_joint(bindings, required, most_found)}
+
+
+def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
+    """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
+    episodes of the tasks learned from (stretto.offline.calibrate)."""
+    from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
+
+    def make(domain: Domain, ids: list[str]) -> dict:
+        flow = inner(domain, ids)
+        chosen = set(ids)
+        tasks = {e.task_id for e in domain.train if e.id in chosen}
+        # every training episode of those tasks (failed ones too: the test has them),
+        # learning only from the chosen successful ones
+        episodes = [
+            e for e in domain.train if e.task_id in tasks and (e.id in chosen or not e.succeeded)
+        ]
+        rows = cross_fitted_rows(
+            episodes, lambda rest: inner(domain, [e.id for e in rest]), decider="reach"
+        )
+        table = fit_map(rows, penalty)
+        if table is None:
+            return flow
+        table.update(folds=FOLDS, episodes=len(episodes))
+        return {**flow, "calibration": {"reach": table}}
+
+    return Learner(f"{inner.key}+cal{penalty or 'cv'}", make)
+
+
+variant(Variant("base", "the current flow (main's code; reach at θ 0.3)"))
+variant(Variant("ours", "this branch's learning, nothing else changed", learn=our_flow))
+variant(Variant("habit", "the next-step rule at θ 0.3", decider="habit"))
+variant(Variant("theta*", "θ from the domain's costs, δ/(β+δ) (spec §18)", threshold=theta_star))
+variant(Variant("calibrated", "ECE of the served score; detours", learn=calibrated(main_flow)))
+variant(
+    Variant(
+        "calibrated θ*",
+        "calibrated, served at θ* = δ/(β+δ)",
+        learn=calibrated(main_flow),
+        threshold=theta_star,
+    )
+)
+variant(
+    Variant(
+        "joint",
+        "bindings: arguments from one object",
+        learn=rebound(main_flow, "joint", with_joint),
+    )
+)
+variant(
+    Variant(
+        "named_other",
+        "binding chance of picks beside a value the customer named (spec §5.6)",
+        learn=rebound(main_flow, "named", with_named_other),
+    )
+)
+
+
+def reach_alpha(inner: Learner, alpha: float) -> Learner:
+    def make(domain: Domain, ids: list[str]) -> dict:
+        flow = inner(domain, ids)
+        return {**flow, "reach": {**flow["reach"], "alpha": alpha}}
+
+    return Learner(f"{inner.key}+ra{alpha:g}", make)
+
+
+for _a in (0.25, 1.0, 2.0, 4.0):
+    variant(Variant(f"reach α {_a:g}", "reach's α set apart", learn=reach_alpha(main_flow, _a)))
+
+
+NJ = rebound(main_flow, "named+joint", both(with_named_other, with_joint))
+variant(Variant("nj", "named_other and joint bindings", learn=NJ))
+variant(Variant("nj θ*", "named_other and joint bindings at θ*", learn=NJ, threshold=theta_star))
+variant(Variant("nj+cal", "named_other, joint, calibrated", learn=calibrated(NJ)))
+variant(
+    Variant(
+        "nj+cal θ*",
+        "named_other, joint, calibrated, at θ*",
+        learn=calibrated(NJ),
+        threshold=theta_star,
+    )
+)
+variant(
+    Variant(
+        "joint+cal θ*",
+        "joint bindings, calibrated, at θ*",
+        learn=calibrated(rebound(main_flow, "joint", with_joint)),
+        threshold=theta_star,
+    )
+)
+
+
+# --- replay and measures --------------------------------------------------------------------------
+
+NBINS = len(EDGES) - 1
+# per task: turns, turns saved, detours, ceiling turns, episodes, options, Brier sum; then per
+# bin: options, score sum, used sum
+COLUMNS = 7 + 3 * NBINS
+
+
+@dataclass
+class Run:
+    """A variant's replay of a domain's test episodes: per (agent, task) the summed counts."""
+
+    rows: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    scores: list[tuple[str, float, bool]] = field(default_factory=list)  # (agent, score, used)
+    checks: list[tuple[str, EpisodeCheck]] = field(default_factory=list)
+
+
+def run(domain: Domain, v: Variant, ids: list[str] | None = None) -> Run:
+    flow = v.learn(domain, domain.train_ok if ids is None else ids)
+    episodes = [e for _, e in domain.test]
+    result = replay(flow, episodes, decider=v.decider, threshold=v.threshold(domain), explore=0.0)
+    out = Run()
+    for (agent, _), check in zip(domain.test, result.episodes, strict=True):
+        row = out.rows.setdefault((agent, check.task_id), np.zeros(COLUMNS))
+        row[:5] += (check.turns, check.turns_saved, check.detours, check.ceiling, 1)
+        for option in check.options:
+            s, u = option["score"], bool(option["used"])
+            b = min(np.searchsorted(EDGES, s, side="right") - 1, NBINS - 1)
+            row[5] += 1
+            row[6] += (s - u) ** 2
+            row[7 + 3 * b : 10 + 3 * b] += (1, s, u)
+            out.scores.append((agent, s, u))
+        out.checks.append((agent, check))
+    return out
+
+
+def figures(m: np.ndarray, costs: tuple[float, float]) -> dict[str, np.ndarray]:
+    """The measures of summed rows (the last axis: COLUMNS)."""
+    turns, saved, detours, ceiling, episodes, options, brier = (m[..., i] for i in range(7))
+    bins = m[..., 7:].reshape(*m.shape[:-1], NBINS, 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "ceiling %": 100 * saved / ceiling,
+            "detours/ep": detours / episodes,
+            "saved %": 100 * saved / turns,
+            "utility/ep": (costs[0] * saved - costs[1] * detours) / episodes,
+            "ece": np.abs(bins[..., 1] - bins[..., 2]).sum(-1) / options,
+            "brier": brier / options,
+        }
+
+
+MEASURES = ("ceiling %", "detours/ep", "saved %", "utility/ep", "ece", "brier")
+DIGITS = {"ceiling %": 1, "detours/ep": 2, "saved %": 1, "utility/ep": 0, "ece": 3, "brier": 3}
+BETTER = {"ceiling %": 1, "detours/ep": -1, "saved %": 1, "utility/ep": 1, "ece": -1, "brier": -1}
+
+
+def paired(base: Run, other: Run, costs, agent: str | None, draws: int, seed: int = 7) -> dict:
+    """Per measure: (base, variant, difference, low, high) with the 95% interval of the
+    difference from `draws` resamples of tasks (the same for both)."""
+    keys = sorted(k for k in base.rows if agent is None or k[0] == agent)
+    tasks = sorted({t for _, t in keys})
+    index = {t: i for i, t in enumerate(tasks)}
+    a = np.zeros((len(tasks), COLUMNS))
+    b = np.zeros((len(tasks), COLUMNS))
+    for k in keys:
+        a[index[k[1]]] += base.rows[k]
+        b[index[k[1]]] += other.rows[k]
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(len(tasks), [1 / len(tasks)] * len(tasks), size=draws)
+    fa, fb = figures(a.sum(0), costs), figures(b.sum(0), costs)
+    da, db = figures(weights @ a, costs), figures(weights @ b, costs)
+    out = {}
+    for name in MEASURES:
+        diff = np.sort(db[name] - da[name])
+        diff = diff[~np.isnan(diff)]
+        lo, hi = (
+            (diff[int(0.025 * len(diff))], diff[int(0.975 * len(diff)) - 1])
+            if len(diff)
+            else (np.nan, np.nan)
+        )
+        out[name] = (float(fa[name]), float(fb[name]), float(fb[name] - fa[name]), lo, hi)
+    for name, r in (("auc", base), ("auc*", other)):
+        rows = [(s, u) for g, s, u in r.scores if agent is None or g == agent]
+        out[name] = auc([s for s, _ in rows], [u for _, u in rows])
+    return out
+
+
+def verdict(cmp: dict, claim: str) -> str:
+    """Significant gains and losses: the measures whose interval excludes 0."""
+    gains, losses = [], []
+    for name in MEASURES:
+        _, _, d, lo, hi = cmp[name]
+        if lo > 0 or hi < 0:
+            (gains if np.sign(d) == BETTER[name] else losses).append(name)
+    return f"+{','.join(gains) or '-'} / −{','.join(losses) or '-'}"
+
+
+def cell(name: str, entry) -> str:
+    base, value, d, lo, hi = entry
+    k = DIGITS[name]
+    return f"{value:.{k}f} ({d:+.{k}f} [{lo:+.{k}f}, {hi:+.{k}f}])"
+
+
+def compare(domain: Domain, names: list[str], draws: int) -> list[str]:
+    base = run(domain, VARIANTS["base"])
+    agents = sorted({a for a, _ in domain.test})
+    lines = [
+        f"## {domain.name}: variants against the base flow (reach, θ 0.3)",
+        "",
+        "| variant | agents | " + " | ".join(MEASURES) + " | AUC | significant (+ / −) |",
+        "|---|---|" + "---|" * (len(MEASURES) + 2),
+    ]
+    first = paired(base, base, domain.costs, None, 10)
+    lines.append(
+        "| base | all | "
+        + " | ".join(f"{first[m][0]:.{DIGITS[m]}f}" for m in MEASURES)
+        + f" | {first['auc'] or 0:.3f} | |"
+    )
+    for name in names:
+        v = VARIANTS[name]
+        other = run(domain, v)
+        for agent in [None, *agents]:
+            c = paired(base, other, domain.costs, agent, draws)
+            lines.append(
+                f"| {name} | {agent or '**all**'} | "
+                + " | ".join(cell(m, c[m]) for m in MEASURES)
+                + f" | {c['auc*'] or 0:.3f} | {verdict(c, v.claim)} |"
+            )
+    return lines
+
+
+# --- the learning curve ---------------------------------------------------------------------
+
+
+def curve(domain: Domain, v: Variant, sizes, draws: int, seed: int = 19) -> list[dict]:
+    """Flows learned from random draws of n successful training episodes; each replayed on
+    every test episode."""
+    everyone = domain.train_ok
+    rows = []
+    for n in sizes:
+        for d in range(1 if n >= len(everyone) else draws):
+            ids = (
+                everyone
+                if n >= len(everyone)
+                else random.Random(f"{seed}/{n}/{d}").sample(everyone, n)
+            )
+            r = run(domain, v, ids)
+            total = figures(sum(r.rows.values()), domain.costs)
+            rows.append(
+                {"n": min(n, len(everyone)), "draw": d, **{k: float(total[k]) for k in MEASURES}}
+            )
+            print(f"  {domain.name} {v.name} n={n} draw {d}: {rows[-1]}", file=sys.stderr)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--domain", action="append", choices=DOMAINS)
+    parser.add_argument("--variant", action="append", help="variants to compare (default all)")
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--curve", action="store_true", help="the learning curve instead")
+    parser.add_argument("--list", action="store_true", help="name the variants")
+    args = parser.parse_args()
+    if args.list:
+        for v in VARIANTS.values():
+            print(f"{v.name}: {v.claim}")
+        return
+    started = time.time()
+    for name in args.domain or DOMAINS:
+        domain = load_domain(name)
+        if args.curve:
+            for vname in args.variant or ["base"]:
+                rows = curve(domain, VARIANTS[vname], (5, 10, 20, 40, 10**9), 5)
+                print(json.dumps(rows))
+            continue
+        names = [n for n in (args.variant or VARIANTS) if n != "base"]
+        print("\n".join(compare(domain, names, args.draws)) + "\n")
+        print(f"{name}: {time.time() - started:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
