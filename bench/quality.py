@@ -270,19 +270,6 @@ def both(*changes):
     return change
 
 
-def with_joint(bindings: dict, sessions: list) -> dict:
-    from stretto.model.binding import Rules, usable_paths
-    from stretto.model.joint import learn_joint
-
-    required = Rules.from_flow(bindings).required
-
-    def most_found(entry: dict) -> list[tuple[str, str]]:
-        counts = {(f["source"], f["path"]): f["count"] for f in entry["found"]}
-        return sorted(usable_paths(entry), key=lambda sp: -counts[sp])
-
-    return {**bindings, "joint": learn_joint(bindings, required, most_found)}
-
-
 def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
     episodes of the tasks learned from (stretto.offline.calibrate)."""
@@ -309,36 +296,9 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     return Learner(f"{inner.key}+cal{penalty or 'cv'}", make)
 
 
-variant(Variant("base", "the current flow (main's code; reach at θ 0.3)"))
-variant(Variant("ours", "this branch's learning, nothing else changed", learn=our_flow))
-variant(Variant("habit", "the next-step rule at θ 0.3", decider="habit"))
-variant(Variant("theta*", "θ from the domain's costs, δ/(β+δ) (spec §18)", threshold=theta_star))
-variant(Variant("calibrated", "ECE of the served score; detours", learn=calibrated(main_flow)))
-variant(
-    Variant(
-        "calibrated θ*",
-        "calibrated, served at θ* = δ/(β+δ)",
-        learn=calibrated(main_flow),
-        threshold=theta_star,
-    )
-)
-variant(
-    Variant(
-        "joint",
-        "bindings: arguments from one object",
-        learn=rebound(main_flow, "joint", with_joint),
-    )
-)
-variant(
-    Variant(
-        "named_other",
-        "binding chance of picks beside a value the customer named (spec §5.6)",
-        learn=rebound(main_flow, "named", with_named_other),
-    )
-)
-
-
 def reach_alpha(inner: Learner, alpha: float) -> Learner:
+    """`inner`'s flow with the reach model's α set to `alpha` (the habit's is kept)."""
+
     def make(domain: Domain, ids: list[str]) -> dict:
         flow = inner(domain, ids)
         return {**flow, "reach": {**flow["reach"], "alpha": alpha}}
@@ -346,30 +306,50 @@ def reach_alpha(inner: Learner, alpha: float) -> Learner:
     return Learner(f"{inner.key}+ra{alpha:g}", make)
 
 
-for _a in (0.25, 1.0, 2.0, 4.0):
-    variant(Variant(f"reach α {_a:g}", "reach's α set apart", learn=reach_alpha(main_flow, _a)))
+variant(Variant("base", "the current flow (main's code; reach at θ 0.3)"))
+variant(Variant("habit", "the next-step rule at θ 0.3", decider="habit"))
+variant(Variant("ours", "this branch's learning (named_other), uncalibrated", learn=our_flow))
+
+BINDING_CHANGES = {"named": with_named_other}
 
 
-NJ = rebound(main_flow, "named+joint", both(with_named_other, with_joint))
-variant(Variant("nj", "named_other and joint bindings", learn=NJ))
-variant(Variant("nj θ*", "named_other and joint bindings at θ*", learn=NJ, threshold=theta_star))
-variant(Variant("nj+cal", "named_other, joint, calibrated", learn=calibrated(NJ)))
-variant(
-    Variant(
-        "nj+cal θ*",
-        "named_other, joint, calibrated, at θ*",
-        learn=calibrated(NJ),
-        threshold=theta_star,
-    )
-)
-variant(
-    Variant(
-        "joint+cal θ*",
-        "joint bindings, calibrated, at θ*",
-        learn=calibrated(rebound(main_flow, "joint", with_joint)),
-        threshold=theta_star,
-    )
-)
+def parse(spec: str) -> Variant:
+    """A variant named by its parts: `named+cal@*` = main's flow with named_other learned,
+    calibrated, served at θ*; `@0.2` a threshold; `ra1` reach's α set to 1; `habit` the
+    next-step rule; `ours` this branch's learning instead of main's. A registered name is
+    that variant."""
+    if spec in VARIANTS:
+        return VARIANTS[spec]
+    body, _, theta = spec.partition("@")
+    parts = body.split("+") if body else []
+    learn, decider = main_flow, "reach"
+    if "ours" in parts:
+        learn = our_flow
+    changes = [p for p in parts if p in BINDING_CHANGES]
+    if changes:
+        learn = rebound(learn, "+".join(changes), both(*(BINDING_CHANGES[c] for c in changes)))
+    for part in parts:
+        if part.startswith("ra"):
+            learn = reach_alpha(learn, float(part[2:]))
+    if "cal" in parts:
+        learn = calibrated(learn)
+    if "habit" in parts:
+        decider = "habit"
+    unknown = {p for p in parts if not p.startswith("ra")} - {
+        "ours",
+        "cal",
+        "habit",
+        *BINDING_CHANGES,
+    }
+    if unknown:
+        raise SystemExit(f"unknown variant parts: {', '.join(sorted(unknown))}")
+    if theta == "*":
+        threshold = theta_star
+    elif theta:
+        threshold = lambda d, t=float(theta): t  # noqa: E731
+    else:
+        threshold = lambda d: THETA  # noqa: E731
+    return variant(Variant(spec, spec, learn=learn, decider=decider, threshold=threshold))
 
 
 # --- replay and measures --------------------------------------------------------------------------
@@ -475,26 +455,36 @@ def cell(name: str, entry) -> str:
     return f"{value:.{k}f} ({d:+.{k}f} [{lo:+.{k}f}, {hi:+.{k}f}])"
 
 
-def compare(domain: Domain, names: list[str], draws: int) -> list[str]:
-    base = run(domain, VARIANTS["base"])
+def compare(domain: Domain, names: list[str], draws: int, against: str = "base") -> list[str]:
+    base = run(domain, parse(against))
     agents = sorted({a for a, _ in domain.test})
     lines = [
-        f"## {domain.name}: variants against the base flow (reach, θ 0.3)",
+        f"## {domain.name}: variants against {against}: {VARIANTS[against].claim}",
         "",
         "| variant | agents | " + " | ".join(MEASURES) + " | AUC | significant (+ / −) |",
         "|---|---|" + "---|" * (len(MEASURES) + 2),
     ]
     first = paired(base, base, domain.costs, None, 10)
     lines.append(
-        "| base | all | "
+        f"| {against} | all | "
         + " | ".join(f"{first[m][0]:.{DIGITS[m]}f}" for m in MEASURES)
         + f" | {first['auc'] or 0:.3f} | |"
     )
     for name in names:
-        v = VARIANTS[name]
+        v = parse(name)
         other = run(domain, v)
         for agent in [None, *agents]:
             c = paired(base, other, domain.costs, agent, draws)
+            if agent is None:
+                bound = [
+                    (sum(1 for g, _, _ in r.scores), sum(u for _, _, u in r.scores))
+                    for r in (base, other)
+                ]
+                print(
+                    f"{domain.name} {name}: bound options {bound[1][0]} (base {bound[0][0]}), "
+                    f"the agent's own {bound[1][1]} (base {bound[0][1]})",
+                    file=sys.stderr,
+                )
             lines.append(
                 f"| {name} | {agent or '**all**'} | "
                 + " | ".join(cell(m, c[m]) for m in MEASURES)
@@ -532,6 +522,7 @@ def main() -> None:
     parser.add_argument("--domain", action="append", choices=DOMAINS)
     parser.add_argument("--variant", action="append", help="variants to compare (default all)")
     parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--against", default="base", help="the variant to judge against")
     parser.add_argument("--curve", action="store_true", help="the learning curve instead")
     parser.add_argument("--list", action="store_true", help="name the variants")
     args = parser.parse_args()
@@ -544,11 +535,11 @@ def main() -> None:
         domain = load_domain(name)
         if args.curve:
             for vname in args.variant or ["base"]:
-                rows = curve(domain, VARIANTS[vname], (5, 10, 20, 40, 10**9), 5)
+                rows = curve(domain, parse(vname), (5, 10, 20, 40, 10**9), 5)
                 print(json.dumps(rows))
             continue
-        names = [n for n in (args.variant or VARIANTS) if n != "base"]
-        print("\n".join(compare(domain, names, args.draws)) + "\n")
+        names = [n for n in (args.variant or VARIANTS) if n != args.against]
+        print("\n".join(compare(domain, names, args.draws, args.against)) + "\n")
         print(f"{name}: {time.time() - started:.0f} s", file=sys.stderr)
 
 

@@ -16,6 +16,7 @@ from stretto.logs.domain import is_valid_domain
 from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
 from stretto.model.flow import build_flow
 from stretto.model.habit import fit_alpha
+from stretto.model.named import named_other
 from warehouse import store
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
@@ -242,6 +243,9 @@ def learn_flow(
         rules = Rules.from_flow(bindings)
         reads = {t for t, k in kinds.items() if k == "read"}
         bindings["agreed"] = agreement(rules, session_events(con), reads)
+        named = named_other(rules, session_events(con))  # issue 19: the "other" picks' chance
+        if named:
+            bindings["named_other"] = named
     finally:
         con.close()
     if not order:

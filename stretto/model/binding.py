@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from stretto.model.joint import pick_joint
-
 REQUIRED_SHARE = 0.9  # an argument passed in this share of a lookup's calls is required
 MIN_SOURCE_FOUND = 2  # a source is usable when found this often ...
 MIN_SOURCE_SHARE = 0.1  # ... and for this share of the argument's values
@@ -28,10 +26,6 @@ PICKED, OTHER, DESCRIBED, NONE = "picked", "other", "described", "none"
 # A constant argument: taken in at least this many calls and this share of the lookup's calls.
 MIN_CONSTANT_CALLS = 5
 MIN_CONSTANT_SHARE = 0.5
-
-
-def texts(arguments: dict) -> dict[str, str]:
-    return {arg: value_text(value) for arg, value in arguments.items()}
 
 
 def value_text(value: Any) -> str:
@@ -120,8 +114,6 @@ def binding_paths(bindings: dict):
         for i, entry in enumerate(bindings.get(part, [])):
             for j, hit in enumerate(entry.get("found", [])):
                 yield f"bindings.{part}[{i}].found[{j}].path", hit["path"]
-    for i, entry in enumerate(bindings.get("joint", [])):
-        yield f"bindings.joint[{i}].path", entry["path"]
 
 
 def values_at(document: Any, steps: Sequence[str | None]) -> list[tuple[str, list[str]]]:
@@ -165,7 +157,6 @@ class Rules:
     lists: dict[tuple[str, str], list[tuple[str, Steps]]] = field(default_factory=dict)
     named_other: dict[str, list[int]] = field(default_factory=dict)
     described_read: dict[str, list[int]] = field(default_factory=dict)
-    joint: dict[str, list] = field(default_factory=dict)  # tool -> stretto.model.joint rules
 
     def source_tools(self) -> frozenset[str]:
         return frozenset(
@@ -192,10 +183,6 @@ class Rules:
             constants.setdefault(entry["tool"], {})[entry["arg"]] = entry["value"]
         for tool, fixed in constants.items():  # a constant is passed, not looked for
             required[tool] = [a for a in required.get(tool, []) if a not in fixed]
-        joint: dict[str, list] = {}
-        for entry in bindings.get("joint", []):
-            steps = compile_path(entry["path"])
-            joint.setdefault(entry["tool"], []).append((entry["source"], steps, entry["args"]))
         return cls(
             required,
             sources,
@@ -207,7 +194,6 @@ class Rules:
             lists=lists,
             named_other=bindings.get("named_other", {}),
             described_read=bindings.get("described_read", {}),
-            joint=joint,
         )
 
 
@@ -228,7 +214,6 @@ class SessionState:
     outputs: list[list] = field(default_factory=list)  # [tool, content, parsed or _UNPARSED]
     used: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # tool -> (arg, value)
     called: set[str] = field(default_factory=set)
-    passed: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # tool -> each call's
 
     def add_user(self, text: str) -> None:
         self.customer += text.lower() + "\n"
@@ -238,7 +223,6 @@ class SessionState:
         used = self.used.setdefault(tool, set())
         for arg, value in arguments.items():
             used.add((arg, value_text(value)))
-        self.passed.setdefault(tool, []).append(texts(arguments))
 
     def add_result(self, tool: str, ok: bool, content: str) -> None:
         if ok and (self.source_tools is None or tool in self.source_tools):
@@ -284,17 +268,7 @@ def pick(
         return Pick(dict(constants), PICKED)
     bound: dict[str, Any] = {}
     all_mentioned, other_named = True, False
-    if tool in rules.joint:  # arguments taken together from one object
-        passed = state.passed.get(tool, []) + [texts(a) for t, a in also if t == tool]
-        together = pick_joint(
-            rules.joint[tool], state.recent_outputs(), passed, state.mentions, MIN_MENTION
-        )
-        if together is not None:
-            bound.update(together[0])
-            all_mentioned &= together[1]
     for arg in required:
-        if arg in bound:
-            continue
         if (tool, arg) in rules.lists:
             chosen_list = _pick_list(rules.lists[(tool, arg)], state, arg, used)
             if isinstance(chosen_list, str):
@@ -379,19 +353,13 @@ def learn_constants(
     return sorted(out, key=lambda e: (e["tool"], e["arg"]))
 
 
-def usable_paths(entry: dict) -> list[tuple[str, str]]:
-    """A `sources` or `lists` entry's (source, path) found often enough to bind from, in
-    the entry's order."""
+def usable_sources(entry: dict) -> list[tuple[str, Steps]]:
+    """A `sources` or `lists` entry's sources found often enough to bind from."""
     return [
-        (f["source"], f["path"])
+        (f["source"], compile_path(f["path"]))
         for f in entry["found"]
         if f["count"] >= MIN_SOURCE_FOUND and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
     ]
-
-
-def usable_sources(entry: dict) -> list[tuple[str, Steps]]:
-    """A `sources` or `lists` entry's sources found often enough to bind from, compiled."""
-    return [(source, compile_path(path)) for source, path in usable_paths(entry)]
 
 
 def _pick_list(usable, state: SessionState, arg: str, used: set) -> list[str] | str:

@@ -69,6 +69,5 @@ class SessionView:
                 list(state.outputs),
                 {tool: set(values) for tool, values in state.used.items()},
                 set(state.called),
-                {tool: list(calls) for tool, calls in state.passed.items()},
             ),
         )

@@ -27,7 +27,7 @@ from stretto.model.decide import fnv1a64
 from stretto.offline.replay import replay
 
 FOLDS = 5
-PENALTIES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+PENALTIES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 MIN_SLOPE = 0.05
 NEWTON_STEPS = 50
 METHOD = (
@@ -36,25 +36,32 @@ METHOD = (
 )
 
 
-def fold(task_id: str, folds: int = FOLDS) -> int:
-    return fnv1a64(task_id) % folds
+def fold(task: str, folds: int = FOLDS) -> int:
+    """A task's fold: FNV-1a of its id modulo the folds (../shared/spec/algorithms.md §0)."""
+    return fnv1a64(task) % folds
+
+
+def task_of(episode: Episode) -> str:
+    """What an episode is grouped by: its task, or, for a recorded session with none, itself."""
+    return episode.task_id or episode.id
 
 
 def cross_fitted_rows(
     episodes: Sequence[Episode],
     learn: Callable[[list[Episode]], dict],
     *,
+    learnable: Callable[[Episode], bool] = lambda e: e.succeeded,
     decider: str = "reach",
     threshold: float = 0.3,
     folds: int = FOLDS,
 ) -> list[dict]:
-    """The option rows of every episode, each replayed with a flow learned (`learn`, from
-    successful episodes; it must carry no calibration) without its fold's tasks. A fold whose
-    complement holds no successful episode adds no rows."""
+    """The option rows of every episode, each replayed with a flow learned (`learn`, from the
+    learnable episodes of the other folds; it must carry no calibration) without its fold's
+    tasks. A fold whose complement holds no learnable episode adds no rows."""
     rows: list[dict] = []
     for k in range(folds):
-        held = [e for e in episodes if fold(e.task_id, folds) == k]
-        rest = [e for e in episodes if fold(e.task_id, folds) != k and e.succeeded]
+        held = [e for e in episodes if fold(task_of(e), folds) == k]
+        rest = [e for e in episodes if fold(task_of(e), folds) != k and learnable(e)]
         if not held or not rest:
             continue
         flow = learn(rest)
@@ -115,17 +122,19 @@ def _log_loss(x, y, w) -> float:
     return float(np.sum(np.logaddexp(0, z) - y * z))
 
 
-def choose_penalty(rows: Sequence[dict], folds: int = FOLDS) -> float:
-    """The λ of PENALTIES with the least held-out log-loss over the task folds (rows of a
-    fold scored by the map of the others); the middle one when there is one fold."""
+def choose_penalty(rows: Sequence[dict]) -> float:
+    """The λ of PENALTIES with the least held-out log-loss over the task folds (the rows of
+    each fold scored by the map fitted on the others); the middle one when there is one fold.
+    A row's task is its `task_id`, else its episode."""
     design = _Design(rows)
-    groups = [fold(r["task_id"], folds) for r in rows]
+    groups = [fold(r["task_id"] or r["episode"]) for r in rows]
     present = sorted(set(groups))
     if len(present) < 2:
         return PENALTIES[len(PENALTIES) // 2]
     import numpy as np
 
-    groups_array = np.array(groups)
+    groups_array = np.array([present.index(g) for g in groups])
+    present = list(range(len(present)))
     losses = []
     for penalty in PENALTIES:
         loss = 0.0
