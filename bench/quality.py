@@ -27,7 +27,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,18 +35,23 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.paired import (  # noqa: E402
+    BETTER,
+    DIGITS,
+    MEASURES,
+    Run,
+    figures,
+    paired,
+    replayed,
+)
 from bench.replay import COSTS, DATA, THETA, domain_files  # noqa: E402
 from stretto.logs.episode import Episode, episode_from_log  # noqa: E402
 from stretto.logs.sessionlog import parse_session_log  # noqa: E402
 from stretto.logs.tau2 import ResultsFile, load_tools, read_results, read_split  # noqa: E402
-from stretto.model.decide import fnv1a64  # noqa: E402
 from stretto.model.flow import load_flow, write_flow  # noqa: E402
-from stretto.offline.calibration import EDGES, auc  # noqa: E402
-from stretto.offline.replay import EpisodeCheck, replay  # noqa: E402
 
 CACHE = Path(os.environ.get("STRETTO_QUALITY_CACHE", Path.home() / ".cache" / "stretto-quality"))
 DOMAINS = ("retail", "airline", "telecom")
-FOLDS = 5  # task groups for cross-fitting (../shared/spec/algorithms.md §0)
 
 
 # --- the data ---------------------------------------------------------------------------------
@@ -65,12 +70,15 @@ class Domain:
         """The successful training episodes' session ids: what a flow is learned from."""
         return [e.id for e in self.train if e.succeeded]
 
-    def by_id(self) -> dict[str, Episode]:
-        return {e.id: e for e in self.train}
+
+_DOMAINS: dict[str, Domain] = {}
 
 
-def fold(task_id: str) -> int:
-    return fnv1a64(task_id) % FOLDS
+def domain(name: str) -> Domain:
+    """The domain's data, read once per process."""
+    if name not in _DOMAINS:
+        _DOMAINS[name] = load_domain(name)
+    return _DOMAINS[name]
 
 
 def load_domain(name: str) -> Domain:
@@ -279,10 +287,13 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
         flow = inner(domain, ids)
         chosen = set(ids)
         tasks = {e.task_id for e in domain.train if e.id in chosen}
-        # every training episode of those tasks (failed ones too: the test has them),
-        # learning only from the chosen successful ones
+        every = chosen >= set(domain.train_ok)
+        # the chosen episodes and the failed ones of their tasks (of every training task when
+        # all are chosen, as `compile --calibrate` replays them), learning from the chosen
         episodes = [
-            e for e in domain.train if e.task_id in tasks and (e.id in chosen or not e.succeeded)
+            e
+            for e in domain.train
+            if e.id in chosen or (not e.succeeded and (every or e.task_id in tasks))
         ]
         rows = cross_fitted_rows(
             episodes, lambda rest: inner(domain, [e.id for e in rest]), decider="reach"
@@ -352,91 +363,11 @@ def parse(spec: str) -> Variant:
     return variant(Variant(spec, spec, learn=learn, decider=decider, threshold=threshold))
 
 
-# --- replay and measures --------------------------------------------------------------------------
-
-NBINS = len(EDGES) - 1
-# per task: turns, turns saved, detours, ceiling turns, episodes, options, Brier sum; then per
-# bin: options, score sum, used sum
-COLUMNS = 7 + 3 * NBINS
-
-
-@dataclass
-class Run:
-    """A variant's replay of a domain's test episodes: per (agent, task) the summed counts."""
-
-    rows: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
-    scores: list[tuple[str, float, bool]] = field(default_factory=list)  # (agent, score, used)
-    checks: list[tuple[str, EpisodeCheck]] = field(default_factory=list)
-
-
 def run(domain: Domain, v: Variant, ids: list[str] | None = None) -> Run:
+    """The variant's flow, learned from `ids` (every successful training episode by default),
+    replaying the test episodes."""
     flow = v.learn(domain, domain.train_ok if ids is None else ids)
-    episodes = [e for _, e in domain.test]
-    result = replay(flow, episodes, decider=v.decider, threshold=v.threshold(domain), explore=0.0)
-    out = Run()
-    for (agent, _), check in zip(domain.test, result.episodes, strict=True):
-        row = out.rows.setdefault((agent, check.task_id), np.zeros(COLUMNS))
-        row[:5] += (check.turns, check.turns_saved, check.detours, check.ceiling, 1)
-        for option in check.options:
-            s, u = option["score"], bool(option["used"])
-            b = min(np.searchsorted(EDGES, s, side="right") - 1, NBINS - 1)
-            row[5] += 1
-            row[6] += (s - u) ** 2
-            row[7 + 3 * b : 10 + 3 * b] += (1, s, u)
-            out.scores.append((agent, s, u))
-        out.checks.append((agent, check))
-    return out
-
-
-def figures(m: np.ndarray, costs: tuple[float, float]) -> dict[str, np.ndarray]:
-    """The measures of summed rows (the last axis: COLUMNS)."""
-    turns, saved, detours, ceiling, episodes, options, brier = (m[..., i] for i in range(7))
-    bins = m[..., 7:].reshape(*m.shape[:-1], NBINS, 3)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {
-            "ceiling %": 100 * saved / ceiling,
-            "detours/ep": detours / episodes,
-            "saved %": 100 * saved / turns,
-            "utility/ep": (costs[0] * saved - costs[1] * detours) / episodes,
-            "ece": np.abs(bins[..., 1] - bins[..., 2]).sum(-1) / options,
-            "brier": brier / options,
-        }
-
-
-MEASURES = ("ceiling %", "detours/ep", "saved %", "utility/ep", "ece", "brier")
-DIGITS = {"ceiling %": 1, "detours/ep": 2, "saved %": 1, "utility/ep": 0, "ece": 3, "brier": 3}
-BETTER = {"ceiling %": 1, "detours/ep": -1, "saved %": 1, "utility/ep": 1, "ece": -1, "brier": -1}
-
-
-def paired(base: Run, other: Run, costs, agent: str | None, draws: int, seed: int = 7) -> dict:
-    """Per measure: (base, variant, difference, low, high) with the 95% interval of the
-    difference from `draws` resamples of tasks (the same for both)."""
-    keys = sorted(k for k in base.rows if agent is None or k[0] == agent)
-    tasks = sorted({t for _, t in keys})
-    index = {t: i for i, t in enumerate(tasks)}
-    a = np.zeros((len(tasks), COLUMNS))
-    b = np.zeros((len(tasks), COLUMNS))
-    for k in keys:
-        a[index[k[1]]] += base.rows[k]
-        b[index[k[1]]] += other.rows[k]
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(len(tasks), [1 / len(tasks)] * len(tasks), size=draws)
-    fa, fb = figures(a.sum(0), costs), figures(b.sum(0), costs)
-    da, db = figures(weights @ a, costs), figures(weights @ b, costs)
-    out = {}
-    for name in MEASURES:
-        diff = np.sort(db[name] - da[name])
-        diff = diff[~np.isnan(diff)]
-        lo, hi = (
-            (diff[int(0.025 * len(diff))], diff[int(0.975 * len(diff)) - 1])
-            if len(diff)
-            else (np.nan, np.nan)
-        )
-        out[name] = (float(fa[name]), float(fb[name]), float(fb[name] - fa[name]), lo, hi)
-    for name, r in (("auc", base), ("auc*", other)):
-        rows = [(s, u) for g, s, u in r.scores if agent is None or g == agent]
-        out[name] = auc([s for s, _ in rows], [u for _, u in rows])
-    return out
+    return replayed(domain, flow, v.decider, v.threshold(domain))
 
 
 def verdict(cmp: dict, claim: str) -> str:
@@ -491,6 +422,26 @@ def compare(domain: Domain, names: list[str], draws: int, against: str = "base")
                 + f" | {c['auc*'] or 0:.3f} | {verdict(c, v.claim)} |"
             )
     return lines
+
+
+def judge(domain: Domain, spec: str, against: str, draws: int) -> dict:
+    """A variant against another, pooled and per agent: `{pooled: paired(...), losses: [(agent,
+    measure)], gains: [...], bound: (options bound, the agent's own) for each}`."""
+    base, other = run(domain, parse(against)), run(domain, parse(spec))
+    out: dict = {
+        "pooled": paired(base, other, domain.costs, None, draws),
+        "losses": [],
+        "gains": [],
+    }
+    for agent in sorted({a for a, _ in domain.test}):
+        c = paired(base, other, domain.costs, agent, draws)
+        for name in MEASURES:
+            _, _, d, lo, hi = c[name]
+            if lo > 0 or hi < 0:
+                kind = "gains" if np.sign(d) == BETTER[name] else "losses"
+                out[kind].append((agent, name))
+    out["bound"] = [(len(r.scores), sum(u for _, _, u in r.scores)) for r in (base, other)]
+    return out
 
 
 # --- the learning curve ---------------------------------------------------------------------

@@ -10,6 +10,12 @@ from typing import Any
 from stretto.cli.options import Commands, add_home, add_wait, command, log_domains, paths, say
 from stretto.home import Paths, private_dirs
 
+CALIBRATE_HELP = (
+    "also fit the calibration of the served score from cross-fitted replays of the episodes "
+    "(a flow learned without each fold of tasks replays that fold; docs/algorithms.md) and "
+    "write it into the flow"
+)
+
 
 def register(commands: Commands) -> None:
     learn = command(
@@ -50,6 +56,7 @@ def register(commands: Commands) -> None:
         action="store_true",
         help="also learn arguments the agent always passes the same way",
     )
+    learn.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
     add_home(learn)
     add_wait(learn, "another ingest of the same folder")
     # Required, but checked by the command, which says why; the usage line shows it required.
@@ -113,6 +120,11 @@ def register(commands: Commands) -> None:
         "--tools",
         metavar="TOOLS.json",
         help="the domains' tool kinds (default: tau2_tools.json beside SPLIT or in its parent)",
+    )
+    compile_cmd.add_argument(
+        "--calibrate",
+        action="store_true",
+        help=CALIBRATE_HELP + " (every training-task episode is replayed, failed ones too)",
     )
     add_home(compile_cmd)
     add_wait(compile_cmd, "another ingest of the same episodes")
@@ -253,6 +265,32 @@ def _learn(args: argparse.Namespace) -> int:
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
         f"({learned['tools']} tools) and wrote {out}"
     )
+    if args.calibrate:
+        return _calibrate_sessions(sessions, args.domain, out, args)
+    return 0
+
+
+def _calibrate_sessions(sessions: Path, domain: str, out: Path, args) -> int:
+    """`learn --calibrate`: every session log in or below the folder is replayed; those
+    the flow learns from (no reward, or a reward of at least 1) learn the folds' flows."""
+    from stretto.cli.calibrating import calibrate_flow, copy_logs, said
+    from stretto.logs.episode import episode_from_log
+    from stretto.logs.sessionlog import is_session_log, read_session_log
+
+    episodes, learnable, files = [], set(), {}
+    for path in sorted(p for p in sessions.rglob("*.jsonl") if is_session_log(p)):
+        log = read_session_log(path)
+        episode = episode_from_log(log)
+        episodes.append(episode)
+        files[episode.id] = path
+        reward = log.header.extra.get("reward")
+        if reward is None or reward >= 1 - 1e-9:
+            learnable.add(episode.id)
+    table = calibrate_flow(
+        out, domain, episodes, learnable, copy_logs(files), home=args.home, wait=args.wait
+    )
+    if table is not None:
+        print(f"stretto: {said(table)}; wrote {out}")
     return 0
 
 
@@ -375,6 +413,41 @@ def _compile(args: argparse.Namespace) -> int:
         f"training episodes (of {len(chosen)} training-task episodes in {len(files)} file(s); "
         f"{learned['tools']} tools) and wrote {out}"
     )
+    if args.calibrate:
+        return _calibrate_compiled(files, train, args.domain, out, args)
+    return 0
+
+
+def _calibrate_compiled(files: list, train: set[str], domain: str, out: Path, args) -> int:
+    """`compile --calibrate`: every training-task episode is replayed; the successful ones
+    learn the folds' flows."""
+    import dataclasses
+
+    from stretto.cli.calibrating import calibrate_flow, said
+    from stretto.logs.episode import episode_from_log
+    from stretto.logs.sessionlog import parse_session_log
+    from stretto.logs.tau2 import write_logs
+
+    episodes, learnable = [], set()
+    for results in files:
+        for sim in results.simulations:
+            if sim.task_id not in train:
+                continue
+            log = parse_session_log(sim.text.encode("utf-8"), sim.source)
+            episodes.append(episode_from_log(log))
+            if sim.reward >= 1 - 1e-9:
+                learnable.add(sim.session)
+
+    def write(ids: list[str], folder: Path) -> None:
+        wanted = set(ids)
+        for results in files:
+            kept = [s for s in results.simulations if s.session in wanted]
+            if kept:
+                write_logs(dataclasses.replace(results, simulations=kept), folder)
+
+    table = calibrate_flow(out, domain, episodes, learnable, write, home=args.home, wait=args.wait)
+    if table is not None:
+        print(f"stretto: {said(table)}; wrote {out}")
     return 0
 
 

@@ -12,9 +12,10 @@ flow on its own data as well as the shape of its scores.
 The map is a penalized logistic regression of used on logit(s), with an offset per (site,
 lookup) and per (lookup, mention class), each offset under a Gaussian prior (a ridge penalty
 λ/2 · offset²): an offset seen on few rows stays near 0 and the option is served near the
-pooled map. λ is chosen among PENALTIES by the log-loss of each fold's rows under the map
-fitted on the other folds' rows. The slope is kept at MIN_SLOPE or more, so the served score
-rises with s.
+pooled map. The intercept and slope have a weak prior (weight PRIOR) at the identity map
+(0, 1), so that rows a line separates perfectly cannot send them to infinity. λ is chosen
+among PENALTIES by the log-loss of each fold's rows under the map fitted on the other folds'
+rows. The slope is kept at MIN_SLOPE or more, so the served score rises with s.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from stretto.offline.replay import replay
 FOLDS = 5
 PENALTIES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 MIN_SLOPE = 0.05
+PRIOR = 1.0  # the weight of the identity map's intercept 0 and slope 1 (one row's worth)
 NEWTON_STEPS = 50
 METHOD = (
     "penalized logistic regression of use on logit(p × chance), offsets per site and lookup "
@@ -96,14 +98,15 @@ def _fit(x, y, penalty: float):
 
     k = x.shape[1]
     ridge = np.full(k, penalty)
-    ridge[:2] = 1e-6  # the intercept and slope are free
-    w = np.zeros(k)
-    w[1] = 1.0
+    ridge[:2] = PRIOR  # the intercept and slope, towards the identity map (0, 1)
+    prior = np.zeros(k)
+    prior[1] = 1.0
+    w = prior.copy()
     free = np.ones(k, dtype=bool)
     for _ in range(NEWTON_STEPS):
         z = np.clip(x @ w, -30, 30)
         p = 1 / (1 + np.exp(-z))
-        grad = x.T @ (p - y) + ridge * w
+        grad = x.T @ (p - y) + ridge * (w - prior)
         hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(ridge)
         step = np.zeros(k)
         step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad[free])
@@ -147,9 +150,9 @@ def choose_penalty(rows: Sequence[dict]) -> float:
 
 
 def fit_map(rows: Sequence[dict], penalty: float | None = None) -> dict | None:
-    """The calibration map of the rows (a flow's `calibration.<decider>`), or None when
-    there are no rows or no option was ever used (nothing to calibrate against)."""
-    if not rows or not any(r["used"] for r in rows):
+    """The calibration map of the rows (a flow's `calibration.<decider>`), or None when the
+    rows hold no option the agent made, or none it did not (nothing to calibrate against)."""
+    if not any(r["used"] for r in rows) or all(r["used"] for r in rows):
         return None
     if penalty is None:
         penalty = choose_penalty(rows)
