@@ -31,9 +31,12 @@ run: setup
 test: setup
 	$(BIN)/pytest
 
+# ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python bench/proxy_overhead.py

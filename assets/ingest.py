@@ -83,7 +83,7 @@ def session_tables(
             f"lines read {stats.lines_read} != ingested {stats.lines_ingested} + "
             f"quarantined {stats.lines_quarantined} + dropped {stats.lines_dropped}"
         )
-    metadata = {
+    metadata: dict = {  # dagster's metadata values, of several types
         "ingest id": ingest_id,
         "files read": stats.files,
         "files already in (same content)": len(plan.known),

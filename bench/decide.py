@@ -10,7 +10,15 @@ baseline, in the same run: the proxy's plain forwarding of the same call (its re
 its answer through proxy.relay.Relay, recording on). Prints p50 and p99 of both and the
 ratio. Goal: p50 under 1 ms.
 
-    .venv/bin/python bench/decide.py [--sessions 20] [--calls 200]
+With --arbiter, the same sessions are served by the arbiter decider (the flow given an
+arbiter of fixed weights): first asking a live oracle — `simulate://habit` (seeded draws, no
+model), and `openai://` against a local stand-in of an OpenAI-compatible server that answers
+at once (so what is timed is our side: the question, HTTP, parsing, the cache write; never a
+model's thinking) — then the same decisions again with every answer in the cache (`replay`).
+The cached run is held to the same goal; for the live runs the added time per decision over
+the cached one is printed.
+
+    .venv/bin/python bench/decide.py [--sessions 20] [--calls 200] [--arbiter]
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from proxy.relay import Relay  # noqa: E402
 from stretto.model.binding import SessionState  # noqa: E402
 from stretto.model.decide import Decider  # noqa: E402
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run  # noqa: E402
+from stretto.model.session import SessionView  # noqa: E402
 
 TOOLS = [f"tool_{i:02d}" for i in range(30)]
 KINDS = {t: ("write" if i % 6 == 0 else "read") for i, t in enumerate(TOOLS)}
@@ -110,6 +119,119 @@ def learn_flow(sessions: int, calls: int) -> dict:
     )
 
 
+def with_arbiter(flow: dict, model: str) -> dict:
+    """The flow with an arbiter of fixed weights asking `model` (what is timed is asking and
+    judging, whatever the weights)."""
+    from stretto.oracle.arbiter import Fold, new_arbiter
+    from stretto.oracle.scores import Rates
+
+    fold = Fold([1.0, 0.6, 0.4, -0.2, 0.5], Rates(), 100)
+    return {**flow, "arbiter": new_arbiter(model=model, folds=[fold]).to_json()}
+
+
+def serve_sessions(flow: dict, args, oracle=None) -> tuple[list[float], list[float], int, int]:
+    """Serve the sessions (seeded: every call the same each time): the ms of each run after a
+    call, the ms of each decision that asked a question, the lookups made, the questions
+    asked. `oracle`: for the arbiter decider."""
+    from stretto.oracle.judge import ArbiterJudge
+    from stretto.oracle.state import Conversation
+
+    dists = FlowDistributions(flow)
+    decider = Decider(flow, "arbiter" if oracle is not None else None)
+    rng = random.Random(7)
+    canned = {t: [result_for(rng, t) for _ in range(50)] for t in TOOLS}
+    times, asking, lookups, questions = [], [], 0, 0
+    for n in range(args.sessions):
+        judge = None
+        view = SessionView(transcript=Conversation() if oracle is not None else None)
+        if oracle is not None:
+            judge = ArbiterJudge(flow, oracle, session=f"bench-{n}")
+        tool, made = None, 0
+        for call in range(args.calls):
+            tool = next_tool(rng, tool)
+            view.sent(tool, {"id": f"given-{call}"}, call)
+            view.came_back(tool, False, rng.choice(canned[tool]), call)
+            chosen = {}
+
+            def decide(address, prev, failed, chosen=chosen, view=view, judge=judge):
+                last = dists.tools[prev] if prev < len(dists.tools) else None
+                started = time.perf_counter_ns()
+                decision = decider.decide(
+                    list(view.history),
+                    (last, bool(failed)),
+                    view.state,
+                    judge=judge.on(view) if judge is not None else None,
+                )
+                nonlocal questions
+                if decision.asked:
+                    asking.append((time.perf_counter_ns() - started) / 1e6)
+                    questions += 1
+                if not decision.looks_up:
+                    return 0
+                chosen[address.replace("decide", "outcome")] = decision
+                return dists.tool_id(decision.tool)
+
+            def look_up(address, tool_id, chosen=chosen, view=view):
+                nonlocal made
+                decision = chosen[address]
+                made += 1
+                view.sent(decision.tool, decision.arguments, f"stretto-{made}")
+                view.came_back(
+                    decision.tool, False, rng.choice(canned[decision.tool]), f"stretto-{made}"
+                )
+                return True
+
+            started = time.perf_counter_ns()
+            _, trace = run(
+                STANDARD_PROGRAM, dists, Execute(decide, look_up), call=tool, call_failed=False
+            )
+            times.append((time.perf_counter_ns() - started) / 1e6)
+            lookups += sum(1 for a, _, _ in trace if a.startswith("outcome"))
+    return times, asking, lookups, questions
+
+
+def arbiter_runs(flow: dict, args) -> None:
+    """The arbiter decider asking live oracles, then from the cache."""
+    from stretto.oracle.oracle import open_oracle
+    from tests.oracle.apiserver import ApiServer, look_up_first, openai_chat
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, ApiServer() as stand_in:
+        stand_in.route("POST", "/chat/completions", openai_chat(look_up_first))
+        for uri, base in (("simulate://habit", None), ("openai://bench", stand_in.url)):
+            served = with_arbiter(flow, uri)
+            cache = Path(tmp) / uri.split(":")[0]
+            live = open_oracle(uri, cache=cache, base_url=base, timeout=2.0, retries=0)
+            live_ms, live_q, _, asked = serve_sessions(served, args, live)
+            replayed = open_oracle("replay", cache=cache, replayed=uri)
+            cached_ms, cached_q, lookups, again = serve_sessions(served, args, replayed)
+            rows.append((uri, live_ms, live_q, cached_ms, cached_q, asked, again, lookups))
+    print(f"\n  the arbiter decider ({args.sessions} sessions x {args.calls} calls):\n")
+    print(f"  {'':52}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
+    for uri, live_ms, live_q, cached_ms, cached_q, asked, again, lookups in rows:
+        for label, ms in (
+            (f"{uri}, live: a run after a call", live_ms),
+            (f"{uri}, live: a decision", live_q),
+            (f"{uri}, cached: a run after a call", cached_ms),
+            (f"{uri}, cached: a decision", cached_q),
+        ):
+            print(
+                f"  {label:52}{percentile(ms, 0.5):9.3f}{percentile(ms, 0.99):9.3f}"
+                f"{statistics.mean(ms):9.3f}"
+            )
+        added = statistics.median(live_q) - statistics.median(cached_q)
+        print(
+            f"    {asked} questions asked live, {again} answered from the cache ("
+            f"{asked / len(live_ms):.2f} per call); {lookups} lookups; a live question adds "
+            f"{added:.3f} ms to a decision (medians)"
+        )
+    worst = max(percentile(row[4], 0.5) for row in rows)
+    print(
+        f"\n  goal: a decision's p50 under 1 ms with its answer cached -> {worst:.3f} ms, "
+        f"{'met' if worst < 1 else 'NOT met'}"
+    )
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -119,6 +241,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument(
+        "--arbiter", action="store_true", help="also time the arbiter decider (see above)"
+    )
     args = parser.parse_args()
 
     flow = learn_flow(60, args.calls)
@@ -209,6 +334,8 @@ def main() -> int:
     )
     print(f"\n  ratio deciding/forwarding: p50 {p50 / f50:.1f}x, p99 {p99 / f99:.1f}x")
     print(f"  goal: p50 under 1 ms -> {p50:.3f} ms, {'met' if p50 < 1 else 'NOT met'}")
+    if args.arbiter:
+        arbiter_runs(flow, args)
     return 0
 
 

@@ -30,13 +30,17 @@ class Run:
     rows: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     scores: list[tuple[str, float, bool]] = field(default_factory=list)  # (agent, score, used)
     checks: list[tuple[str, EpisodeCheck]] = field(default_factory=list)
+    unanswered: int = 0  # arbiter decisions the oracle could not answer (handed back)
 
 
-def replayed(domain, flow: dict, decider: str, threshold: float) -> Run:
-    """A flow replaying the domain's test episodes (every option scored), summed by task."""
+def replayed(domain, flow: dict, decider: str, threshold: float, oracle=None) -> Run:
+    """A flow replaying the domain's test episodes (every option scored), summed by task.
+    `oracle` (stretto.offline.judging.OracleOptions): who answers the arbiter decider."""
     episodes = [e for _, e in domain.test]
-    result = replay(flow, episodes, decider=decider, threshold=threshold, explore=0.0)
-    out = Run()
+    result = replay(
+        flow, episodes, decider=decider, threshold=threshold, explore=0.0, oracle=oracle
+    )
+    out = Run(unanswered=result.total()["unanswered"])
     for (agent, _), check in zip(domain.test, result.episodes, strict=True):
         row = out.rows.setdefault((agent, check.task_id), np.zeros(COLUMNS))
         row[:5] += (check.turns, check.turns_saved, check.detours, check.ceiling, 1)

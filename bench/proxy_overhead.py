@@ -1,422 +1,576 @@
-"""What stretto-proxy costs an MCP host: added latency per call, and added start-up.
+"""What stretto-proxy costs an MCP host, measured against the same work without the proxy, the
+two sides alternating in one run so that machine noise falls on both alike (issue 20).
 
-Latency. Two long-lived copies of the same real MCP server (by default the project's test
-server, tests/servers/demo_server.py, speaking MCP over stdio; `--server echo` uses the byte
-echo server instead): one is driven directly, the other through
-`stretto-proxy --record <tmp dir> -- <server>`. Both are initialized (initialize, then
-notifications/initialized) and warmed up with untimed calls; then N `tools/call` requests to
-the read-only tool `lookup` are made to each, interleaved: one direct, one proxied, the
-order swapped on every pair, so that machine noise falls on both sides alike. Each round trip
-is timed with time.perf_counter_ns from just before the request line is written to the
-subprocess pipe to just after the answer line is read back (a tight, blocking loop on the
-pipes: no client threads, no queues). Reported: p50/p90/p99 of both, the added latency (the
-difference of the same percentile, and the median of the per-pair differences) and the
-ratios proxied/direct.
+- Start-up: spawn, write one line at once, time until it comes back. The echo server
+  (tests/servers/echo_server.py) directly, through `stretto-proxy --record`, and through
+  `--record --flow FILE`; `cat` directly and through the proxy (the proxy's own start).
+- Per call: `tools/call` round trips to the demo server (tests/servers/demo_server.py, the mcp
+  SDK over stdio): directly, through `--record`, and through `--record --flow F --flow-shadow`
+  (F learned at the start from sessions recorded here: after a lookup the agent looks up what
+  it found, so every call gets a real decision with a binding). One call to each in turn, the
+  order rotated; each timed from writing the request to reading the answer.
+- Throughput: N small messages written as fast as the pipe takes them and read back, `cat`
+  directly and through `--record -- cat`: messages per second each way.
+- A 16 MiB JSON line (one big tool result) through `cat`, directly and through the proxy.
+- `--upstream`: the demo server over Streamable HTTP (JSON answers) against a direct client
+  (http.client, one kept-alive connection): start-up (a fresh client process vs a fresh
+  proxy, each posting `initialize`), per call, a pipelined burst, a 16 MiB result.
+- `--listen` does not exist yet (issue 17): its row says so.
 
-Start-up. Repeated interleaved: spawn a process, write one JSON line at once, and time from
-just before the spawn until the line comes back. (a) the echo server directly, (b) the echo
-server through `stretto-proxy --record <tmp dir>`; then `cat` directly vs
-`stretto-proxy -- cat`, which isolates the proxy's own start-up from the Python echo
-server's. Reported: medians, the added start-up and the ratios.
+The goals of issue 20 are printed with each figure and whether it is met; start-up goals count
+double when the machine is loaded: other processes kept at least half a CPU busy on average
+during the run (the machine's busy time less the run's own). The proxy's bytecode is compiled
+first, as an installed package has it. Nothing is asserted. `--json FILE` also writes the
+figures.
 
-Goals are printed next to the figures; nothing is asserted. `--json FILE` also writes the
-figures as JSON. Every process and temp dir is cleaned up.
-
-    .venv/bin/python bench/proxy_overhead.py [--calls N] [--server demo|echo] [--json FILE]
+    .venv/bin/python bench/proxy_overhead.py [--calls 5000] [--quick] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import compileall
 import json
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.sides import (  # noqa: E402
+    HTTP_CLIENT,
+    INITIALIZE,
+    HttpClient,
+    Peer,
+    alternate,
+    first_line_ms,
+    loadavg,
+    percentile,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-DEMO_SERVER = ROOT / "tests" / "servers" / "demo_server.py"
-ECHO_SERVER = ROOT / "tests" / "servers" / "echo_server.py"
-PROTOCOL_VERSION = "2025-06-18"
+DEMO = [PYTHON, str(ROOT / "tests" / "servers" / "demo_server.py")]
+ECHO = [PYTHON, str(ROOT / "tests" / "servers" / "echo_server.py")]
+CAT = [shutil.which("cat") or "cat"]
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
 
-GOAL_P50_ADDED_MS = 0.3
-GOAL_STARTUP_ADDED_MS = 150.0
-STALL_S = 60.0  # the watchdog kills the children if no answer arrives for this long
+GOALS = {
+    "startup_ms": 25.0,  # added over the same server started directly, recording on
+    "startup_flow_ms": 30.0,  # the same with --flow
+    "loaded_factor": 2.0,  # start-up goals when the machine is loaded
+    "p50_ms": 0.1,  # added per tools/call, recording
+    "p99_ms": 0.5,
+    "shadow_p50_ms": 0.15,  # added per call with a flow in shadow mode
+    "messages_per_s": 20_000.0,  # each way, recording on
+    "big_ratio": 2.0,  # a 16 MiB line: proxied time / direct time
+}
+LOADED_CPUS = 0.5  # others kept this much CPU busy on average: the machine counts as loaded
+
+
+PROXY: list[str] = []  # --proxy: another build to measure (e.g. an older checkout's)
+COMPARE: list[str] = []  # --compare: another build, measured beside this one as a side more
 
 
 def proxy_command() -> list[str]:
+    if PROXY:
+        return PROXY
     beside = Path(PYTHON).parent / "stretto-proxy"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("stretto-proxy")
-    if found:
-        return [found]
-    return [PYTHON, "-m", "proxy"]
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-class Peer:
-    """A long-lived child speaking newline-delimited JSON-RPC on its stdin/stdout."""
-
-    def __init__(self, command: list[str], stderr_path: Path) -> None:
-        self.command = command
-        self._stderr = open(stderr_path, "wb")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            bufsize=1 << 16,
-        )
-        self._in_fd = self.proc.stdin.fileno()
-        self._readline = self.proc.stdout.readline
-        self.next_id = 1
-
-    def send(self, message: dict) -> None:
-        os.write(self._in_fd, json.dumps(message, separators=(",", ":")).encode() + b"\n")
-
-    def request(self, method: str, params: dict) -> dict:
-        request_id = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        while True:
-            line = self._readline()
-            if not line:
-                raise BenchError(f"{self.command} closed its output before answering {method}")
-            answer = json.loads(line)
-            if isinstance(answer, dict) and answer.get("id") == request_id:
-                return answer
-
-    def initialize(self) -> None:
-        params = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "stretto-bench", "version": "1"},
-        }
-        answer = self.request("initialize", params)
-        if "result" not in answer:
-            raise BenchError(f"initialize failed: {answer}")
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def timed_call(self, key: str) -> int:
-        """One tools/call round trip; nanoseconds from write to the answer line read back."""
-        request_id = self.next_id
-        self.next_id += 1
-        line = (
-            b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":'
-            b'{"name":"lookup","arguments":{"key":"%s"}}}\n' % (request_id, key.encode())
-        )
-        fd, readline, clock = self._in_fd, self._readline, time.perf_counter_ns
-        t0 = clock()
-        os.write(fd, line)
-        while True:
-            answer = readline()
-            t1 = clock()
-            if not answer:
-                raise BenchError(f"{self.command} closed its output during the benchmark")
-            if json.loads(answer).get("id") == request_id:  # skip any notification
-                return t1 - t0
-
-    def close(self, timeout: float = 10.0) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        self._stderr.close()
-
-
-class Watchdog:
-    """Kills the given processes if `tick()` is not called for STALL_S seconds."""
-
-    def __init__(self, procs: list[subprocess.Popen]) -> None:
-        self.procs = procs
-        self.last = time.monotonic()
-        self.fired = False
-        self._stop = threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def tick(self) -> None:
-        self.last = time.monotonic()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            if time.monotonic() - self.last > STALL_S:
-                self.fired = True
-                for proc in self.procs:
-                    if proc.poll() is None:
-                        proc.kill()
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-# statistics ---------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def ms(ns: float) -> float:
-    return ns / 1e6
-
-
-# latency ------------------------------------------------------------------------------------
-
-
-def server_command(kind: str) -> list[str]:
-    return [PYTHON, str(DEMO_SERVER if kind == "demo" else ECHO_SERVER)]
-
-
-def measure_latency(kind: str, calls: int, warmup: int, tmp: Path) -> dict:
-    record_dir = tmp / "latency-record"
-    direct = Peer(server_command(kind), tmp / "direct.stderr")
-    proxied = Peer(
-        [*proxy_command(), "--record", str(record_dir), "--", *server_command(kind)],
-        tmp / "proxied.stderr",
-    )
-    watchdog = Watchdog([direct.proc, proxied.proc])
-    try:
-        if kind == "demo":
-            direct.initialize()
-            proxied.initialize()
-        for i in range(warmup):
-            direct.timed_call(f"warm{i}")
-            proxied.timed_call(f"warm{i}")
-        watchdog.tick()
-        d_ns: list[int] = [0] * calls
-        p_ns: list[int] = [0] * calls
-        gc.collect()
-        gc.disable()
-        try:
-            for i in range(calls):
-                key = f"k{i}"
-                if i % 2 == 0:
-                    d_ns[i] = direct.timed_call(key)
-                    p_ns[i] = proxied.timed_call(key)
-                else:
-                    p_ns[i] = proxied.timed_call(key)
-                    d_ns[i] = direct.timed_call(key)
-                if i % 256 == 0:
-                    watchdog.tick()
-        finally:
-            gc.enable()
-    except (BenchError, OSError) as exc:
-        if watchdog.fired:
-            raise BenchError(f"no answer for {STALL_S:.0f} s; the servers were killed") from exc
-        raise
-    finally:
-        watchdog.stop()
-        direct.close()
-        proxied.close()
-    logs = sorted(record_dir.glob("*.jsonl"))
-    log_lines = sum(1 for log in logs for _ in log.open("rb"))
-    log_bytes = sum(log.stat().st_size for log in logs)
-
-    direct_ms = [ms(v) for v in d_ns]
-    proxied_ms = [ms(v) for v in p_ns]
-    diffs = [p - d for p, d in zip(proxied_ms, direct_ms, strict=True)]
-    out: dict = {"server": kind, "calls": calls, "warmup": warmup}
-    for name, values in (("direct", direct_ms), ("proxied", proxied_ms)):
-        out[name] = {
-            "p50_ms": percentile(values, 50),
-            "p90_ms": percentile(values, 90),
-            "p99_ms": percentile(values, 99),
-            "mean_ms": statistics.fmean(values),
-            "max_ms": max(values),
-        }
-    out["added"] = {
-        "p50_ms": out["proxied"]["p50_ms"] - out["direct"]["p50_ms"],
-        "p90_ms": out["proxied"]["p90_ms"] - out["direct"]["p90_ms"],
-        "p99_ms": out["proxied"]["p99_ms"] - out["direct"]["p99_ms"],
-        "median_pair_diff_ms": statistics.median(diffs),
-    }
-    out["ratio"] = {
-        q: out["proxied"][f"{q}_ms"] / out["direct"][f"{q}_ms"] for q in ("p50", "p90", "p99")
-    }
-    out["record"] = {"logs": len(logs), "lines": log_lines, "bytes": log_bytes}
-    out["goal_p50_added_ms"] = GOAL_P50_ADDED_MS
-    out["goal_p50_added_met"] = out["added"]["p50_ms"] <= GOAL_P50_ADDED_MS
-    return out
+    return [str(beside)] if beside.exists() else [PYTHON, "-m", "proxy"]
 
 
 # start-up -----------------------------------------------------------------------------------
 
-PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
 
-
-def first_echo_ms(command: list[str], timeout: float = 30.0) -> float:
-    """Spawn `command`, write one line at once; ms until the line comes back. Then clean up."""
-    t0 = time.perf_counter_ns()
-    proc = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
-        os.write(proc.stdin.fileno(), PING)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            line = proc.stdout.readline()
-            t1 = time.perf_counter_ns()
-        finally:
-            timer.cancel()
-        if line != PING:
-            raise BenchError(f"{command}: expected the line back, got {line[:200]!r}")
-        return ms(t1 - t0)
-    finally:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-
-
-def measure_startup(reps: int, tmp: Path) -> dict:
-    echo = [PYTHON, str(ECHO_SERVER)]
-    cat = shutil.which("cat") or "cat"
+def startup(reps: int, tmp: Path, flow: Path) -> dict:
+    proxy, record = proxy_command(), ["--record", str(tmp / "startup")]
     cases = {
-        "echo_direct": echo,
-        "echo_proxied": [*proxy_command(), "--record", str(tmp / "startup-record"), "--", *echo],
-        "cat_direct": [cat],
-        "cat_proxied": [*proxy_command(), "--", cat],
+        "echo": ECHO,
+        "echo_record": [*proxy, *record, "--", *ECHO],
+        "echo_flow": [*proxy, *record, "--flow", str(flow), "--", *ECHO],
+        "cat": CAT,
+        "cat_proxied": [*proxy, "--", *CAT],
     }
-    names = list(cases)
-    for name in names:  # one untimed round to warm the page cache
-        first_echo_ms(cases[name])
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(reps):
-        order = names[rep % len(names) :] + names[: rep % len(names)]  # rotate the order
-        for name in order:
-            samples[name].append(first_echo_ms(cases[name]))
-    out: dict = {"reps": reps}
-    for name in names:
-        out[name] = {
-            "median_ms": statistics.median(samples[name]),
-            "min_ms": min(samples[name]),
-            "p90_ms": percentile(samples[name], 90),
+    if COMPARE:
+        cases["echo_record_compared"] = [*COMPARE, *record, "--", *ECHO]
+        cases["echo_flow_compared"] = [*COMPARE, *record, "--flow", str(flow), "--", *ECHO]
+        cases["cat_compared"] = [*COMPARE, "--", *CAT]
+    samples = alternate(
+        {name: (lambda c=c: first_line_ms(c, PING, PING)) for name, c in cases.items()}, reps
+    )
+    out: dict = {name: _summary(values) for name, values in samples.items()}
+    out["added_record_ms"] = out["echo_record"]["median"] - out["echo"]["median"]
+    out["added_flow_ms"] = out["echo_flow"]["median"] - out["echo"]["median"]
+    out["added_cat_ms"] = out["cat_proxied"]["median"] - out["cat"]["median"]
+    return out
+
+
+# per call -----------------------------------------------------------------------------------
+
+
+def learn_demo_flow(tmp: Path) -> Path:
+    """A flow for the demo server, learned from sessions recorded here."""
+    logs = tmp / "learn-logs"
+    for session in range(4):
+        peer = Peer([*proxy_command(), "--record", str(logs), "--", *DEMO])
+        peer.initialize()
+        peer.request("tools/list", {})
+        for i in range(12):
+            found = peer.call("lookup", {"key": f"s{session}-{i}"})
+            value = json.loads(found["result"]["content"][0]["text"])["found"]
+            peer.call("lookup", {"key": value})
+        peer.close()
+    out = tmp / "demo.flow.json"
+    stretto = str(Path(PYTHON).parent / "stretto")
+    done = subprocess.run(
+        [stretto, "learn", "--sessions", str(logs), "--domain", "demo", "--habit-only"]
+        + ["--out", str(out), "--home", str(tmp / "home")],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"stretto learn failed: {done.stderr}")
+    return out
+
+
+def per_call(calls: int, warmup: int, tmp: Path, flow: Path) -> dict:
+    proxy = proxy_command()
+    peers = {
+        "direct": Peer(DEMO),
+        "record": Peer([*proxy, "--record", str(tmp / "calls"), "--", *DEMO]),
+        "shadow": Peer(
+            [*proxy, "--record", str(tmp / "shadow"), "--flow", str(flow), "--flow-shadow"]
+            + ["--", *DEMO]
+        ),
+    }
+    if COMPARE:
+        peers["record_compared"] = Peer([*COMPARE, "--record", str(tmp / "calls2"), "--", *DEMO])
+    try:
+        for peer in peers.values():
+            peer.initialize()
+            peer.request("tools/list", {})
+            for i in range(warmup):
+                peer.timed_call(f"warm{i}")
+        cpu = {name: peer.cpu_s() for name, peer in peers.items()}
+        samples = alternate(
+            {name: (lambda p=p: p.timed_call("k") / 1e6) for name, p in peers.items()},
+            calls,
+            quiet_gc=True,
+        )
+        cpu = {name: (peer.cpu_s() - cpu[name]) / calls * 1e6 for name, peer in peers.items()}
+    finally:
+        for peer in peers.values():
+            peer.close()
+    decisions = sum(
+        1
+        for path in (tmp / "shadow").glob("*.flow.jsonl")
+        for line in path.open()
+        if "action" in line
+    )
+    out: dict = {name: _summary(values) for name, values in samples.items()}
+    for name in ("record", "shadow", "record_compared")[: 3 if COMPARE else 2]:
+        diffs = [p - d for p, d in zip(samples[name], samples["direct"], strict=True)]
+        out[f"{name}_added"] = {
+            "p50": out[name]["p50"] - out["direct"]["p50"],
+            "p99": out[name]["p99"] - out["direct"]["p99"],
+            "pair_median": statistics.median(diffs),
         }
-    for base in ("echo", "cat"):
-        direct, proxied = out[f"{base}_direct"]["median_ms"], out[f"{base}_proxied"]["median_ms"]
-        out[f"{base}_added_ms"] = proxied - direct
-        out[f"{base}_ratio"] = proxied / direct
-    out["goal_added_ms"] = GOAL_STARTUP_ADDED_MS
-    out["goal_added_met"] = out["echo_added_ms"] <= GOAL_STARTUP_ADDED_MS
+    out["shadow_decisions"] = decisions
+    out["cpu_us_per_call"] = cpu  # the server's own (direct), the proxy's own (the others)
+    return out
+
+
+# throughput and a big line ------------------------------------------------------------------
+
+
+def notification(n: int) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","method":"notifications/progress",'
+        b'"params":{"progressToken":"bench","progress":%d,"total":1000000}}\n' % n
+    )
+
+
+def throughput(messages: int, reps: int, tmp: Path) -> dict:
+    data = b"".join(notification(n) for n in range(messages))
+    proxied = [*proxy_command(), "--record", str(tmp / "burst"), "--", *CAT]
+
+    def burst(command: list[str]) -> float:
+        peer = Peer(command)
+        try:
+            return peer.stream(data, messages)
+        finally:
+            peer.close()
+
+    samples = alternate({"direct": lambda: burst(CAT), "record": lambda: burst(proxied)}, reps)
+    out: dict = {name: _summary(values) for name, values in samples.items()}
+    for name in ("direct", "record"):
+        out[f"{name}_per_s"] = messages / (out[name]["median"] / 1000)
+    out["messages"] = messages
+    return out
+
+
+def big_line(size: int, reps: int, tmp: Path) -> dict:
+    line = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"%s"}]}}\n' % (
+        b"y" * size
+    )
+    peers = {
+        "direct": Peer(CAT),
+        "record": Peer([*proxy_command(), "--record", str(tmp / "big"), "--", *CAT]),
+    }
+    logged, copies = tmp / "big", [0]
+
+    def settled(peer: Peer) -> None:
+        """Until the proxy has logged both copies of the line (it does so once they have
+        passed): its work on one line is not timed with the next."""
+        if peer is peers["direct"]:
+            return
+        copies[0] += 2
+        deadline = time.monotonic() + 120
+        while sum(p.stat().st_size for p in logged.glob("*.jsonl")) < copies[0] * len(line):
+            if time.monotonic() > deadline:
+                raise SystemExit("the proxy did not log the 16 MiB line")
+            time.sleep(0.005)
+
+    try:
+        for peer in peers.values():
+            peer.stream(line, 1)  # warm up (and the proxy's log file)
+            settled(peer)
+
+        def one(peer: Peer) -> float:
+            elapsed = peer.stream(line, 1)
+            settled(peer)
+            return elapsed
+
+        samples = alternate({name: (lambda p=p: one(p)) for name, p in peers.items()}, reps)
+    finally:
+        for peer in peers.values():
+            peer.close()
+    out: dict = {name: _summary(values) for name, values in samples.items()}
+    out["ratio"] = out["record"]["median"] / out["direct"]["median"]
+    out["bytes"] = len(line)
+    return out
+
+
+# --upstream ---------------------------------------------------------------------------------
+
+
+def _start_http_server(tmp: Path) -> tuple[subprocess.Popen, int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [*DEMO, "--http", str(port), "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return server, port
+        time.sleep(0.05)
+    server.kill()
+    raise SystemExit("the demo server over HTTP did not start")
+
+
+def upstream(tmp: Path, calls: int, warmup: int, reps: int, startup_reps: int) -> dict:
+    server, port = _start_http_server(tmp)
+    url = f"http://127.0.0.1:{port}/mcp"
+    proxied_command = [*proxy_command(), "--record", str(tmp / "http"), "--upstream", url]
+    out: dict = {}
+    try:
+        client = [PYTHON, "-c", HTTP_CLIENT, str(port)]
+        start = alternate(
+            {
+                "direct": lambda: first_line_ms(client, INITIALIZE, b'"result"'),
+                "proxied": lambda: first_line_ms(proxied_command, INITIALIZE, b'"result"'),
+            },
+            startup_reps,
+        )
+        out["startup"] = {name: _summary(values) for name, values in start.items()}
+        out["startup_added_ms"] = (
+            out["startup"]["proxied"]["median"] - out["startup"]["direct"]["median"]
+        )
+
+        direct, proxied = HttpClient(port), Peer(proxied_command)
+        try:
+            proxied.initialize()
+            for i in range(warmup):
+                direct.timed_call(f"warm{i}")
+                proxied.timed_call(f"warm{i}")
+            samples = alternate(
+                {
+                    "direct": lambda: direct.timed_call("k"),
+                    "proxied": lambda: proxied.timed_call("k") / 1e6,
+                },
+                calls,
+                quiet_gc=True,
+            )
+            out.update({name: _summary(values) for name, values in samples.items()})
+            out["added"] = {q: out["proxied"][q] - out["direct"][q] for q in ("p50", "p99")}
+
+            burst = 500
+            pings = b"".join(
+                b'{"jsonrpc":"2.0","id":"b%d","method":"ping"}\n' % i for i in range(burst)
+            )
+            started = time.perf_counter_ns()
+            for i in range(burst):
+                direct.post(b'{"jsonrpc":"2.0","id":"b%d","method":"ping"}' % i)
+            direct_ms = (time.perf_counter_ns() - started) / 1e6
+            proxied_ms = proxied.stream(pings, burst)
+            out["burst_messages"] = burst
+            out["burst_direct_per_s"] = burst / (direct_ms / 1000)
+            out["burst_proxied_per_s"] = burst / (proxied_ms / 1000)
+            out["burst_ratio"] = out["burst_proxied_per_s"] / out["burst_direct_per_s"]
+
+            size = 16 * 2**20
+            big_call: dict = {"jsonrpc": "2.0", "id": "big", "method": "tools/call"}
+            big_call["params"] = {"name": "big", "arguments": {"size": size}}
+            body = json.dumps(big_call).encode()
+
+            def timed_post() -> float:
+                started = time.perf_counter_ns()
+                direct.post(body)
+                return (time.perf_counter_ns() - started) / 1e6
+
+            big = alternate(
+                {"direct": timed_post, "proxied": lambda: proxied.stream(body + b"\n", 1)}, reps
+            )
+            out["big"] = {name: _summary(values) for name, values in big.items()}
+            out["big_ratio"] = out["big"]["proxied"]["median"] / out["big"]["direct"]["median"]
+        finally:
+            proxied.close()
+            direct.conn.close()
+    finally:
+        server.terminate()
+        server.wait(30)
     return out
 
 
 # report -------------------------------------------------------------------------------------
 
 
-def verdict(ok: bool) -> str:
+def _summary(values: list[float]) -> dict:
+    return {
+        "median": statistics.median(values),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "min": min(values),
+        "n": len(values),
+    }
+
+
+def _verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
-def report(lat: dict, start: dict) -> str:
-    d, p, a, r = lat["direct"], lat["proxied"], lat["added"], lat["ratio"]
+def _goal(goal: str, value: float, op: str, limit: float, unit: str, fmt: str, note=""):
+    """One row of the goals table: (goal, limit, measured, met)."""
+    ok = {"<=": value <= limit, ">=": value >= limit, "<": value < limit}[op]
+    return goal, f"{op} {limit:,g}{unit}{note}", f"{value:{fmt}}{unit}", ok
+
+
+def goals_table(f: dict) -> list[tuple[str, str, str, bool | None]]:
+    loaded = f["load"]["loaded"]
+    factor, note = (GOALS["loaded_factor"], " (loaded: x2)") if loaded else (1.0, "")
+    s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
+    start, start_flow = GOALS["startup_ms"] * factor, GOALS["startup_flow_ms"] * factor
+    p50, p99, shadow = GOALS["p50_ms"], GOALS["p99_ms"], GOALS["shadow_p50_ms"]
+    rate, big = GOALS["messages_per_s"], GOALS["big_ratio"]
+    ms, x = (" ms", "+.3f"), ("x", ".2f")
     rows = [
-        f"stretto-proxy overhead   python {platform.python_version()}, "
-        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
-        "",
-        f"Latency: {lat['calls']} tools/call round trips each, interleaved "
-        f"({lat['warmup']} warm-up), server: {lat['server']}; proxy records",
-        f"  {'':<24}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'max':>10}   (ms)",
+        _goal("start-up added, recording", s["added_record_ms"], "<=", start, " ms", "+.1f", note),
+        _goal("start-up added, --flow", s["added_flow_ms"], "<=", start_flow, " ms", "+.1f", note),
+        _goal("per call p50 added, recording", c["record_added"]["p50"], "<=", p50, *ms),
+        _goal("per call p99 added, recording", c["record_added"]["p99"], "<=", p99, *ms),
+        _goal("per call p50 added, --flow-shadow", c["shadow_added"]["p50"], "<=", shadow, *ms),
+        _goal("small messages each way, recording", t["record_per_s"], ">=", rate, "/s", ",.0f"),
+        _goal("16 MiB line, proxied / cat", b["ratio"], "<", big, *x),
     ]
-    for label, s in (("direct", d), ("proxied (--record)", p)):
-        rows.append(
-            f"  {label:<24}{s['p50_ms']:>10.3f}{s['p90_ms']:>10.3f}{s['p99_ms']:>10.3f}"
-            f"{s['mean_ms']:>10.3f}{s['max_ms']:>10.3f}"
-        )
-    rows += [
-        f"  {'added (same pctile)':<24}{a['p50_ms']:>10.3f}{a['p90_ms']:>10.3f}"
-        f"{a['p99_ms']:>10.3f}",
-        f"  {'ratio proxied/direct':<24}{r['p50']:>10.2f}{r['p90']:>10.2f}{r['p99']:>10.2f}",
-        f"  median of per-pair differences: {a['median_pair_diff_ms']:.3f} ms",
-        f"  goal: p50 added <= {GOAL_P50_ADDED_MS} ms  ->  {a['p50_ms']:.3f} ms, "
-        f"{verdict(lat['goal_p50_added_met'])}",
-        f"  recorded: {lat['record']['logs']} log(s), {lat['record']['lines']} lines, "
-        f"{lat['record']['bytes'] / 1e6:.2f} MB",
+    h = f.get("http")
+    if h:
+        rows += [
+            _goal("--upstream: start-up added", h["startup_added_ms"], "<=", start, " ms", "+.1f"),
+            _goal("--upstream: per call p50 added", h["added"]["p50"], "<=", p50, *ms),
+            _goal("--upstream: per call p99 added", h["added"]["p99"], "<=", p99, *ms),
+            _goal("--upstream: a burst, proxied / direct", h["burst_ratio"], ">=", 1.0, *x),
+            _goal("--upstream: 16 MiB result, proxied / direct", h["big_ratio"], "<", big, *x),
+        ]
+    rows.append(("--listen (issue 17)", "the same goals", "not built yet", None))
+    return rows
+
+
+def report(f: dict) -> str:
+    s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
+    load = f["load"]
+    lines = [
+        f"stretto-proxy overhead: {f['machine']}",
+        f"other processes kept {load['others_cpus']:.2f} of {os.cpu_count()} CPUs busy during "
+        f"the run (load average before it: {load['loadavg_before']:.2f}) -> "
+        f"{'loaded' if load['loaded'] else 'not loaded'}",
         "",
-        f"Start-up to first forwarded byte: spawn + write one line, time until it is back "
-        f"(median of {start['reps']}, interleaved)",
-        f"  {'':<34}{'direct':>10}{'proxied':>10}{'added':>10}{'ratio':>8}   (ms)",
+        f"Start-up to the first line back, median of {s['echo']['n']} (ms):",
     ]
-    for base, label in (
-        ("echo", "echo_server.py (proxy --record)"),
-        ("cat", "cat (proxy, no record)"),
+    for name, label in (
+        ("echo", "echo server"),
+        ("echo_record", "  through --record"),
+        ("echo_record_compared", "  through --record, compared"),
+        ("echo_flow", "  through --record --flow"),
+        ("echo_flow_compared", "  through --record --flow, compared"),
+        ("cat", "cat"),
+        ("cat_proxied", "  through the proxy"),
+        ("cat_compared", "  through the compared proxy"),
     ):
-        rows.append(
-            f"  {label:<34}{start[f'{base}_direct']['median_ms']:>10.1f}"
-            f"{start[f'{base}_proxied']['median_ms']:>10.1f}{start[f'{base}_added_ms']:>10.1f}"
-            f"{start[f'{base}_ratio']:>8.2f}"
+        if name not in s:
+            continue
+        row = s[name]
+        lines.append(
+            f"  {label:<36}{row['median']:>8.1f}  (min {row['min']:.1f}, p90 {row['p90']:.1f})"
         )
-    rows.append(
-        f"  goal: start-up added <= {GOAL_STARTUP_ADDED_MS:.0f} ms  ->  "
-        f"{start['echo_added_ms']:.1f} ms, {verdict(start['goal_added_met'])}"
+    lines += ["", f"Per tools/call, demo server, {c['direct']['n']} calls each (ms):"]
+    lines.append(f"  {'':<36}{'p50':>8}{'p90':>8}{'p99':>8}")
+    for name, label in (
+        ("direct", "direct"),
+        ("record", "--record"),
+        ("record_compared", "--record, compared"),
+        ("shadow", "--flow-shadow"),
+    ):
+        if name not in c:
+            continue
+        row = c[name]
+        lines.append(f"  {label:<36}{row['p50']:>8.3f}{row['p90']:>8.3f}{row['p99']:>8.3f}")
+    cpu = c["cpu_us_per_call"]
+    lines += [
+        f"  median of per-pair differences: record {c['record_added']['pair_median']:+.3f}, "
+        f"shadow {c['shadow_added']['pair_median']:+.3f}; shadow decisions logged: "
+        f"{c['shadow_decisions']}",
+        f"  CPU per call (us): the server {cpu['direct']:.0f}; the proxy, recording "
+        f"{cpu['record']:.0f}, in shadow {cpu['shadow']:.0f} (its decisions included)",
+    ]
+    if "record_compared" in c:
+        lines.append(
+            f"  compared: per-pair difference {c['record_compared_added']['pair_median']:+.3f}, "
+            f"CPU per call {cpu['record_compared']:.0f} us"
+        )
+    lines += [
+        "",
+        f"Throughput, {t['messages']:,} messages each way: cat {t['direct_per_s']:,.0f}/s, "
+        f"through --record {t['record_per_s']:,.0f}/s",
+        f"A {b['bytes'] / 2**20:.0f} MiB line: cat {b['direct']['median']:.1f} ms, through "
+        f"--record {b['record']['median']:.1f} ms ({b['ratio']:.2f}x)",
+    ]
+    h = f.get("http")
+    if h:
+        start, big = h["startup"], h["big"]
+        lines += [
+            "",
+            "--upstream (Streamable HTTP, JSON answers), direct client / proxy:",
+            f"  start-up {start['direct']['median']:.1f} / {start['proxied']['median']:.1f} ms; "
+            f"per call p50 {h['direct']['p50']:.3f} / {h['proxied']['p50']:.3f} ms, "
+            f"p99 {h['direct']['p99']:.3f} / {h['proxied']['p99']:.3f} ms",
+            f"  a burst of {h['burst_messages']} pings {h['burst_direct_per_s']:,.0f} / "
+            f"{h['burst_proxied_per_s']:,.0f} per s; a 16 MiB result "
+            f"{big['direct']['median']:.0f} / {big['proxied']['median']:.0f} ms",
+        ]
+    lines += ["", f"{'goal (issue 20)':<48}{'limit':<28}{'measured':<16}"]
+    for goal, limit, measured, ok in goals_table(f):
+        lines.append(f"{goal:<48}{limit:<28}{measured:<16}{'' if ok is None else _verdict(ok)}")
+    return "\n".join(lines)
+
+
+class OthersCpu:
+    """The CPUs other processes kept busy (on average) from now: the machine's busy time
+    (/proc/stat, the hypervisor's steal included) less this run's own (this process and the
+    children it waited for). The load average cannot tell: it counts the bench itself."""
+
+    def __init__(self) -> None:
+        self.start = (time.monotonic(), self._busy_s(), self._own_s())
+
+    @staticmethod
+    def _busy_s() -> float:
+        try:
+            fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        except OSError:
+            return float("nan")
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own_s() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def cpus(self) -> float:
+        wall, busy, own = self.start
+        return ((self._busy_s() - busy) - (self._own_s() - own)) / (time.monotonic() - wall)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for row in Path("/proc/cpuinfo").read_text().splitlines():
+            if row.startswith("model name"):
+                cpu = row.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}"
     )
-    return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000, help="timed calls per side (5000)")
     parser.add_argument("--warmup", type=int, default=200, help="untimed calls per side (200)")
-    parser.add_argument("--server", choices=("demo", "echo"), default="demo")
     parser.add_argument("--startup-reps", type=int, default=30, metavar="N")
+    parser.add_argument("--messages", type=int, default=100_000, help="throughput burst size")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    parser.add_argument("--no-http", action="store_true", help="skip the --upstream part")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--proxy", metavar="COMMAND", help="measure this proxy command instead")
+    parser.add_argument(
+        "--compare", metavar="COMMAND", help="also measure this proxy command, alternating"
+    )
     args = parser.parse_args(argv)
-    if args.calls < 1 or args.warmup < 0 or args.startup_reps < 1:
-        parser.error("--calls and --startup-reps must be positive, --warmup not negative")
-
-    with tempfile.TemporaryDirectory(prefix="stretto-bench-") as tmp_name:
-        tmp = Path(tmp_name)
-        try:
-            lat = measure_latency(args.server, args.calls, args.warmup, tmp)
-            start = measure_startup(args.startup_reps, tmp)
-        except BenchError as exc:
-            print(f"proxy_overhead: {exc}", file=sys.stderr)
-            for stderr_file in sorted(tmp.glob("*.stderr")):
-                text = stderr_file.read_text(errors="replace").strip()
-                if text:
-                    print(f"--- {stderr_file.name}\n{text[-2000:]}", file=sys.stderr)
-            return 1
-    print(report(lat, start))
+    if args.proxy:
+        PROXY[:] = args.proxy.split()
+    if args.compare:
+        COMPARE[:] = args.compare.split()
+    if args.quick:
+        args.calls, args.warmup, args.startup_reps, args.messages = 500, 50, 6, 20_000
+    for package in ("proxy", "stretto"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
+    before = loadavg()  # others' only: nothing of ours runs yet
+    others = OthersCpu()
+    figures: dict = {"machine": machine(), "goals": GOALS}
+    with tempfile.TemporaryDirectory(prefix="stretto-bench-") as name:
+        tmp = Path(name)
+        flow = learn_demo_flow(tmp)
+        figures["startup"] = startup(args.startup_reps, tmp, flow)
+        figures["per_call"] = per_call(args.calls, args.warmup, tmp, flow)
+        reps = 3 if args.quick else 5
+        figures["throughput"] = throughput(args.messages, reps, tmp)
+        figures["big"] = big_line(16 * 2**20, reps, tmp)
+        if not args.no_http:
+            figures["http"] = upstream(
+                tmp, max(200, args.calls // 5), args.warmup, reps, args.startup_reps
+            )
+    used = others.cpus()
+    figures["load"] = {
+        "loadavg_before": before,
+        "others_cpus": used,
+        "loaded": used >= LOADED_CPUS,
+    }
+    print(report(figures))
     if args.json:
-        figures = {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "proxy_command": proxy_command(),
-            "latency": lat,
-            "startup": start,
-        }
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 

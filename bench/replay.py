@@ -18,7 +18,15 @@ issue 19 with the figures reached, every change tried, judged against the curren
 code at bench.quality.MAIN) by a paired bootstrap over tasks, and the learning curve
 (docs/learning-curve.png). Prints the page and writes it to docs/results.md.
 
+With `--oracle URI` each domain's flow also gets an arbiter (`stretto compile --oracle URI`:
+fitted on the test tasks' episodes, five folds cross-fitted by task group, so each test
+episode is judged by a fold that never saw its task), and each agent gets an arbiter row,
+replayed asking the same runner at θ 0.3 (answers cached under the run's temporary folder).
+`simulate://habit` shows the machinery end to end without a model; its numbers say nothing
+about a model's quality.
+
     .venv/bin/python bench/replay.py [--draws 1000] [--curve-draws 5] [--no-write]
+        [--oracle simulate://habit [--oracle-base-url URL]]
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stretto.model.flow import load_flow  # noqa: E402
+from stretto.offline.judging import OracleOptions  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "tau2"
 DOCS = ROOT / "docs"
@@ -147,10 +156,13 @@ def domain_files(domain: str) -> list[Path]:
     ]
 
 
-def compile_flow(domain: str, files: list[Path], out: Path, home: Path) -> dict:
+def compile_flow(
+    domain: str, files: list[Path], out: Path, home: Path, oracle: list[str] = ()
+) -> dict:
     done = subprocess.run(
         [STRETTO, "compile", "--calibrate", "--domain", domain, "--out", str(out)]
-        + ["--home", str(home), "--split", str(DATA / "domains" / domain / "split_tasks.json")]
+        + ["--home", str(home), *oracle]
+        + ["--split", str(DATA / "domains" / domain / "split_tasks.json")]
         + ["--tools", str(DATA / "domains" / "tau2_tools.json"), "--results"]
         + [str(f) for f in files],
         capture_output=True,
@@ -187,8 +199,11 @@ def diff(entry, digits) -> str:
     return fmt(d, (lo, hi), digits, sign=True)
 
 
-def domain_section(name: str, draws: int, tmp: Path, plots: Path, q) -> tuple[list[str], dict]:
-    """The domain's tables, and the figures the goals need."""
+def domain_section(
+    name: str, draws: int, tmp: Path, plots: Path, q, oracle: OracleOptions | None = None
+) -> tuple[list[str], dict]:
+    """The domain's tables, and the figures the goals need (with `oracle`, an arbiter row
+    too, and `unanswered`: its decisions the oracle could not answer)."""
     from bench import paired as p
     from stretto.offline.calibration import reliability
     from stretto.offline.plots import reliability_diagram
@@ -196,12 +211,18 @@ def domain_section(name: str, draws: int, tmp: Path, plots: Path, q) -> tuple[li
 
     domain = q.domain(name)
     files = domain_files(name)
-    flow = compile_flow(name, files, tmp / f"{name}.flow.json", tmp)
+    oracle_args = []
+    if oracle is not None:
+        oracle_args = ["--oracle", oracle.uri, "--oracle-cache", str(oracle.cache)]
+        oracle_args += ["--oracle-base-url", oracle.base_url] if oracle.base_url else []
+    flow = compile_flow(name, files, tmp / f"{name}.flow.json", tmp, oracle_args)
     costs, served = COSTS[name], theta_star(name)
     runs = {
         "reach": p.replayed(domain, flow, "reach", served),
         "habit": p.replayed(domain, flow, "habit", THETA),
     }
+    if oracle is not None:
+        runs["arbiter"] = p.replayed(domain, flow, "arbiter", THETA, oracle)
     table = flow["calibration"]["reach"] if "calibration" in flow else None
     lines = [
         f"## {name}",
@@ -215,6 +236,12 @@ def domain_section(name: str, draws: int, tmp: Path, plots: Path, q) -> tuple[li
             f"{table['penalty']:g}, slope {table['slope']:.3f}."
             if table
             else "No calibration map (nothing to fit)."
+        )
+        + (
+            f" Its arbiter fitted on {flow['arbiter']['cases']} decisions of "
+            f"{flow['arbiter']['tasks']} test tasks ({len(flow['arbiter']['folds'])} folds)."
+            if oracle is not None
+            else ""
         ),
         "",
         "| agent | decider | test episodes | turns saved % | detours / episode | "
@@ -226,10 +253,10 @@ def domain_section(name: str, draws: int, tmp: Path, plots: Path, q) -> tuple[li
     gaps = []
     for agent in [*agents, None]:
         episodes = sum(1 for a, _ in domain.test if agent is None or a == agent)
-        for d in ("reach", "habit"):
+        for d in runs:
             c = p.intervals(runs[d], costs, agent, draws)
             label = "**all agents**" if agent is None else agent
-            what = f"reach at θ* {served:.3f}" if d == "reach" else f"habit at {THETA:g}"
+            what = f"reach at θ* {served:.3f}" if d == "reach" else f"{d} at {THETA:g}"
             lines.append(
                 f"| {label} | {what} | {episodes} | {cell(c['saved %'], 1)} | "
                 f"{cell(c['detours/ep'], 2)} | {cell(c['ceiling %'], 1)} | "
@@ -242,6 +269,7 @@ def domain_section(name: str, draws: int, tmp: Path, plots: Path, q) -> tuple[li
         gaps.append((agent, gap))
     pooled_gap = gaps[-1][1]
     figures["gap"] = pooled_gap
+    figures["unanswered"] = runs["arbiter"].unanswered if oracle is not None else 0
     lines += [
         "",
         "Reach − habit (paired, all agents): share of ceiling "
@@ -462,6 +490,22 @@ NOTES = [
     "answer only later turns.",
 ]
 
+MODEL_NOTE = [
+    "",
+    "## What was measured with a real model",
+    "",
+    "Nothing. No System-One model was reachable where these numbers were made (no Ollama "
+    "server, no API key). The arbiter rows, when present, were made with `simulate://habit`: "
+    "seeded draws from the flow's own habit, half their mass on one drawn option — they show "
+    "that learning, cross-fitting, asking, caching and judging run end to end on τ²-bench, and "
+    "say nothing about how a model would do. The runners for real models (ollama://, claude://, "
+    "openai://, jev://) are tested against local servers speaking their APIs (tests/oracle/), "
+    "which checks the requests and the reading of answers, not a model's judgement.",
+    "",
+    "What the proxy itself costs a host (start-up, per call, throughput, big lines): "
+    "[performance.md](performance.md).",
+]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -470,6 +514,8 @@ def main() -> None:
         "--curve-draws", type=int, default=5, help="draws per n (default 5; 0: no curve)"
     )
     parser.add_argument("--no-write", action="store_true", help="print; leave docs/ alone")
+    parser.add_argument("--oracle", metavar="URI", help="also an arbiter row, asking this runner")
+    parser.add_argument("--oracle-base-url", metavar="URL", help="the runner's server")
     args = parser.parse_args()
     from bench import quality as q
 
@@ -488,19 +534,40 @@ def main() -> None:
         "turn, δ per detour). docs/algorithms.md describes the methods.",
         "",
     ]
+    if args.oracle:
+        head += [
+            f"*arbiter* = the next-step rule on the arbiter's probabilities, its answers from "
+            f"`{args.oracle}`: fitted by `stretto compile --oracle {args.oracle}` on the test "
+            "tasks' episodes, five folds cross-fitted by task group (each test episode is judged "
+            "by a fold that never saw its task).",
+            "",
+        ]
     body: list[str] = []
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         plots = Path(tmp) if args.no_write else DOCS  # the plots go where the page goes
+        oracle = None
+        if args.oracle:
+            oracle = OracleOptions(
+                uri=args.oracle, cache=Path(tmp) / "oracle-cache", base_url=args.oracle_base_url
+            )
         for name in ("retail", "airline", "telecom"):
-            lines, figures[name] = domain_section(name, args.draws, Path(tmp), plots, q)
+            lines, figures[name] = domain_section(name, args.draws, Path(tmp), plots, q, oracle)
             body += lines
             print(f"{name}: done ({time.time() - started:.0f} s)", file=sys.stderr)
         tried, judged = tried_section(args.draws, q)
         print(f"tried: done ({time.time() - started:.0f} s)", file=sys.stderr)
         curve, ratios = curve_section(args.curve_draws, plots, q) if args.curve_draws else ([], {})
         print(f"curve: done ({time.time() - started:.0f} s)", file=sys.stderr)
-    lines = head + goals_section(figures, ratios, judged) + tried + curve + body + NOTES
+    if args.oracle:
+        unanswered = sum(f["unanswered"] for f in figures.values())
+        body.append(
+            f"Arbiter decisions handed back unanswered (no answer from `{args.oracle}`): "
+            f"{unanswered}."
+        )
+    lines = (
+        head + goals_section(figures, ratios, judged) + tried + curve + body + NOTES + MODEL_NOTE
+    )
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_write:

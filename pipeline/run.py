@@ -39,7 +39,7 @@ def materialize(
 def output_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
     """The metadata an asset attached to its materialization, as plain values."""
     for event in result.get_asset_materialization_events():
-        materialization = event.event_specific_data.materialization
+        materialization = event.step_materialization_data.materialization
         if materialization.asset_key.to_user_string() == asset:
             return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
     return {}

@@ -1,165 +1,32 @@
 """`stretto-proxy [options] -- <server command...>`: a recording MCP proxy on stdio.
 
-Kept light on purpose: the host waits for this process before its first message, so
-nothing here imports dagster, duckdb, polars, pyarrow or mcp.
+Kept light on purpose: the host waits for this process before its first message. Until the
+server is started and the first bytes move, the proxy imports nothing the interpreter has not
+already loaded but `select` and its own small modules (tests/proxy/test_startup.py holds the
+list); the flow, the HTTP client and `json`'s error messages come later, when they are needed.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import signal
 import sys
-import threading
 import time
 
-from stretto import __version__
-from stretto.model import defaults
+from proxy.options import build_parser as _parser  # noqa: F401 - the docs test reads it
+from proxy.options import parse_args
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from proxy.upstream_http import HttpUpstream
+    from proxy.upstream_stdio import StdioServer
 
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
 EXIT_PROXY_FAILED = 125
 EXIT_USAGE = 2
 
+FLOW_START_S = 1.0  # the flow starts loading at the server's first line, or this late
 SHUTDOWN_GRACE_S = 2.0  # after the host leaves: how long the server gets to exit by itself
 DRAIN_S = 2.0  # after the server exits: how long its last output gets to reach the host
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="stretto-proxy",
-        usage="stretto-proxy [options] -- <server command...>\n"
-        "       stretto-proxy [options] --upstream URL",
-        description="Wrap an MCP server: forward every message between the host (stdin/stdout) "
-        "and the server unchanged, and record each session as JSONL.",
-        epilog="Own messages go to stderr prefixed 'stretto-proxy:'. Exit status: the server's "
-        "(128+n if killed by signal n); 125 if the proxy itself fails; 2 on usage errors.",
-    )
-    p.add_argument("-V", "--version", action="version", version=f"stretto-proxy {__version__}")
-    rec = p.add_argument_group("recording")
-    rec.add_argument(
-        "--record", metavar="DIR", help="write one log per session, DIR/<session>.jsonl"
-    )
-    rec.add_argument("--domain", metavar="NAME", help="the domain written in the log header")
-    rec.add_argument(
-        "--agent-model", metavar="NAME", help="the agent's model, written in the header"
-    )
-    rec.add_argument(
-        "--context",
-        metavar="FILE",
-        help="a JSONL file of conversation messages ({role, content}) the host appends to; "
-        "new lines are logged as 'context' before the next tool call",
-    )
-    flows = p.add_argument_group("serving a flow")
-    flows.add_argument(
-        "--flow",
-        metavar="FILE",
-        help="after each of the agent's calls, make the lookups this flow expects",
-    )
-    flows.add_argument(
-        "--flow-decider",
-        choices=("reach", "habit"),
-        help="reach (the default when the flow has reach counts) or habit",
-    )
-    flows.add_argument(
-        "--flow-threshold",
-        type=float,
-        default=defaults.THRESHOLD,
-        metavar="P",
-        help="make a lookup when probability x binding chance reaches P (%(default)s)",
-    )
-    flows.add_argument(
-        "--flow-per-call",
-        type=int,
-        default=defaults.PER_CALL,
-        metavar="N",
-        help="at most N lookups after one call (%(default)s)",
-    )
-    flows.add_argument(
-        "--flow-per-session",
-        type=int,
-        default=defaults.PER_SESSION,
-        metavar="N",
-        help="at most N lookups in a session (%(default)s)",
-    )
-    flows.add_argument(
-        "--flow-tools",
-        action="append",
-        metavar="A,B",
-        help="only these lookups (comma-separated, repeatable)",
-    )
-    flows.add_argument(
-        "--flow-log",
-        metavar="FILE",
-        help="the flow log (default: <record dir>/<session>.flow.jsonl)",
-    )
-    flows.add_argument(
-        "--flow-shadow",
-        action="store_true",
-        help="decide and log, never look up: the agent gets the server's bytes",
-    )
-    flows.add_argument(
-        "--flow-explore",
-        type=float,
-        default=0.0,
-        metavar="EPSILON",
-        help="with probability EPSILON take another option that binds, and log every option "
-        "and the propensity of what was taken",
-    )
-    flows.add_argument(
-        "--flow-explore-seed",
-        type=int,
-        default=0,
-        metavar="N",
-        help="seed of the exploration's draws (0)",
-    )
-    flows.add_argument(
-        "--flow-budget",
-        type=int,
-        default=defaults.BUDGET_CHARS,
-        metavar="CHARS",
-        help="at most this many characters appended to a result (%(default)s)",
-    )
-    srv = p.add_argument_group("server")
-    srv.add_argument(
-        "--upstream",
-        metavar="URL",
-        help="wrap a server that speaks Streamable HTTP at URL instead of starting a command",
-    )
-    srv.add_argument(
-        "--upstream-header",
-        metavar="NAME=VAR",
-        action="append",
-        default=[],
-        help="send header NAME with the value of environment variable VAR (never logged)",
-    )
-    return p
-
-
-def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = _parser()
-    if "--" in argv:
-        cut = argv.index("--")
-        own, command = argv[:cut], argv[cut + 1 :]
-    else:
-        own, command = argv, []
-    args = parser.parse_args(own)
-    if args.upstream and command:
-        parser.error("give either --upstream URL or a server command after --, not both")
-    if not args.upstream and not command:
-        parser.error("no server to wrap: give its command after -- (or --upstream URL)")
-    if args.upstream_header and not args.upstream:
-        parser.error("--upstream-header needs --upstream")
-    flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow", "flow_explore")
-    if not args.flow and any(getattr(args, o) for o in flow_options):
-        parser.error("the --flow-* options need --flow")
-    if not 0.0 <= args.flow_explore <= 1.0:
-        parser.error("--flow-explore wants a probability in [0, 1]")
-    if args.flow and not (args.record or args.flow_log):
-        parser.error(
-            "--flow needs --record DIR (the flow log goes beside the session log) "
-            "or --flow-log FILE"
-        )
-    return args, command
 
 
 def _upstream_headers(specs: list[str]) -> dict[str, str]:
@@ -182,30 +49,25 @@ def main(argv: list[str] | None = None) -> int:
     started, started_ns = time.time(), time.monotonic_ns()
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
 
-    from proxy.redact import redact_command, redact_url
-    from proxy.relay import Relay
-
-    flow = None
-    if args.flow:  # refuse a bad flow before starting anything
-        from stretto.model.flow import FlowError, load_flow
-
+    if args.flow:  # a flow that is not there is refused before anything starts
+        flow_path = os.path.expanduser(args.flow)
         try:
-            flow = load_flow(os.path.expanduser(args.flow))
-        except FlowError as exc:
-            _say(str(exc))
+            open(flow_path, "rb").close()  # noqa: SIM115
+        except OSError as exc:
+            _say(f"{flow_path}: cannot read: {exc.strerror or exc}")
             return EXIT_USAGE
 
+    server: HttpUpstream | StdioServer
+    http: HttpUpstream | None = None
     try:
         if args.upstream:
             from proxy.upstream_http import HttpUpstream
 
-            server = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
-            logged_command = [redact_url(args.upstream)]
+            server = http = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
         else:
             from proxy.upstream_stdio import StdioServer
 
             server = StdioServer(command)
-            logged_command = redact_command(command)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -216,11 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     log = None
     if args.record:
         from proxy.recorder import SessionLog
+        from proxy.redact import redact_command, redact_url
 
+        logged = [redact_url(args.upstream)] if args.upstream else redact_command(command)
         try:
             log = SessionLog(
                 os.path.expanduser(args.record),
-                server_command=logged_command,
+                server_command=logged,
                 domain=args.domain,
                 agent_model=args.agent_model,
                 started=started,
@@ -228,10 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         except OSError as exc:
             _say(f"cannot create the session log in {args.record}: {exc}")
-            server.kill()
-            server.wait(5)
+            _abort(server)
             return EXIT_PROXY_FAILED
-        if log.kept:
+        if log.kept and not args.flow:  # with a flow: once the flow is accepted
             _say(f"recording to {log.path}")
 
     context = None
@@ -240,101 +103,92 @@ def main(argv: list[str] | None = None) -> int:
 
         context = ContextFeed(os.path.expanduser(args.context))
 
-    relay = Relay(server, log, context)
-    if hasattr(server, "set_error_handler"):
-        server.set_error_handler(relay.answer_errors)
-    if flow is not None:
-        relay.flow = _flow_server(flow, args, relay, server, log)
-    return _run(relay, server, log)
+    from proxy.pump import Pump
+    from proxy.relay import Relay
+
+    relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
+    relay.hold_server_lines = bool(args.flow and not args.flow_shadow)
+    pump = Pump(relay, server)
+    relay.host_has_all = pump.drained
+    if http is not None:
+        http.set_error_handler(relay.answer_errors)
+        http.start(relay.from_server)
+    loader = None
+    if args.flow:
+        from proxy.flowload import FlowLoader
+
+        relay.expect_flow()
+        loader = FlowLoader(args, relay, pump.to_server, log, pump.wake)
+    pump.catch_signals()
+    try:
+        return _run(pump, relay, server, log, loader)
+    finally:
+        pump.close()
 
 
-def _flow_server(flow, args, relay, server, log):
-    """What serves the flow in this session."""
-    from proxy.serve import FlowServer
-
-    tools = None
-    if args.flow_tools:
-        tools = {t.strip() for spec in args.flow_tools for t in spec.split(",") if t.strip()}
-    log_path = args.flow_log or os.path.join(os.path.dirname(log.path), f"{log.session}.flow.jsonl")
-    record = log.record if log is not None else (lambda sender, line, parsed: None)
-    _say(f"serving the flow {args.flow}; its log: {log_path}")
-    return FlowServer(
-        flow,
-        decider=args.flow_decider,
-        threshold=args.flow_threshold,
-        per_call=args.flow_per_call,
-        per_session=args.flow_per_session,
-        tools=tools,
-        log_path=os.path.expanduser(log_path),
-        shadow=args.flow_shadow,
-        budget_chars=args.flow_budget,
-        send=server.send,
-        to_host=relay.to_host,
-        record=record,
-        explore=args.flow_explore,
-        explore_seed=args.flow_explore_seed,
-        session=log.session if log is not None else "",
-    )
+def _attach(relay, loader, log) -> None:
+    """Serve the loaded flow from now on (it is shown the session so far first)."""
+    if log is not None and log.kept:
+        _say(f"recording to {log.path}")
+    _say(f"serving the flow {loader.args.flow}; its log: {loader.log_path}")
+    relay.attach_flow(loader.server)
 
 
-def _run(relay, server, log) -> int:
-    wake = threading.Event()
-    host_eof = threading.Event()
-    output_closed = threading.Event()
-    stop_signal: list[int] = []
-    server_status: list[int] = []
+def _abort(server) -> None:
+    """End a server the session will not use."""
+    server.kill()
+    if hasattr(server, "reap"):
+        server.reap()
 
-    def read_host() -> None:
-        stdin = open(0, "rb", buffering=1 << 16, closefd=False)  # noqa: SIM115
-        try:
-            for line in iter(stdin.readline, b""):
-                relay.from_host(line)
-        except OSError:
-            pass  # our stdin failed: the host has gone
-        finally:
-            host_eof.set()
-            wake.set()
 
-    def on_output_end() -> None:
-        output_closed.set()
-        wake.set()
+def _run(pump, relay, server, log, loader) -> int:
+    stdio = pump.stdio
 
-    def watch_server() -> None:
-        server_status.append(server.wait())
-        wake.set()
-
-    def on_signal(signum, _frame) -> None:
-        stop_signal.append(signum)
-        wake.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-
-    if hasattr(server, "set_end_handler"):
-        server.set_end_handler(on_output_end)
-    server.start(relay.from_server)
-    threading.Thread(target=read_host, name="host-stdin", daemon=True).start()
-    threading.Thread(target=watch_server, name="server-wait", daemon=True).start()
+    def exited() -> bool:
+        return pump.server_status is not None if stdio else server.wait(0) is not None
 
     def host_or_signal() -> bool:
-        return host_eof.is_set() or bool(stop_signal) or relay.host_gone.is_set()
+        return pump.host_eof or bool(pump.signals) or pump.host_gone
 
-    while not (server_status or host_or_signal() or output_closed.is_set()):
-        wake.wait(0.5)
-        wake.clear()
+    def flow_verdict() -> bool:
+        return loader is not None and relay.flow is None and loader.done() and not refused
+
+    def output_done() -> bool:
+        return pump.output_closed if stdio else server.settled()
+
+    def finish_reading() -> None:
+        """Forward what the server said before it went, to the host while it reads."""
+        pump.run_until(lambda: output_done() and pump.drained(), DRAIN_S)
+
+    refused: list[tuple[int, str]] = []
+    if loader is not None:
+        # The flow loads once the server has said something: the start of the session costs
+        # the host nothing, and the flow is there long before the agent's first call returns.
+        pump.run_until(
+            lambda: pump.to_host_outlet.sent > 0 or exited() or host_or_signal(), FLOW_START_S
+        )
+        loader.start()
+    while True:
+        pump.run_until(lambda: exited() or host_or_signal() or pump.output_closed or flow_verdict())
+        if not flow_verdict():
+            break
+        if loader.failure is None:
+            _attach(relay, loader, log)
+        else:
+            refused.append(loader.failure)
+            _say(loader.failure[1])
+            relay.drop_flow()
+            break
 
     deaf = False
-    if output_closed.is_set() and not (server_status or host_or_signal()):
+    if pump.output_closed and not (exited() or host_or_signal() or refused):
         # The server closed its stdout: on its way out, or running on with nothing it says
         # reaching the host.
-        exited = server.wait(SHUTDOWN_GRACE_S)
-        if exited is not None:
-            server_status.append(exited)
-        deaf = exited is None
+        deaf = not pump.run_until(exited, SHUTDOWN_GRACE_S)
 
-    if server_status:
-        status = server_status[0]
-        server.finish_reading(DRAIN_S)
+    if exited():
+        status = pump.server_status if stdio else server.wait(0)
+        finish_reading()
         if relay.flow is not None:
             relay.flow.abandon()
         answered = relay.fail_pending(f"the MCP server exited (status {status}) before answering")
@@ -345,23 +199,43 @@ def _run(relay, server, log) -> int:
             answered = relay.fail_pending("the MCP server closed its output")
             note = f"; answered {answered} waiting request(s) with an error" if answered else ""
             _say(f"the server closed its output but kept running{note}; ending it")
-        if stop_signal:
-            _say(f"stopping on signal {stop_signal[0]}")
-            server.close_input()
+        if refused:
+            pump.close_server_input(drain=False)
+            server.terminate()
+        elif pump.signals:
+            _say(f"stopping on signal {pump.signals[0]}")
+            pump.close_server_input(drain=False)
             server.terminate()
         else:
-            server.close_input()  # the host has gone: let the server finish by itself
-        status = server.wait(SHUTDOWN_GRACE_S)
-        if status is None:
+            pump.close_server_input()  # the host has gone: let the server finish by itself
+        if not pump.run_until(exited, SHUTDOWN_GRACE_S):
             server.terminate()
-            status = server.wait(SHUTDOWN_GRACE_S)
-        if status is None:
-            server.kill()
-            status = server.wait()
-        server.finish_reading(DRAIN_S)
+            if not pump.run_until(exited, SHUTDOWN_GRACE_S):
+                server.kill()
+                pump.run_until(exited)
+        status = pump.server_status if stdio else server.wait(0)
+        finish_reading()
         # The host has hung up: requests left unanswered stay so in the log, unanswered.
     if hasattr(server, "end_group"):
         server.end_group(SHUTDOWN_GRACE_S)  # whatever the server left running
+    if loader is not None and relay.flow is None and not refused:
+        loader.wait()  # a flow refused late still refuses the session
+        if loader.failure is not None:
+            refused.append(loader.failure)
+            _say(loader.failure[1])
+        elif relay.holds_lines():
+            relay.drop_flow()  # too late to extend the answers it would have: they go as they are
+        else:
+            _attach(relay, loader, log)  # its decisions on the session are logged all the same
+    if relay.flow is not None:  # let the runs still deciding log what they decided
+        deadline = time.monotonic() + DRAIN_S
+        while relay.flow_busy() and time.monotonic() < deadline:
+            time.sleep(0.005)
+    pump.run_until(pump.drained, DRAIN_S)  # the proxy's own answers, if any
+    if refused:
+        if log is not None:
+            log.remove()  # a refused session leaves nothing behind
+        return refused[0][0]
     relay.log_context()  # the conversation's last words come after the last call
     if log is not None:
         log.close()

@@ -1,42 +1,54 @@
 """The session log writer (session-log format version 2, docs/formats.md).
 
-Every wire line becomes one log line, written with a single `os.write` on an O_APPEND file
-so that a crash can tear at most the last line. A line that parses as JSON is embedded
-verbatim (its own bytes, never re-serialized); any other line is kept as `raw` text.
+Every wire line becomes one log line. A line that parses as JSON is embedded verbatim (its
+own bytes, never re-serialized); any other line is kept as `raw` text.
+
+Lines are written in batches on an O_APPEND file, whole lines only: a batch goes out when it
+holds FLUSH_BYTES, when its oldest line is FLUSH_S old (the relay's loop asks, `flush_due`),
+and when the session ends — so forwarding pays a `write` per batch, not per line, and never
+an fsync. A crash of the server loses nothing (the proxy lives on and writes the rest); only
+a crash of the proxy itself can lose its last FLUSH_S of lines, never tear one.
 
 Forwarding never depends on the log. When a write fails (a full disk, a quota, a file-size
-limit, an I/O error) the part of the line that made it is cut off again, the proxy says so
-once, and the log stops there: it holds a whole prefix of the session, ended — as soon as
+limit, an I/O error) the file is cut back to the last whole line that made it, the proxy says
+so once, and the log stops there: it holds a whole prefix of the session, ended — as soon as
 there is room for it — by a `stretto/log_truncated` mark.
 """
 
 from __future__ import annotations
 
-import json
+import _thread
 import os
 import sys
-import threading
 import time
+
+from proxy.cjson import dumps_compact, dumps_string, loads_strict
+from proxy.wire import drop_written
 
 LOG_VERSION = 2
 TRUNCATED_METHOD = "stretto/log_truncated"
+FLUSH_BYTES = 1 << 16  # a batch this big is written at once
+FLUSH_S = 0.05  # a line waits at most this long to be written (while the proxy runs)
+SMALL = 1 << 12  # an entry below this is joined into one piece; a bigger one is written as is
+IOV_MAX = 1024  # pieces per writev
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
+Parsed = tuple[object, "bytes | memoryview"] | None  # what parse_json_line gives
 
 
-def parse_json_line(line: bytes) -> tuple[object, bytes] | None:
+def parse_json_line(line: bytes) -> Parsed:
     """(parsed value, the line's JSON text) if the line is one strict JSON value, else None.
 
-    The text is the line without its line ending; it is what the log embeds as `message`.
+    The text is the line without its line ending (a view of it: a 16 MB line is not copied
+    for the log); it is what the log embeds as `message`.
     """
-    text = line.rstrip(b"\r\n")
-    if not text.strip():
-        return None
+    end = len(line)
+    while end and line[end - 1] in b"\r\n":
+        end -= 1
+    text = memoryview(line)[:end] if end != len(line) else line
     try:
-        value = json.loads(text.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        value = loads_strict(str(text, "utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError, StopIteration):
         return None
     return value, text
 
@@ -53,18 +65,21 @@ def new_session_id(now: float | None = None, pid: int | None = None) -> str:
     return f"{stamp}.{int(now * 1000) % 1000:03d}Z-{pid}"
 
 
-def make_private_dir(path: str) -> None:
-    """Create `path` (and parents) with mode 0700 for the folders we create."""
+def make_private_dir(path: str) -> list[str]:
+    """Create `path` (and parents) with mode 0700; the folders created, outermost first."""
     missing = []
     p = os.path.abspath(path)
     while not os.path.exists(p):
         missing.append(p)
         p = os.path.dirname(p)
+    created = []
     for folder in reversed(missing):
         try:
             os.mkdir(folder, 0o700)
+            created.append(folder)
         except FileExistsError:
             pass
+    return created
 
 
 class SessionLog:
@@ -85,7 +100,7 @@ class SessionLog:
         started_monotonic_ns: int | None = None,
         session: str | None = None,
     ) -> None:
-        make_private_dir(directory)
+        self._created_dirs = make_private_dir(directory)
         base = session or new_session_id(started)
         self.session = base
         suffix = 1
@@ -100,8 +115,12 @@ class SessionLog:
         self.path = path
         self._started_ns = started_monotonic_ns or time.monotonic_ns()
         self._last_ms = 0
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._size = 0  # bytes of whole lines in the file
+        self._batch: list[bytes | memoryview] = []  # the pieces of the lines not written yet
+        self._entries: list[tuple[int, int]] = []  # those lines: (length, t_ms)
+        self._batch_bytes = 0
+        self._due: float | None = None  # when the batch (or the mark) must be written
         self.stopped: str | None = None  # why the log stopped, once a write failed
         self._since_ms = 0
         self._marked = False
@@ -113,9 +132,7 @@ class SessionLog:
             "domain": domain,
             "agent_model": agent_model,
         }
-        failed = self._append(
-            json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        )
+        failed = self._append([dumps_compact(header).encode() + b"\n"], [])
         if failed is not None:
             # No header, no log: leave no empty file behind, and forward all the same.
             self.stopped, self._marked = failed, True
@@ -129,20 +146,40 @@ class SessionLog:
         """Whether the file exists (its header was written)."""
         return not (self.stopped and self._size == 0)
 
-    def _append(self, data: bytes) -> str | None:
-        """Write `data` whole, or leave the file as it was: None, or why it failed."""
-        view = memoryview(data)
+    def _append(self, pieces: list, entries: list[tuple[int, int]]) -> str | None:
+        """Write whole lines, or leave the file with the whole lines that made it: None, or
+        why not all of them did. `entries` are the lines' (length, t_ms), or [] for one line
+        that needs no mark if lost (the header, the mark itself)."""
+        written, failed = self._write(pieces)
+        if failed is None:
+            self._size += written
+            return None
+        kept = 0  # the whole lines that made it
+        for length, stamp in entries:
+            if kept + length > written:
+                self._since_ms = stamp
+                break
+            kept += length
         try:
-            while view:
-                view = view[os.write(self._fd, view) :]
+            os.ftruncate(self._fd, self._size + kept)  # cut off the torn part; needs no space
+        except OSError:
+            pass
+        self._size += kept
+        return failed
+
+    def _write(self, pieces: list) -> tuple[int, str | None]:
+        """writev the pieces in order: (bytes written, None or why it stopped)."""
+        pieces, written = list(pieces), 0
+        try:
+            while pieces:
+                done = os.writev(self._fd, pieces[:IOV_MAX])
+                if done == 0:
+                    return written, "the log takes no more bytes"
+                written += done
+                drop_written(pieces, done)
         except OSError as exc:
-            try:
-                os.ftruncate(self._fd, self._size)  # cut off the torn part; needs no space
-            except OSError:
-                pass
-            return exc.strerror or str(exc)
-        self._size += len(data)
-        return None
+            return written, exc.strerror or str(exc)
+        return written, None
 
     def _unlink(self) -> None:
         try:
@@ -150,33 +187,97 @@ class SessionLog:
         except OSError:
             pass
 
-    def record(self, sender: str, line: bytes, parsed: tuple[object, bytes] | None) -> None:
-        """Log one wire line read from `sender` (client, server, proxy or context)."""
+    def remove(self) -> None:
+        """Take the log away, and the folders made for it (a session refused at its start)."""
+        with self._lock:
+            self._batch, self._entries, self._batch_bytes = [], [], 0
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._unlink()
+            for folder in reversed(self._created_dirs):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
+
+    def record(
+        self,
+        sender: str,
+        line: bytes,
+        parsed: Parsed,
+        t_ns: int | None = None,
+    ) -> None:
+        """Log one wire line read from `sender` (client, server, proxy or context), read at
+        `t_ns` (time.monotonic_ns(); now if not given)."""
         if self.stopped is not None:
-            if not self._marked:
-                with self._lock:
-                    self._mark()
+            if not self._marked and self._due is None:
+                self._due = time.monotonic()  # try the mark at the next flush
             return
         if parsed is not None:
-            body = b'","message":' + parsed[1] + b"}\n"
+            field, text = b'","message":', parsed[1]
         else:
-            text = json.dumps(raw_text(line), ensure_ascii=False)
-            body = b'","raw":' + text.encode("utf-8", errors="surrogatepass") + b"}\n"
+            field = b'","raw":'
+            text = dumps_string(raw_text(line)).encode("utf-8", errors="surrogatepass")
         with self._lock:
             if self.stopped is not None or self._fd < 0:
                 return  # stopped meanwhile, or a line that comes after the session's end
-            now = self._now_ms()
-            failed = self._append(b'{"t_ms":%d,"from":"%s' % (now, sender.encode()) + body)
-            if failed is not None:
-                self.stopped, self._since_ms = failed, now
-                _say(
-                    f"cannot write the session log {self.path}: {failed}; it ends here "
-                    "(marked truncated when there is room), forwarding goes on"
-                )
-                self._mark()
+            now = self._ms(t_ns)
+            head = b'{"t_ms":%d,"from":"%s%s' % (now, sender.encode(), field)
+            if len(text) < SMALL:
+                entry = b"".join((head, text, b"}\n"))
+                self._batch.append(entry)
+                length = len(entry)
+            else:
+                self._batch += (head, text, b"}\n")
+                length = len(head) + len(text) + 2
+            self._entries.append((length, now))
+            self._batch_bytes += length
+            if self._due is None:
+                self._due = time.monotonic() + FLUSH_S
+            if self._batch_bytes >= FLUSH_BYTES:
+                self._flush()
 
-    def _now_ms(self) -> int:
-        now = (time.monotonic_ns() - self._started_ns) // 1_000_000
+    def next_due(self) -> float | None:
+        """When (time.monotonic()) `flush_due` has work to do; None while nothing waits."""
+        return self._due
+
+    def flush_due(self, now: float | None = None) -> None:
+        """Write the batch if its time has come (or try the truncation mark again)."""
+        due = self._due
+        if due is not None and (now if now is not None else time.monotonic()) >= due:
+            with self._lock:
+                self._flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write what waits (holding the lock)."""
+        self._due = None
+        if self._fd < 0:
+            return
+        if self.stopped is not None:
+            self._mark()
+            return
+        if not self._batch:
+            return
+        batch, entries = self._batch, self._entries
+        self._batch, self._entries, self._batch_bytes = [], [], 0
+        failed = self._append(batch, entries)
+        if failed is None:
+            return
+        # The first line that did not make it, and everything after it, is lost.
+        self.stopped = failed
+        _say(
+            f"cannot write the session log {self.path}: {failed}; it ends here "
+            "(marked truncated when there is room), forwarding goes on"
+        )
+        self._mark()
+
+    def _ms(self, t_ns: int | None) -> int:
+        now = ((t_ns or time.monotonic_ns()) - self._started_ns) // 1_000_000
         if now < self._last_ms:
             now = self._last_ms
         self._last_ms = now
@@ -191,13 +292,14 @@ class SessionLog:
             "method": TRUNCATED_METHOD,
             "params": {"reason": self.stopped, "since_t_ms": self._since_ms},
         }
-        message = json.dumps(note, ensure_ascii=False, separators=(",", ":")).encode()
-        line = b'{"t_ms":%d,"from":"proxy","message":' % self._now_ms() + message + b"}\n"
-        self._marked = self._append(line) is None
+        message = dumps_compact(note).encode()
+        line = b'{"t_ms":%d,"from":"proxy","message":' % self._ms(None) + message + b"}\n"
+        self._marked = self._append([line], []) is None
 
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
+                self._flush()
                 self._mark()
                 os.close(self._fd)
                 self._fd = -1

@@ -13,14 +13,15 @@ it must never keep the secrets people pass on command lines. What is hidden:
   `xoxb-…`, `AKIA…`, JWTs, `Bearer …`, private-key blocks, ...).
 
 Runs once per session before the first byte is forwarded, so the common argument (a path, a
-plain flag) costs a few string tests; the regular expressions are compiled only when an
-argument needs one.
+plain flag) costs a few string tests: `re` is imported and an expression compiled only when
+an argument needs one, `json` only for an argument that looks like JSON.
 """
 
 from __future__ import annotations
 
-import json
-import re
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 REDACTED = "<redacted>"
 
@@ -83,6 +84,8 @@ _PATTERNS = {
 def _pattern(name: str) -> re.Pattern[str]:
     found = _compiled.get(name)
     if found is None:
+        import re
+
         found = _compiled[name] = re.compile(_PATTERNS[name], re.DOTALL)
     return found
 
@@ -158,6 +161,8 @@ def redact_text(text: str) -> str:
     """Free text (a value, a JSON document, a URL, a connection string) with secrets hidden."""
     stripped = text.strip()
     if stripped.startswith(("{", "[")):
+        import json
+
         try:
             document = json.loads(stripped)
         except (ValueError, RecursionError):

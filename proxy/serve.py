@@ -7,6 +7,12 @@ state the Decider reads, the same view stretto.offline.walk rebuilds from a reco
 never re-reads its own log. A run
 holds the agent's answer, decides with stretto.model.decide, sends lookups with ids of its own
 (`stretto-<n>`), and writes one line per decision and one per run to the flow log.
+
+With the arbiter decider (the default for a flow with an arbiter) each decision asks a
+System-One model (stretto.oracle; imported only then, and it loads no numpy). The model never
+holds the agent's answer past `--oracle-timeout`: a run's questions share that much time, each
+is asked on a thread and given up when the time is spent, and the decision hands back with
+`the System-One model failed: …` — the agent then gets the server's bytes.
 """
 
 from __future__ import annotations
@@ -21,7 +27,13 @@ from proxy.recorder import parse_json_line
 from proxy.wire import id_key, messages
 from stretto.logs.episode import context_message, response_outcome
 from stretto.logs.toollist import READ, WRITE, tools_from_result
-from stretto.model.decide import Decider, SplitMix64, fnv1a64
+from stretto.model.decide import (
+    Decider,
+    SplitMix64,
+    decider_problem,
+    default_decider,
+    fnv1a64,
+)
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.model.session import SessionView
@@ -29,6 +41,80 @@ from stretto.model.session import SessionView
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATIENCE_S = 60.0  # a lookup not answered by then is abandoned
 DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
+QUESTIONS = 300  # --flow-questions: the arbiter's questions per session
+ORACLE_TIMEOUT_MS = 2000  # --oracle-timeout
+
+
+class ServingArbiter:
+    """The arbiter as one session serves it: its judge (stretto.oracle.judge.ArbiterJudge),
+    the Conversation the judge is shown, the run's share of time for questions, and the
+    session's question cap."""
+
+    def __init__(self, judge, conversation, timeout_s: float, questions: int) -> None:
+        self.judge, self.conversation = judge, conversation
+        self.timeout_s, self.questions = timeout_s, questions
+        self.asked = 0
+
+
+def serving_problem(flow: dict, decider: str | None, oracle: str | None = None) -> str | None:
+    """Why this flow cannot be served with `decider` (None: the flow's default) and the
+    runner `oracle` names, or None. A flow with an arbiter has it checked beyond the schema
+    (stretto.oracle.arbiter)."""
+    if "arbiter" in flow:
+        from stretto.oracle.arbiter import ArbiterError, arbiter_from_json
+
+        try:
+            arbiter_from_json(flow["arbiter"])
+        except ArbiterError as exc:
+            return str(exc)
+    problem = decider_problem(flow, decider or default_decider(flow))
+    if problem:
+        return f"--flow-decider {decider}: {problem}" if decider else problem
+    if oracle is not None and (decider or default_decider(flow)) == "arbiter":
+        from stretto.oracle.errors import UnknownRunner
+        from stretto.oracle.runners import parse_uri
+
+        try:
+            parse_uri(oracle)
+        except UnknownRunner as exc:
+            return str(exc)
+    return None
+
+
+def serving_arbiter(
+    flow: dict,
+    *,
+    decider: str | None,
+    oracle: str | None,
+    cache: str | None,
+    base_url: str | None,
+    log: str | None,
+    timeout_ms: int,
+    questions: int,
+    session: str,
+    task: str | None,
+) -> ServingArbiter | None:
+    """The session's arbiter when it is served with one (the flow's default when it has
+    one), else None. `oracle`: the runner's URI (default the flow's arbiter's model);
+    `replay` answers from the cache only. UnknownRunner (an OracleError) for a bad URI."""
+    if (decider or default_decider(flow)) != "arbiter":
+        return None
+    from stretto.oracle.judge import ArbiterJudge
+    from stretto.oracle.oracle import open_oracle
+    from stretto.oracle.state import Conversation
+
+    model = flow["arbiter"]["model"]
+    opened = open_oracle(
+        oracle or model,
+        cache=os.path.expanduser(cache) if cache else None,
+        base_url=base_url,
+        timeout=timeout_ms / 1000,
+        retries=0,  # waiting out a 429 would hold the agent's answer
+        log=os.path.expanduser(log) if log else None,
+        replayed=model,
+    )
+    judge = ArbiterJudge(flow, opened, session=session, task=task)
+    return ServingArbiter(judge, Conversation(), timeout_ms / 1000, questions)
 
 
 def _compact(value) -> str:
@@ -63,9 +149,13 @@ class FlowServer:
         explore: float = 0.0,
         explore_seed: int = 0,
         session: str = "",
+        arbiter: ServingArbiter | None = None,
     ) -> None:
         self.flow = flow
         self.decider = Decider(flow, decider, threshold)
+        if self.decider.kind == "arbiter" and arbiter is None:
+            raise ValueError("the arbiter decider needs a System-One model (serving_arbiter)")
+        self.arbiter = arbiter if self.decider.kind == "arbiter" else None
         self.dists = FlowDistributions(flow)
         self.per_call, self.per_session = per_call, per_session
         self.allowed = tools
@@ -75,7 +165,10 @@ class FlowServer:
         self.runs = 0
         self._send, self._to_host, self._record = send, to_host, record
         # only results a binding can read from are kept (as the offline walk keeps them)
-        self.session_view = SessionView(self.decider.rules.source_tools())
+        self.session_view = SessionView(
+            self.decider.rules.source_tools(),
+            transcript=self.arbiter.conversation if self.arbiter is not None else None,
+        )
         self.lock = threading.RLock()
         self.agent_calls: dict[str, tuple[object, str, dict]] = {}  # id -> id, tool, args
         self.list_requests: set[str] = set()
@@ -100,8 +193,9 @@ class FlowServer:
                 if method == "tools/call" and isinstance(params.get("name"), str):
                     arguments = params.get("arguments")
                     arguments = arguments if isinstance(arguments, dict) else {}
-                    self.agent_calls[id_key(request_id)] = (request_id, params["name"], arguments)
-                    self.session_view.sent(params["name"], arguments)
+                    key = id_key(request_id)
+                    self.agent_calls[key] = (request_id, params["name"], arguments)
+                    self.session_view.sent(params["name"], arguments, key)
                 elif method == "tools/list":
                     self.list_requests.add(id_key(request_id))
 
@@ -126,7 +220,7 @@ class FlowServer:
             if waiter is not None:
                 # taken into the view here, in the order the log records the answers
                 failed, text = response_outcome(value)
-                self.session_view.came_back(waiter.tool, failed, text)
+                self.session_view.came_back(waiter.tool, failed, text, key)
                 waiter.answer = (failed, text)
                 waiter.done.set()
                 return True
@@ -142,7 +236,7 @@ class FlowServer:
                 return False
             request_id, tool, _ = call
             failed, content = response_outcome(value)
-            self.session_view.came_back(tool, failed, content)
+            self.session_view.came_back(tool, failed, content, key)
             if "result" not in value or self.running or self.session_lookups >= self.per_session:
                 return False
             self.running = True
@@ -162,19 +256,41 @@ class FlowServer:
             self.runs += 1
             run_index = self.runs
         pending: dict[str, tuple[str, dict]] = {}  # outcome address -> the lookup
+        arbiter = self.arbiter
+        asking = [0.0]  # seconds this run's questions have taken
         try:
 
             def decide(address: str, prev: int, prev_failed: bool) -> int:
                 if len(made) >= self.per_call or self.session_lookups >= self.per_session:
                     return 0
+                if arbiter is not None and arbiter.asked >= arbiter.questions:
+                    return 0  # the session's questions are spent: hand back, no line
                 last = self.dists.tools[prev] if prev < len(self.dists.tools) else None
-                with self.lock:
+                if arbiter is None:
+                    with self.lock:
+                        decision = self.decider.decide(
+                            list(self.session_view.history),
+                            (last, bool(prev_failed)) if last else None,
+                            self.session_view.state,
+                            every_option=self.epsilon > 0,
+                        )
+                else:
+                    # the model is asked on a copy of the session, not under the lock: what
+                    # else passes meanwhile is not held up
+                    with self.lock:
+                        view = self.session_view.fork()
+                    within = max(0.0, arbiter.timeout_s - asking[0])
+                    asked_at = time.monotonic()
                     decision = self.decider.decide(
-                        list(self.session_view.history),
+                        view.history,
                         (last, bool(prev_failed)) if last else None,
-                        self.session_view.state,
+                        view.state,
                         every_option=self.epsilon > 0,
+                        judge=arbiter.judge.on(view, within=within),
                     )
+                    asking[0] += time.monotonic() - asked_at
+                if arbiter is not None and decision.asked:
+                    arbiter.asked += 1
                 exploration = None
                 if self.epsilon > 0 and decision.site is not None:
                     # seeded by the session, the run and the address: reproducible draws
@@ -183,6 +299,7 @@ class FlowServer:
                 entry = {
                     "address": address,
                     "after": request_id,
+                    "decider": self.decider.kind,
                     "site": decision.site,
                     "probs": decision.probs,
                     "prob": decision.prob,
@@ -191,6 +308,10 @@ class FlowServer:
                     "shadow": self.shadow or decision.shadow,
                     "explore": exploration,
                 }
+                if decision.asked:  # the arbiter's: what the model said, the request's key
+                    entry.update(
+                        oracle=decision.oracle, predicates=decision.predicates, key=decision.key
+                    )
                 take, tool = False, decision.tool
                 if decision.action == "lookup" and tool is not None:
                     entry.update(action="lookup", tool=tool, arguments=decision.arguments)
@@ -282,7 +403,7 @@ class FlowServer:
             self.next_id += 1
             waiter = _Waiter(tool)
             self.waiting[id_key(lookup_id)] = waiter
-            self.session_view.sent(tool, arguments)
+            self.session_view.sent(tool, arguments, id_key(lookup_id))
             self.session_lookups += 1
         request = {
             "jsonrpc": "2.0",

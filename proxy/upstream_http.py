@@ -9,14 +9,14 @@ carries the messages the server starts on its own.
 from __future__ import annotations
 
 import http.client
-import json
+import queue
 import sys
 import threading
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from proxy.recorder import parse_json_line
+from proxy.recorder import Parsed, parse_json_line
 from proxy.upstream_stdio import StartError
 from proxy.wire import id_key, is_request, messages
 
@@ -24,6 +24,35 @@ REQUEST_TIMEOUT_S = 600.0  # a tool may run long; a dead server is noticed by th
 GET_RETRIES = 3
 # Servers drop idle keep-alive connections (uvicorn after 5 s); reuse only fresher ones.
 REUSE_IDLE_S = 2.0
+
+
+class Workers:
+    """Threads that read answers, kept for the next request rather than started for each
+    (starting a thread costs more than a local HTTP round trip's share of the proxy's time)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def run(self, job: Callable[..., None], *args: object) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._jobs.put((job, args))
+        if start:
+            threading.Thread(target=self._work, name=self._name, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job, args = self._jobs.get()
+            try:
+                job(*args)
+            finally:
+                with self._lock:
+                    self._idle += 1
 
 
 class HttpUpstream:
@@ -43,22 +72,26 @@ class HttpUpstream:
             self._headers.setdefault("Authorization", "Basic " + base64.b64encode(token).decode())
         self._session_id: str | None = None
         self._protocol_version: str | None = None
-        self._on_line: Callable[[bytes], None] = lambda line: None
-        self._on_error: Callable[[list[object], str], None] = lambda ids, why: None
+        self._on_line: Callable[..., Parsed] = lambda line, parsed=None: None
+        self._readers = Workers("upstream-post")
+        self._on_error: Callable[[list[object], str], object] = lambda ids, why: None
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []
         self._lock = threading.Lock()
         self._inflight = 0
         self._settled = threading.Condition(self._lock)
         self._closing = False
         self._done = threading.Event()
+        self.wake: Callable[[], None] = lambda: None  # the proxy's loop: something changed
         self._get_started = False
 
     # the upstream interface ----------------------------------------------------------------
 
-    def start(self, on_line: Callable[[bytes], None]) -> None:
+    def start(self, on_line: Callable[..., Parsed]) -> None:
+        """`on_line(line[, parsed])` hands each line from the server on (with what
+        parse_json_line made of it, if known) and says what parse_json_line made of it."""
         self._on_line = on_line
 
-    def set_error_handler(self, on_error: Callable[[list[object], str], None]) -> None:
+    def set_error_handler(self, on_error: Callable[[list[object], str], object]) -> None:
         """Called with request ids the server could not answer, and why."""
         self._on_error = on_error
 
@@ -83,9 +116,7 @@ class HttpUpstream:
             return True
         # The request is on the wire in order; its answer is read on its own thread so a
         # slow tool does not hold up the calls after it.
-        threading.Thread(
-            target=self._read_answer, args=(conn, ids, value), name="upstream-post", daemon=True
-        ).start()
+        self._readers.run(self._read_answer, conn, ids, value)
         if initialized:
             self._open_get_stream()
         return True
@@ -100,6 +131,11 @@ class HttpUpstream:
     def wait(self, timeout: float | None = None) -> int | None:
         return 0 if self._done.wait(timeout) else None
 
+    def settled(self) -> bool:
+        """No request is waiting for its answer."""
+        with self._lock:
+            return self._inflight == 0
+
     def finish_reading(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with self._settled:
@@ -109,6 +145,7 @@ class HttpUpstream:
     def terminate(self) -> None:
         self._closing = True
         self._done.set()
+        self.wake()
 
     kill = terminate
 
@@ -142,6 +179,7 @@ class HttpUpstream:
         with self._settled:
             self._inflight -= 1
             self._settled.notify_all()
+        self.wake()
 
     def _read_answer(self, conn: http.client.HTTPConnection, ids: list[object], sent) -> None:
         try:
@@ -186,17 +224,25 @@ class HttpUpstream:
             return
         if b"\n" in payload or b"\r" in payload:
             # A line protocol cannot carry a pretty-printed body; compact it.
+            import json
+
             try:
                 payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
             except ValueError:
                 payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
-        parsed = parse_json_line(payload)
-        if parsed is not None:
-            for message in messages(parsed[0]):
-                if answered is not None and "id" in message and "method" not in message:
-                    answered.add(id_key(message["id"]))
+        line = payload + b"\n"
+        if any(m.get("method") == "initialize" for m in messages(sent)):
+            # Noted before the host has the answer, and so before its next request.
+            parsed = parse_json_line(line)
+            for message in messages(parsed[0] if parsed is not None else None):
                 self._note_initialize(message, sent)
-        self._on_line(payload + b"\n")
+            self._on_line(line, parsed)
+        else:
+            parsed = self._on_line(line)  # parsed once the host has it, if it may
+        if parsed is not None and answered is not None:
+            for message in messages(parsed[0]):
+                if "id" in message and "method" not in message:
+                    answered.add(id_key(message["id"]))
 
     def _note_initialize(self, message: dict, sent) -> None:
         result = message.get("result")
@@ -296,3 +342,4 @@ class HttpUpstream:
             except (OSError, http.client.HTTPException):
                 pass
         self._done.set()
+        self.wake()

@@ -2,6 +2,7 @@
 
 Started with `os.posix_spawnp` rather than `subprocess`: the host waits for the proxy before
 its first message, and `subprocess` alone costs more start-up than the rest of the proxy.
+Nothing here starts a thread (but where there is no pidfd to learn of the server's exit).
 
 The server runs in a process group of its own, and is signalled as a group: a server
 started through `sh -c` or `npx`, or one that starts helpers, is ended whole.
@@ -9,10 +10,9 @@ started through `sh -c` or `npx`, or one that starts helpers, is ended whole.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # `signal` without its enums (~4 ms of imports)
+import _thread
 import os
-import signal
-import sys
-import threading
 import time
 
 
@@ -27,11 +27,15 @@ def exit_status(wait_status: int) -> int:
 
 
 class StdioServer:
-    """Starts the server; its stderr is the proxy's stderr, untouched."""
+    """Starts the server; its stderr is the proxy's stderr, untouched.
+
+    The proxy's loop (proxy.pump) moves the bytes: it writes to `stdin_fd` (non-blocking),
+    reads `stdout_fd`, and learns that the server has exited when `exit_fd` is readable.
+    """
 
     def __init__(self, command: list[str]) -> None:
-        server_in, self._stdin_fd = os.pipe()
-        self._stdout_fd, server_out = os.pipe()
+        server_in, self.stdin_fd = os.pipe()
+        self.stdout_fd, server_out = os.pipe()
         try:
             self.pid = os.posix_spawnp(
                 command[0],
@@ -42,89 +46,55 @@ class StdioServer:
                     (os.POSIX_SPAWN_DUP2, server_out, 1),
                 ],
                 # Python ignores SIGPIPE; the server should not inherit that.
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
                 setpgroup=0,  # its own group, led by itself: pgid == pid
             )
         except OSError as exc:
-            os.close(self._stdin_fd)
-            os.close(self._stdout_fd)
+            os.close(self.stdin_fd)
+            os.close(self.stdout_fd)
             raise StartError(
                 f"cannot start the server `{command[0]}`: {exc.strerror or exc}"
             ) from exc
         finally:
             os.close(server_in)  # the child's ends: it has its own copies now
             os.close(server_out)
-        self._write_lock = threading.Lock()
-        self._input_closed = False
-        self._reader: threading.Thread | None = None
-        self._status: int | None = None
-        self._exited = threading.Event()
+        os.set_blocking(self.stdin_fd, False)  # our end only: the loop never waits on it
+        self.status: int | None = None
         self._terminated_at: float | None = None  # when the group was sent SIGTERM
-        self._on_output_end = lambda: None
-        threading.Thread(target=self._reap, name="server-wait", daemon=True).start()
+        self._reaped: list[int] = []
+        try:
+            self.exit_fd = os.pidfd_open(self.pid)  # readable once the server has exited
+            self._waiter = False
+        except (AttributeError, OSError):  # not Linux 5.3+: a thread waits instead
+            self.exit_fd, done_w = os.pipe()
+            self._waiter = True
+            _thread.start_new_thread(self._wait_on_thread, (done_w,))
 
-    def _reap(self) -> None:
-        _, wait_status = os.waitpid(self.pid, 0)
-        self._status = exit_status(wait_status)
-        self._exited.set()
+    def _wait_on_thread(self, done_w: int) -> None:
+        self._reaped.append(os.waitpid(self.pid, 0)[1])
+        os.write(done_w, b"x")
+        os.close(done_w)
 
-    def set_end_handler(self, on_end) -> None:
-        """Called once the server's stdout has closed (it exited, or closed it and runs on)."""
-        self._on_output_end = on_end
-
-    def start(self, on_line) -> None:
-        """Read the server's stdout on a thread, handing each line (with its ending) over."""
-
-        def pump() -> None:
-            try:
-                with os.fdopen(self._stdout_fd, "rb", buffering=1 << 16) as stream:
-                    for line in iter(stream.readline, b""):
-                        try:
-                            on_line(line)
-                        except Exception as exc:  # noqa: BLE001 - never leave the server unread
-                            print(f"stretto-proxy: a server line failed: {exc!r}", file=sys.stderr)
-            finally:
-                self._on_output_end()
-
-        self._reader = threading.Thread(target=pump, name="server-stdout", daemon=True)
-        self._reader.start()
-
-    def send(self, line: bytes) -> bool:
-        """Write one line to the server. False when its stdin is closed (it has gone)."""
-        view = memoryview(line)
-        with self._write_lock:
-            if self._input_closed:
-                return False
-            try:
-                while view:
-                    view = view[os.write(self._stdin_fd, view) :]
-                return True
-            except OSError:
-                return False
-
-    def close_input(self) -> None:
-        with self._write_lock:
-            if not self._input_closed:
-                self._input_closed = True
-                os.close(self._stdin_fd)
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        """The server's exit status, or None if it is still running after `timeout`."""
-        return self._status if self._exited.wait(timeout) else None
-
-    def finish_reading(self, timeout: float) -> None:
-        """Give the stdout reader a moment to forward what the server wrote before it exited."""
-        if self._reader is not None:
-            self._reader.join(timeout)
+    def reap(self) -> int:
+        """The exit status: at once when `exit_fd` is readable, else once the server exits."""
+        if self.status is None:
+            if self._waiter:
+                os.read(self.exit_fd, 1)
+                wait_status = self._reaped[0]
+            else:
+                wait_status = os.waitpid(self.pid, 0)[1]
+            self.status = exit_status(wait_status)
+            os.close(self.exit_fd)
+        return self.status
 
     def terminate(self) -> None:
         """SIGTERM to the server's whole process group."""
         if self._terminated_at is None:
             self._terminated_at = time.monotonic()
-        self._signal(signal.SIGTERM)
+        self._signal(_signal.SIGTERM)
 
     def kill(self) -> None:
-        self._signal(signal.SIGKILL)
+        self._signal(_signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
         try:
@@ -135,7 +105,7 @@ class StdioServer:
     def end_group(self, grace: float) -> None:
         """Once the server has exited: end what is left of its process group — SIGTERM, then
         SIGKILL if anything is still there `grace` seconds after the first SIGTERM."""
-        if not self._exited.is_set() or not self._group_alive():
+        if self.status is None or not self._group_alive():
             return
         self.terminate()
         deadline = (self._terminated_at or time.monotonic()) + grace

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 PROTOCOL_VERSION = "2025-06-18"
 
@@ -35,27 +35,32 @@ class StdioClient:
         self.proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env
         )
+        # Both are pipes (opened with PIPE just above), never None.
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin: IO[bytes] = self.proc.stdin
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._next_id = 1
         self.stderr_text = ""
-        threading.Thread(target=self._pump, daemon=True).start()
-        if stderr is subprocess.PIPE:
-            threading.Thread(target=self._pump_stderr, daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
+        if self.proc.stderr is not None:  # stderr=PIPE: kept in stderr_text
+            threading.Thread(
+                target=self._pump_stderr, args=(self.proc.stderr,), daemon=True
+            ).start()
 
-    def _pump(self) -> None:
-        for line in iter(self.proc.stdout.readline, b""):
+    def _pump(self, stdout: IO[bytes]) -> None:
+        for line in iter(stdout.readline, b""):
             self._lines.put(line)
         self._lines.put(None)
 
-    def _pump_stderr(self) -> None:
-        for line in iter(self.proc.stderr.readline, b""):
+    def _pump_stderr(self, stderr: IO[bytes]) -> None:
+        for line in iter(stderr.readline, b""):
             self.stderr_text += line.decode("utf-8", "replace")
 
     # raw lines -----------------------------------------------------------------------------
 
     def send_line(self, line: bytes) -> None:
-        self.proc.stdin.write(line)
-        self.proc.stdin.flush()
+        self._stdin.write(line)
+        self._stdin.flush()
 
     def read_line(self, timeout: float = 30.0) -> bytes | None:
         """The next line from the server (None at end of stream)."""
@@ -67,7 +72,7 @@ class StdioClient:
     # JSON-RPC ------------------------------------------------------------------------------
 
     def notify(self, method: str, params: dict | None = None) -> None:
-        message = {"jsonrpc": "2.0", "method": method}
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
         self.send_line(json.dumps(message).encode() + b"\n")
@@ -76,7 +81,7 @@ class StdioClient:
         """Send a request and wait for its response (other messages meanwhile are dropped)."""
         request_id = self._next_id
         self._next_id += 1
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
         self.send_line(json.dumps(message).encode() + b"\n")

@@ -3,6 +3,7 @@ walkthrough's home (run once per test session)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
+
+from tests.builders import learn, shop_log, write_logs
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -51,28 +55,25 @@ def logs(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shop_flow_path(tmp_path_factory) -> Path:
-    """A flow learned (once per test run, by the real command) from the reference's shop logs."""
+def shop_flow_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flow learned (once per test run, by the real command in this process) from the
+    reference's shop logs."""
     tmp = tmp_path_factory.mktemp("shop-flow")
     out = tmp / "shop.flow.json"
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "stretto"),
-            "learn",
-            "--sessions",
-            str(REFERENCE_HOME / "logs/shop"),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(out),
-            "--home",
-            str(tmp / "home"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = learn(REFERENCE_HOME / "logs/shop", out, tmp / "home")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def hand_made_shop_flow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flow learned (once per test run, in this process) from four shop sessions
+    (tests.builders.shop_log): after find_account the agent reads the account it found, then
+    each of its orders; then it closes one. The sessions are beside it, in sessions/."""
+    tmp = tmp_path_factory.mktemp("replay-shop")
+    sessions = write_logs(tmp / "sessions", [shop_log(i) for i in range(4)])
+    out = tmp / "shop.flow.json"
+    done = learn(sessions, out, tmp / "home")
     assert done.returncode == 0, done.stderr
     return out
 
@@ -95,9 +96,26 @@ def newcomer_env(user_home: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def walked(tmp_path_factory: pytest.TempPathFactory) -> Walked:
     """The walkthrough, run once per test session as `make run` runs it (HOME fresh, no
-    STRETTO_HOME). What it left is shared: a test that writes works on a copy."""
+    STRETTO_HOME). What it left is shared: a test that writes works on a copy. With workers
+    (`pytest -n 2`), the first worker to need it runs it and the others read what it left."""
     assert FILESYSTEM_SERVER.exists(), "run `make setup`"
-    user_home = tmp_path_factory.mktemp("newcomer")
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return _walk(tmp_path_factory.mktemp("newcomer"))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's
+    with FileLock(shared / "walked.lock"):
+        record = shared / "walked.json"
+        if record.exists():
+            kept = json.loads(record.read_text())
+            return Walked(Path(kept["user_home"]), Path(kept["home"]), kept["out"])
+        user_home = shared / "newcomer"
+        user_home.mkdir()
+        walked = _walk(user_home)
+        kept = {"user_home": str(user_home), "home": str(walked.home), "out": walked.out}
+        record.write_text(json.dumps(kept))
+        return walked
+
+
+def _walk(user_home: Path) -> Walked:
     done = subprocess.run(
         [PYTHON, str(ROOT / "scripts/walkthrough.py")],
         capture_output=True,

@@ -7,6 +7,7 @@ over sessions, so counts from disjoint sets of sessions add up.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,6 +161,7 @@ def session_events(con):
         FROM calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
         ORDER BY session_order, seq, sub
     """).fetchall()
+    events: list[tuple]  # ("user", text), ("result", tool, ok, text) or ("turn", calls)
     current, events, turn_of = None, [], None
     for session, _, _, _, kind, text, turn, tool, arguments, ok in rows:
         if session != current:
@@ -201,6 +203,7 @@ def learn_flow(
     only_domain: bool = False,
     with_constants: bool = False,
     now_ms: int | None = None,
+    sessions: Collection[str] | None = None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
     `only_domain` those whose log header names the domain), in the order they started. A
@@ -217,6 +220,8 @@ def learn_flow(
             f"SELECT session, agent_model FROM sessions {where} ORDER BY started_unix_ms, session",
             params,
         ).fetchall()
+        if sessions is not None:  # only these: the training side of an arbiter's split
+            rows = [r for r in rows if r[0] in sessions]
         order = [r[0] for r in rows]
         # one insert of the whole list, not a statement per session
         con.register(

@@ -77,6 +77,63 @@ def calibrate_flow(
     return table
 
 
+def calibrate_sessions(
+    sessions: Path, domain: str, out: Path, *, home: str | None, wait: float
+) -> int:
+    """`learn --calibrate`: every session log in or below the folder is replayed; those
+    the flow learns from (no reward, or a reward of at least 1) learn the folds' flows."""
+    from stretto.logs.episode import episode_from_log
+    from stretto.logs.sessionlog import is_session_log, read_session_log
+
+    episodes, learnable, files = [], set(), {}
+    for path in sorted(p for p in sessions.rglob("*.jsonl") if is_session_log(p)):
+        log = read_session_log(path)
+        episode = episode_from_log(log)
+        episodes.append(episode)
+        files[episode.id] = path
+        reward = log.header.extra.get("reward")
+        if reward is None or reward >= 1 - 1e-9:
+            learnable.add(episode.id)
+    table = calibrate_flow(out, domain, episodes, learnable, copy_logs(files), home=home, wait=wait)
+    if table is not None:
+        print(f"stretto: {said(table)}; wrote {out}")
+    return 0
+
+
+def calibrate_compiled(
+    files: list, train: set[str], domain: str, out: Path, *, home: str | None, wait: float
+) -> int:
+    """`compile --calibrate`: every training-task episode is replayed; the successful ones
+    learn the folds' flows."""
+    import dataclasses
+
+    from stretto.logs.episode import episode_from_log
+    from stretto.logs.sessionlog import parse_session_log
+    from stretto.logs.tau2 import write_logs
+
+    episodes, learnable = [], set()
+    for results in files:
+        for sim in results.simulations:
+            if sim.task_id not in train:
+                continue
+            log = parse_session_log(sim.text.encode("utf-8"), sim.source)
+            episodes.append(episode_from_log(log))
+            if sim.reward >= 1 - 1e-9:
+                learnable.add(sim.session)
+
+    def write(ids: list[str], folder: Path) -> None:
+        wanted = set(ids)
+        for results in files:
+            kept = [s for s in results.simulations if s.session in wanted]
+            if kept:
+                write_logs(dataclasses.replace(results, simulations=kept), folder)
+
+    table = calibrate_flow(out, domain, episodes, learnable, write, home=home, wait=wait)
+    if table is not None:
+        print(f"stretto: {said(table)}; wrote {out}")
+    return 0
+
+
 class CalibrateError(RuntimeError):
     pass
 

@@ -20,8 +20,9 @@ WARN = None
 Row = tuple[str, bool | None, str]
 
 
-def checks(home: Path) -> list[Row]:
-    """Each check's row, in the order they are printed."""
+def checks(home: Path, oracles: list[str] | None = None, network: bool = False) -> list[Row]:
+    """Each check's row, in the order they are printed. `oracles`: System-One runners to check
+    besides those the flows' arbiters name; `network`: ask each one question."""
     rows: list[Row] = [_python()]
     rows += [_package(name) for name in PACKAGES]
     rows.append(_proxy_on_path())
@@ -29,6 +30,7 @@ def checks(home: Path) -> list[Row]:
     rows.append(_home(home))
     rows.append(_warehouse(home))
     rows += _flows(home)
+    rows += _runners(home, oracles or [], network)
     rows += _dagster()
     rows += _console()
     return rows
@@ -136,6 +138,59 @@ def _flows(home: Path) -> list[Row]:
             bad.append((f"flow {path.name}", False, str(exc)))
     good = len(files) - len(bad)
     return [("flows", not bad, f"{good} of {len(files)} valid in {folder}"), *bad]
+
+
+CHECK_TIMEOUT_S = 5.0
+
+
+def _runners(home: Path, given: list[str], network: bool) -> list[Row]:
+    """Each System-One runner configured — named by a flow's arbiter under HOME/flows/, or
+    given with --oracle — is reachable, has the model, has its key (never printed); with
+    `network`, answers one question (not cached: doctor changes nothing)."""
+    import json
+
+    from stretto.oracle.errors import OracleError
+    from stretto.oracle.http import HttpOptions
+    from stretto.oracle.oracle import Oracle
+    from stretto.oracle.questions import probe_request
+    from stretto.oracle.runners import RunnerOptions, open_runner
+    from stretto.oracle.runners.base import Context
+
+    folder = home / "flows"
+    named: dict[str, str] = {uri: "--oracle" for uri in given}
+    for path in sorted(folder.glob("*.flow.json")) if folder.is_dir() else []:
+        try:
+            model = json.loads(path.read_text()).get("arbiter", {}).get("model")
+        except (OSError, ValueError, AttributeError):
+            continue  # the flows' row says what is wrong with it
+        if isinstance(model, str) and model:
+            named.setdefault(model, path.name)
+    if not named:
+        return [
+            (
+                "System-One runners",
+                True,
+                "none configured (no flow has an arbiter; check one with --oracle URI)",
+            )
+        ]
+    rows: list[Row] = []
+    options = RunnerOptions(http=HttpOptions(timeout=CHECK_TIMEOUT_S, retries=0, max_wait=0.0))
+    for uri, where in named.items():
+        what = f"oracle {uri} ({where})"
+        try:
+            runner = open_runner(uri, options)
+            detail = runner.check()
+            if network:
+                probe = probe_request()
+                even = dict.fromkeys(probe.question("next").names, 0.5)  # simulate://habit's
+                asked = Oracle(runner).ask(probe, Context("doctor/probe/0", even))
+                choice = f"{asked.record['choice']} at {asked.record['confidence']:.2f}"
+                detail += f"; answered a question ({choice}, {asked.record['ms']:.0f} ms)"
+        except OracleError as exc:
+            rows.append((what, False, str(exc)))
+            continue
+        rows.append((what, True, detail))
+    return rows
 
 
 def _dagster() -> list[Row]:

@@ -7,7 +7,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, log_domains, paths, say
+from stretto.cli.options import (
+    Commands,
+    add_home,
+    add_oracle,
+    add_wait,
+    command,
+    log_domains,
+    oracle_cache,
+    oracle_problem,
+    paths,
+    say,
+)
 from stretto.home import Paths, private_dirs
 
 CALIBRATE_HELP = (
@@ -26,13 +37,17 @@ def register(commands: Commands) -> None:
         description="Learn a flow from the session logs in DIR: ingest them (into a warehouse "
         "of their own under HOME/cache/learn/, so that learning again is incremental) and run "
         "the pipeline's `flow` asset in this process. Every session counts as successful "
-        "but one whose header gives a reward below 1. --habit-only is required: the arbiter "
-        "is not available yet, so habit-only flows are the only kind this stretto learns.",
+        "but one whose header gives a reward below 1. With --oracle URI, 30% of the tasks "
+        "(a session is its own task unless its header names one) are held out: the habit is "
+        "learned from the others, and the System-One model the URI names is asked at every "
+        "decision of the held-out sessions to fit the flow's arbiter (docs/oracle.md). "
+        "--habit-only asks nothing and learns from every session; --arbiter-from takes the "
+        "arbiter of another flow or an arbiter file.",
         examples=[
             "stretto learn --sessions ~/.stretto/logs/notes --domain notes --habit-only "
             "--out notes.flow.json",
-            "stretto learn --sessions logs/ --domain shop --habit-only --out shop.flow.json "
-            "--constants",
+            "stretto learn --sessions logs/ --domain shop --oracle ollama://qwen3:8b "
+            "--out shop.flow.json",
         ],
     )
     learn.add_argument(
@@ -42,7 +57,7 @@ def register(commands: Commands) -> None:
     learn.add_argument(
         "--habit-only",
         action="store_true",
-        help="required: learn without an arbiter (not available yet)",
+        help="ask no model: every session trains the habit; no arbiter",
     )
     learn.add_argument("--out", required=True, metavar="FILE", help="where to write the flow")
     learn.add_argument(
@@ -57,11 +72,25 @@ def register(commands: Commands) -> None:
         help="also learn arguments the agent always passes the same way",
     )
     learn.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
+    learn.add_argument(
+        "--refit-habit",
+        action="store_true",
+        help="after fitting the arbiter, learn the habit again from every session",
+    )
+    learn.add_argument(
+        "--arbiter-from",
+        metavar="FILE",
+        help="take the arbiter of this flow or arbiter file; asks nothing, every session trains",
+    )
+    add_oracle(
+        learn,
+        "who answers the held-out decisions' questions: ollama://MODEL, claude://MODEL, "
+        "openai://MODEL, jev://MODEL, simulate://random|habit (required unless --habit-only "
+        "or --arbiter-from)",
+        learning=True,
+    )
     add_home(learn)
     add_wait(learn, "another ingest of the same folder")
-    # Required, but checked by the command, which says why; the usage line shows it required.
-    learn.usage = learn.format_usage().removeprefix("usage: ").rstrip()
-    learn.usage = learn.usage.replace("[--habit-only]", "--habit-only")
 
     import_tau2 = command(
         commands,
@@ -125,6 +154,17 @@ def register(commands: Commands) -> None:
         "--calibrate",
         action="store_true",
         help=CALIBRATE_HELP + " (every training-task episode is replayed, failed ones too)",
+    )
+    compile_cmd.add_argument(
+        "--pooled-arbiter",
+        action="store_true",
+        help="with --oracle: one arbiter for every task, not five cross-fitted by task group",
+    )
+    add_oracle(
+        compile_cmd,
+        "fit an arbiter on the split's test tasks, asking this model (default: none, a "
+        "habit-only flow)",
+        learning=True,
     )
     add_home(compile_cmd)
     add_wait(compile_cmd, "another ingest of the same episodes")
@@ -203,10 +243,12 @@ def learn_folder(
     wait: float,
     manifest: str | None = None,
     constants: bool = False,
+    arbiter: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
     kept so that learning again is incremental), then run the pipeline's `flow` asset to
-    learn the `domain` flow into `out`. The asset's metadata, or None (after saying why)."""
+    learn the `domain` flow into `out`. `arbiter`: the asset's arbiter fields (oracle, ...).
+    The asset's metadata, or None (after saying why)."""
     import os
 
     from assets.ingest import INGEST_ASSETS
@@ -224,6 +266,7 @@ def learn_folder(
     config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
     if manifest:
         config["manifest"] = str(resolved(manifest))
+    config.update(arbiter or {})
     result = materialize([*INGEST_ASSETS, flow], str(cache), wait, {"flow": config})
     if not result.success:
         say(f"learn failed: {failure_message(result)}")
@@ -231,14 +274,95 @@ def learn_folder(
     return output_metadata(result, "flow")
 
 
+ORACLE_LEARNING = (
+    "oracle",
+    "oracle_cache",
+    "oracle_base_url",
+    "oracle_log",
+    "oracle_price",
+    "predicates",
+    "manifest_options",
+    "dataflow_hints",
+)
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _arbiter_config(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+    """The `flow` asset's arbiter fields from learn's or compile's options, or why they
+    cannot be used (checked before any work: a runner's scheme, the files named)."""
+    from stretto.oracle.errors import OracleError
+    from stretto.oracle.oracle import parse_price
+    from stretto.oracle.questions import load_predicates
+
+    given = [n for n in ORACLE_LEARNING if getattr(args, n, None)]
+    arbiter_from = getattr(args, "arbiter_from", None)
+    refit = getattr(args, "refit_habit", False)
+    if getattr(args, "habit_only", False):
+        clashing = (
+            given + (["arbiter_from"] if arbiter_from else []) + (["refit_habit"] if refit else [])
+        )
+        if clashing:
+            return None, f"--habit-only asks no model: it takes no {_option(clashing[0])}"
+        return None, None
+    if arbiter_from:
+        clashing = given + (["refit_habit"] if refit else [])
+        if clashing:
+            return None, f"--arbiter-from asks no model: it takes no {_option(clashing[0])}"
+        path = resolved(arbiter_from)
+        if not path.is_file():
+            return None, f"--arbiter-from {arbiter_from}: no such file"
+        return {"arbiter_from": str(path)}, None
+    if not args.oracle:
+        if given or refit:
+            return None, f"{_option((given or ['refit_habit'])[0])} needs --oracle URI"
+        return None, None
+    problem = oracle_problem(args.oracle)
+    if problem:
+        return None, problem
+    try:
+        if args.oracle_price:
+            parse_price(args.oracle_price)
+        if args.predicates:
+            load_predicates(args.predicates)
+    except (ValueError, OracleError) as exc:
+        return None, str(exc)
+    if not args.oracle_budget >= 0:
+        return None, f"--oracle-budget wants dollars ≥ 0, got {args.oracle_budget}"
+    config: dict[str, Any] = {
+        "oracle": args.oracle,
+        "oracle_cache": str(oracle_cache(args)),
+        "oracle_budget": args.oracle_budget,
+        "manifest_options": args.manifest_options,
+        "dataflow_hints": args.dataflow_hints,
+        "refit_habit": refit,
+        "pooled_arbiter": getattr(args, "pooled_arbiter", True),
+    }
+    for name, value in (
+        ("oracle_base_url", args.oracle_base_url),
+        ("oracle_log", str(resolved(args.oracle_log)) if args.oracle_log else None),
+        ("oracle_price", args.oracle_price),
+        ("predicates", str(resolved(args.predicates)) if args.predicates else None),
+    ):
+        if value is not None:
+            config[name] = value
+    return config, None
+
+
 def _learn(args: argparse.Namespace) -> int:
     """Ingest the sessions folder into a warehouse of its own, then learn the flow."""
     from stretto.model.flow import load_manifest
 
-    if not args.habit_only:
+    arbiter, problem = _arbiter_config(args)
+    if problem:
+        say(problem)
+        return 2
+    if arbiter is None and not args.habit_only:
         say(
-            "the arbiter is not available yet; learn a habit-only flow with --habit-only "
-            "(the decider is then reach, or habit)"
+            "learn needs --oracle URI to fit the flow's arbiter (docs/oracle.md), "
+            "--arbiter-from FILE to take one, or --habit-only to learn without one"
         )
         return 2
     sessions = resolved(args.sessions)
@@ -258,40 +382,34 @@ def _learn(args: argparse.Namespace) -> int:
         wait=args.wait,
         manifest=args.manifest,
         constants=args.constants,
+        arbiter=arbiter,
     )
     if learned is None:
         return 1
     print(
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
-        f"({learned['tools']} tools) and wrote {out}"
+        f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
     if args.calibrate:
-        return _calibrate_sessions(sessions, args.domain, out, args)
+        from stretto.cli.calibrating import calibrate_sessions
+
+        return calibrate_sessions(sessions, args.domain, out, home=args.home, wait=args.wait)
     return 0
 
 
-def _calibrate_sessions(sessions: Path, domain: str, out: Path, args) -> int:
-    """`learn --calibrate`: every session log in or below the folder is replayed; those
-    the flow learns from (no reward, or a reward of at least 1) learn the folds' flows."""
-    from stretto.cli.calibrating import calibrate_flow, copy_logs, said
-    from stretto.logs.episode import episode_from_log
-    from stretto.logs.sessionlog import is_session_log, read_session_log
-
-    episodes, learnable, files = [], set(), {}
-    for path in sorted(p for p in sessions.rglob("*.jsonl") if is_session_log(p)):
-        log = read_session_log(path)
-        episode = episode_from_log(log)
-        episodes.append(episode)
-        files[episode.id] = path
-        reward = log.header.extra.get("reward")
-        if reward is None or reward >= 1 - 1e-9:
-            learnable.add(episode.id)
-    table = calibrate_flow(
-        out, domain, episodes, learnable, copy_logs(files), home=args.home, wait=args.wait
+def _arbiter_said(learned: dict[str, Any]) -> str:
+    """`, its arbiter fitted on N decisions of T held-out tasks (MODEL)` for what was learned."""
+    arbiters = learned.get("arbiter") or {}
+    if not arbiters:
+        return ""
+    (arbiter,) = arbiters.values()
+    if arbiter["sources"]:
+        return f", its arbiter taken from {arbiter['sources'][0].split(': ', 1)[-1]}"
+    return (
+        f", its arbiter fitted on {arbiter['cases']} decisions of {arbiter['tasks']} held-out "
+        f"tasks ({arbiter['model']}"
+        + (f", {arbiter['folds']} folds)" if arbiter["folds"] > 1 else ")")
     )
-    if table is not None:
-        print(f"stretto: {said(table)}; wrote {out}")
-    return 0
 
 
 def _domain_matches(sessions: Path, domain: str) -> bool:
@@ -376,6 +494,10 @@ def _compile(args: argparse.Namespace) -> int:
 
     from stretto.logs.tau2 import load_tools, read_split, write_logs
 
+    arbiter, problem = _arbiter_config(args)
+    if problem:
+        say(problem)
+        return 2
     split = read_split(args.split)
     tools_path = args.tools
     if tools_path is None:  # τ²-bench's layout: domains/tau2_tools.json, domains/<d>/split...
@@ -391,10 +513,21 @@ def _compile(args: argparse.Namespace) -> int:
     tools = load_tools(tools_path)
     files = _read_tau2(args.results, tools, args.domain)
     train = split["train"]
-    chosen = [s for r in files for s in r.simulations if s.task_id in train]
-    if not chosen:
+    # with an arbiter, the test tasks' episodes are its held-out decisions
+    wanted = train | split["test"] if arbiter is not None else train
+    chosen = [s for r in files for s in r.simulations if s.task_id in wanted]
+    if not any(s.task_id in train for s in chosen):
         say(f"no episode of the files given is of a training task of {args.split}")
         return 1
+    if arbiter is not None:
+        held_out = sorted({s.task_id for s in chosen if s.task_id not in train})
+        if not held_out:
+            say(
+                f"no episode of the files given is of a test task of {args.split}: no "
+                "decisions to fit the arbiter on"
+            )
+            return 1
+        arbiter["held_out_tasks"] = held_out
     # The logs go to a folder named by what is in them, so a different choice of episodes
     # never mixes with the logs of an earlier one (and the same choice learns incrementally).
     digest = hashlib.blake2b(digest_size=8)
@@ -402,52 +535,24 @@ def _compile(args: argparse.Namespace) -> int:
         digest.update(sim.text.encode("utf-8"))
     sessions = paths(args).cache / "compile" / f"{args.domain}-{digest.hexdigest()}"
     for results in files:
-        kept = [s for s in results.simulations if s.task_id in train]
+        kept = [s for s in results.simulations if s.task_id in wanted]
         write_logs(dataclasses.replace(results, simulations=kept), sessions)
     out = resolved(args.out)
-    learned = learn_folder(sessions, args.domain, out, home=args.home, wait=args.wait)
+    learned = learn_folder(
+        sessions, args.domain, out, home=args.home, wait=args.wait, arbiter=arbiter
+    )
     if learned is None:
         return 1
+    training = sum(s.task_id in train for s in chosen)
     print(
         f"stretto: compiled the {args.domain} flow from {learned['sessions']} successful "
-        f"training episodes (of {len(chosen)} training-task episodes in {len(files)} file(s); "
-        f"{learned['tools']} tools) and wrote {out}"
+        f"training episodes (of {training} training-task episodes in {len(files)} file(s); "
+        f"{learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
     if args.calibrate:
-        return _calibrate_compiled(files, train, args.domain, out, args)
-    return 0
+        from stretto.cli.calibrating import calibrate_compiled
 
-
-def _calibrate_compiled(files: list, train: set[str], domain: str, out: Path, args) -> int:
-    """`compile --calibrate`: every training-task episode is replayed; the successful ones
-    learn the folds' flows."""
-    import dataclasses
-
-    from stretto.cli.calibrating import calibrate_flow, said
-    from stretto.logs.episode import episode_from_log
-    from stretto.logs.sessionlog import parse_session_log
-    from stretto.logs.tau2 import write_logs
-
-    episodes, learnable = [], set()
-    for results in files:
-        for sim in results.simulations:
-            if sim.task_id not in train:
-                continue
-            log = parse_session_log(sim.text.encode("utf-8"), sim.source)
-            episodes.append(episode_from_log(log))
-            if sim.reward >= 1 - 1e-9:
-                learnable.add(sim.session)
-
-    def write(ids: list[str], folder: Path) -> None:
-        wanted = set(ids)
-        for results in files:
-            kept = [s for s in results.simulations if s.session in wanted]
-            if kept:
-                write_logs(dataclasses.replace(results, simulations=kept), folder)
-
-    table = calibrate_flow(out, domain, episodes, learnable, write, home=args.home, wait=args.wait)
-    if table is not None:
-        print(f"stretto: {said(table)}; wrote {out}")
+        return calibrate_compiled(files, train, args.domain, out, home=args.home, wait=args.wait)
     return 0
 
 

@@ -11,9 +11,9 @@ import signal
 import sys
 
 from stretto import __version__
-from stretto.cli import learning, offline, review, setup, warehouse
+from stretto.cli import learning, offline, review, serving, setup, warehouse
 
-FAMILIES = (warehouse, learning, review, offline, setup)
+FAMILIES = (warehouse, learning, review, offline, serving, setup)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,15 +12,22 @@ from stretto.cli.options import (
     Commands,
     add_decider,
     add_home,
+    add_oracle,
     add_threshold,
     command,
     log_domains,
+    offline_oracle,
+    oracle_problem,
     paths,
     say,
 )
 from stretto.model.defaults import PER_CALL, PER_SESSION, THRESHOLD
 
-AS_SERVED = "default: as served (reach if the flow has it)"
+AS_SERVED = "default: as served (the flow's arbiter, else reach if the flow has it, else habit)"
+REPLAYED = (
+    "who answers the arbiter decider's questions (default replay: the cache only; a "
+    "decision it cannot answer is left out and counted)"
+)
 
 
 def register(commands: Commands) -> None:
@@ -62,25 +69,41 @@ def _register_audit(commands: Commands) -> None:
     )
     audit.add_argument("--flow", required=True, metavar="FLOW")
     audit.add_argument("--sessions", required=True, metavar="DIR")
-    add_decider(audit, "the next-step probabilities scored (default habit)", default="habit")
+    add_decider(
+        audit,
+        "the next-step probabilities scored (default: arbiter if the flow has one, else habit)",
+    )
     audit.add_argument("--out", metavar="DIR", help="where to write the tables and plot")
+    add_oracle(audit, REPLAYED)
     add_home(audit)
+
+
+def _decider_problem(args: argparse.Namespace, flow: dict, decider: str | None) -> str | None:
+    """Why the command cannot decide with `decider`, or with the oracle it was given."""
+    from stretto.model.decide import decider_problem
+
+    problem = decider_problem(flow, decider) if decider else None
+    return problem or (oracle_problem(args.oracle) if args.oracle else None)
 
 
 def _audit(args: argparse.Namespace) -> int:
     from stretto.logs.episode import read_episodes
-    from stretto.model.flow import load_flow
     from stretto.offline.audit import audit, markdown, write_tables
+    from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
     episodes = read_episodes(args.sessions)
-    if args.decider == "reach" and not flow.get("reach"):
-        say("this flow has no reach counts")
+    decider = args.decider or ("arbiter" if flow.get("arbiter") else "habit")
+    problem = _decider_problem(args, flow, decider)
+    if problem:
+        say(problem)
         return 1
-    result = audit(flow, episodes, args.decider)
+    result = audit(flow, episodes, decider, offline_oracle(args))
     sys.stdout.write(markdown(result))
     folder = _report_folder(args, flow["manifest"]["domain"], "audit")
     written = write_tables(result, folder)
+    if result.unanswered:
+        say(f"{result.unanswered} decisions left out: no answer from the oracle")
     say(f"audit tables and plot in {folder} ({len(written)} files)")
     return 0
 
@@ -117,7 +140,12 @@ def _register_evaluate(commands: Commands) -> None:
         help="the flow served: its manifest says which tools are writes where a session's own "
         "tool listing does not, and names the report's domain",
     )
-    add_decider(evaluate, "a target decider (repeatable; default: the logs' own)", repeatable=True)
+    add_decider(
+        evaluate,
+        "a target decider (repeatable; default: the logs' own): habit, or the decider the logs "
+        "were made with (reach, or arbiter: its logged probabilities)",
+        repeatable=True,
+    )
     add_threshold(evaluate, "a target threshold", repeatable=True)
     evaluate.add_argument(
         "--min-ess",
@@ -147,8 +175,8 @@ def _register_evaluate(commands: Commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from stretto.model.flow import load_flow
     from stretto.offline import evaluate as ev
+    from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow) if args.flow else None
     try:
@@ -199,7 +227,12 @@ def _register_replay(commands: Commands) -> None:
         ],
     )
     _episode_options(replay, "test")
-    add_decider(replay, "reach (use before the next write) or habit (next step); " + AS_SERVED)
+    add_decider(
+        replay,
+        "arbiter (asks the System-One model), reach (use before the next write) or habit (next "
+        "step); " + AS_SERVED,
+    )
+    add_oracle(replay, REPLAYED)
     add_threshold(replay, "make a lookup when its score reaches T")
     replay.add_argument(
         "--explore",
@@ -258,13 +291,14 @@ def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from stretto.model.flow import load_flow
     from stretto.offline.replay import markdown, replay, write_tables
+    from stretto.oracle.arbiter import load_flow
     from stretto.progress import Progress
 
     flow = load_flow(args.flow)
-    if args.decider == "reach" and not flow.get("reach"):
-        say("this flow has no reach counts; use --decider habit")
+    problem = _decider_problem(args, flow, args.decider)
+    if problem:
+        say(f"{problem}; use --decider habit" if "reach" in problem else problem)
         return 1
     episodes = _replay_episodes(args, flow, "test")
     progress = Progress(len(episodes), "replay", " episodes")
@@ -277,6 +311,7 @@ def _replay(args: argparse.Namespace) -> int:
         per_call=args.per_call,
         per_episode=args.per_episode,
         progress=progress,
+        oracle=offline_oracle(args),
     )
     progress.close()
     if args.format == "json":
@@ -316,6 +351,7 @@ def _register_search(commands: Commands) -> None:
         help=f"value of a saved turn and cost of a detour (default 7,3: break-even at {THRESHOLD})",
     )
     add_decider(search, AS_SERVED)
+    add_oracle(search, REPLAYED)
     add_threshold(search, "where sites start")
     search.add_argument(
         "--site", action="append", metavar="SITE", help="search only this site (repeatable)"
@@ -326,8 +362,9 @@ def _register_search(commands: Commands) -> None:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from stretto.model.flow import load_flow, write_flow
+    from stretto.model.flow import write_flow
     from stretto.offline.search import Search, markdown, report_json, with_thresholds
+    from stretto.oracle.arbiter import load_flow
     from stretto.progress import Progress
 
     flow = load_flow(args.flow)
@@ -339,8 +376,9 @@ def _search(args: argparse.Namespace) -> int:
     if beta <= 0 or delta < 0:
         say("--costs: BETA must be above 0 and DELTA at least 0")
         return 2
-    if args.decider == "reach" and not flow.get("reach"):
-        say("this flow has no reach counts; use --decider habit")
+    problem = _decider_problem(args, flow, args.decider)
+    if problem:
+        say(f"{problem}; use --decider habit" if "reach" in problem else problem)
         return 1
     episodes = _replay_episodes(args, flow, "train")
     progress = Progress(0, "search", " settings scored")
@@ -353,6 +391,7 @@ def _search(args: argparse.Namespace) -> int:
             sites=args.site,
             costs=(beta, delta),
             progress=progress,
+            oracle=offline_oracle(args),
         )
     except ValueError as exc:
         progress.close()
@@ -397,6 +436,11 @@ def _register_promote(commands: Commands) -> None:
         "--shadow", required=True, metavar="DIR", help="a folder of session logs to score"
     )
     add_decider(promote, AS_SERVED)
+    add_oracle(
+        promote,
+        "who answers the arbiter decider's questions (default replay: the cache only; pass "
+        "the proxy's --oracle-cache for shadow sessions)",
+    )
     add_threshold(promote, "the threshold scored")
     promote.add_argument(
         "--min-used", type=float, default=0.7, metavar="SHARE", help="used share (%(default)s)"
@@ -418,9 +462,19 @@ def _promote(args: argparse.Namespace) -> int:
     from stretto.offline.promote import Bar, promote_flow, promoted_sites
 
     bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)
+    problem = oracle_problem(args.oracle)
+    if problem:
+        say(problem)
+        return 1
     try:
         done = promote_flow(
-            args.flow, args.shadow, bar, decider=args.decider, out=args.out, progress=True
+            args.flow,
+            args.shadow,
+            bar,
+            decider=args.decider,
+            out=args.out,
+            progress=True,
+            oracle=offline_oracle(args),
         )
     except OSError as exc:
         say(f"{exc.filename or args.out or args.flow}: {exc.strerror}")
@@ -432,7 +486,14 @@ def _promote(args: argparse.Namespace) -> int:
         say(f"warning: {warning}")
     sys.stdout.write(done.report)
     promoted, sites = promoted_sites(done.promotion.record), done.promotion.record["sites"]
-    say(f"promoted {len(promoted)} of {len(sites)} sites; wrote {done.out}")
+    scored = done.promotion.scored
+    unanswered = (
+        f" ({scored.unanswered} decisions left out, unanswered)" if scored.unanswered else ""
+    )
+    say(
+        f"scored {scored.sessions} sessions{unanswered}; promoted {len(promoted)} of "
+        f"{len(sites)} sites; wrote {done.out}"
+    )
     return 0
 
 

@@ -15,7 +15,8 @@ from stretto.home import Paths
 from stretto.logs.sessionlog import is_session_log
 from stretto.model.defaults import THRESHOLD
 
-DECIDERS = ("reach", "habit")
+DECIDERS = ("arbiter", "reach", "habit")
+SERVING_TIMEOUT_MS = 2000  # --oracle-timeout: how long serving waits for the model
 HELP_WIDTH = 80  # descriptions are wrapped here; the examples are printed as written
 
 Commands = argparse._SubParsersAction  # what add_subparsers() returns
@@ -90,6 +91,92 @@ def add_threshold(parser: argparse.ArgumentParser, help: str, *, repeatable: boo
             metavar="T",
             help=f"{help} (default %(default)s)",
         )
+
+
+def add_oracle(
+    parser: argparse.ArgumentParser,
+    oracle_help: str,
+    *,
+    timeout: bool = False,
+    learning: bool = False,
+) -> None:
+    """The System-One oracle's options (docs/oracle.md): who answers (`--oracle URI`), the
+    cache, the server, the answers' log; serving's timeout; learning's budget, price,
+    predicates and what the questions offer."""
+    group = parser.add_argument_group("the System-One oracle (docs/oracle.md)")
+    group.add_argument("--oracle", metavar="URI", help=oracle_help)
+    group.add_argument(
+        "--oracle-cache", metavar="DIR", help="the answer cache (default: HOME/oracle-cache)"
+    )
+    group.add_argument(
+        "--oracle-base-url", metavar="URL", help="the runner's server, instead of its default"
+    )
+    group.add_argument("--oracle-log", metavar="FILE", help="append each answer's record here")
+    if timeout:
+        group.add_argument(
+            "--oracle-timeout",
+            type=int,
+            default=SERVING_TIMEOUT_MS,
+            metavar="MS",
+            help="give up on an answer after MS milliseconds and hand back (%(default)s)",
+        )
+    if learning:
+        group.add_argument(
+            "--oracle-budget",
+            type=float,
+            default=1.0,
+            metavar="DOLLARS",
+            help="refuse, before asking, if the uncached questions could cost more (%(default)g)",
+        )
+        group.add_argument(
+            "--oracle-price",
+            metavar="IN[,OUT]",
+            help="dollars per million tokens in (and out), for the budget (default: the runner's)",
+        )
+        group.add_argument(
+            "--predicates", metavar="FILE", help='yes/no questions to weigh: {"predicates": [...]}'
+        )
+        group.add_argument(
+            "--manifest-options", action="store_true", help="offer every read tool at every site"
+        )
+        group.add_argument(
+            "--dataflow-hints",
+            action="store_true",
+            help="describe which arguments each lookup's results supply",
+        )
+
+
+def oracle_cache(args: argparse.Namespace) -> Path:
+    """--oracle-cache, else HOME/oracle-cache (HOME: --home, else the default home)."""
+    if getattr(args, "oracle_cache", None):
+        return Path(args.oracle_cache).expanduser().resolve()
+    return Paths.at(getattr(args, "home", None)).home / "oracle-cache"
+
+
+def offline_oracle(args: argparse.Namespace):
+    """The offline tools' oracle options (`--oracle`, default replay: the cache only)."""
+    from stretto.offline.judging import OracleOptions
+
+    return OracleOptions(
+        uri=args.oracle or "replay",
+        cache=oracle_cache(args),
+        base_url=args.oracle_base_url,
+        log=args.oracle_log,
+    )
+
+
+def oracle_problem(uri: str | None) -> str | None:
+    """Why an --oracle URI names no runner, or None."""
+    if uri is None:
+        return None
+    from stretto.oracle.errors import UnknownRunner
+    from stretto.oracle.runners import parse_uri
+
+    try:
+        parse_uri(uri)
+    except UnknownRunner as exc:
+        return str(exc)
+    return None
 
 
 def add_wait(parser: argparse.ArgumentParser, what: str) -> None:

@@ -16,8 +16,9 @@ def register(commands: Commands) -> None:
         summary="show what a flow may do, for a reviewer",
         description="Markdown for a reviewer: the tools a flow may call and those it never "
         "calls, each site's lookups with what it would do (reach × binding chance against the "
-        "threshold), each lookup's argument sources and binding chance, the program, and where "
-        "the flow came from. --format json gives the same as data.",
+        "threshold), each lookup's argument sources and binding chance, the program, where the "
+        "flow came from, and its arbiter (the model it asks, its weights and record). --format "
+        "json gives the same as data.",
         examples=[
             "stretto flow-show notes.flow.json",
             "stretto flow-show notes.flow.json --threshold 0.5 --format json",
@@ -35,8 +36,9 @@ def register(commands: Commands) -> None:
         description="A change list for a pull request. Exit 0 when NEW can do nothing OLD "
         "could not; exit 1 when it can (a new lookup, a new source for an argument, a new "
         "constant, a changed program, a site switched on or a threshold lowered, a new tool it "
-        "may call, a site promoted), listed under 'Needs review'; exit 2 on an error. Changed "
-        "probabilities and counts are listed but need no review.",
+        "may call, a site promoted, an arbiter added or asking another model), listed under "
+        "'Needs review'; exit 2 on an error. Changed probabilities, counts and arbiter weights "
+        "are listed but need no review.",
         examples=[
             "git show HEAD:notes.flow.json > old.flow.json  # the flow as last committed",
             "stretto flow-diff old.flow.json notes.flow.json",
@@ -49,8 +51,8 @@ def register(commands: Commands) -> None:
 def _flow_show(args: argparse.Namespace) -> int:
     import json
 
-    from stretto.model.flow import load_flow
     from stretto.offline.review import markdown, summary
+    from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
     if args.format == "json":
@@ -61,8 +63,9 @@ def _flow_show(args: argparse.Namespace) -> int:
 
 
 def _flow_diff(args: argparse.Namespace) -> int:
-    from stretto.model.flow import FlowError, load_flow
+    from stretto.model.flow import FlowError
     from stretto.offline.review import diff, diff_markdown
+    from stretto.oracle.arbiter import load_flow
 
     try:
         old, new = load_flow(args.old), load_flow(args.new)

@@ -71,10 +71,25 @@ def register(commands: Commands) -> None:
         summary="check the installation (it changes nothing)",
         description="Check Python and the packages, that stretto-proxy is on PATH, node and "
         "the filesystem server the walkthrough runs, the home (writable, or creatable), the "
-        "warehouse (readable, with every view), each flow under HOME/flows/ (valid), and "
+        "warehouse (readable, with every view), each flow under HOME/flows/ (valid), each "
+        "System-One runner the flows' arbiters name or --oracle gives (reachable, the model "
+        "there, its key set — never printed; --network also asks it one question), and "
         "DAGSTER_HOME with dagster.yaml and telemetry off (for the Dagster UI only). Prints a "
         "table; exits 1 on a problem; warnings (the Dagster UI, node, PATH) do not.",
-        examples=["stretto doctor", "DAGSTER_HOME=$HOME/.stretto/dagster stretto doctor"],
+        examples=[
+            "stretto doctor",
+            "stretto doctor --oracle ollama://qwen3:8b --network",
+        ],
+    )
+    doctor.add_argument(
+        "--oracle",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="also check this System-One runner (repeatable)",
+    )
+    doctor.add_argument(
+        "--network", action="store_true", help="ask each runner one question (not cached)"
     )
     add_home(doctor)
 
@@ -154,7 +169,7 @@ def _init(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from stretto.cli.doctor import WARN, checks, render
 
-    rows = checks(paths(args).home)
+    rows = checks(paths(args).home, args.oracle, args.network)
     sys.stdout.write(render(rows))
     warnings = [what for what, ok, _ in rows if ok is WARN]
     problems = [what for what, ok, _ in rows if ok is False]

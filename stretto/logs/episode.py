@@ -194,7 +194,8 @@ class _EpisodeBuilder:
                 self._response(sender, message, t_ms)
 
     def _call(self, sender: str, message: dict, t_ms: int, key: tuple[int, int]) -> None:
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
         name = params.get("name")
         if not isinstance(name, str):
             return

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from stretto.home import make_private, private_dirs
 from stretto.logs.episode import Episode, episode_from_log
@@ -96,7 +96,8 @@ def _load_json(path: Path) -> tuple[Any, bytes]:
 
 
 def _json_kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string"}.get(type(value), "a scalar")
+    kinds: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
+    return kinds.get(type(value), "a scalar")
 
 
 def read_split(path: str | Path) -> dict[str, set[str]]:
@@ -253,7 +254,7 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else _dumps(content)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -530,7 +531,7 @@ def read_results(
     return result
 
 
-def _is_loaded(tools: Any) -> bool:
+def _is_loaded(tools: Any) -> TypeGuard[dict[str, list[dict]]]:
     """`load_tools`' answer (domain -> entries), not a tools file's content."""
     return isinstance(tools, dict) and "domains" not in tools
 

@@ -1,13 +1,19 @@
 """The decision after each call (../shared/spec/algorithms.md §6.1–6.3, reasons §6.6).
 
-One implementation for everything that decides: the proxy (serving), and later audit and the
-replay benchmark. Given the session so far — its step names, and what the binding knows —
+One implementation for everything that decides: the proxy (serving), audit, promote, replay
+and the benchmarks. Given the session so far — its step names, and what the binding knows —
 it says which lookup to make, if any, with every option's probability, or why it hands back.
+
+The `arbiter` decider asks a System-One model through a judge it is handed at each decision
+(stretto.oracle.judge.ArbiterJudge, bound to the session): this layer never imports the
+oracle, it only applies the next-step rule to the judgement's probabilities.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from stretto.model import defaults
 from stretto.model.binding import Rules, SessionState, chance, pick
@@ -16,6 +22,46 @@ from stretto.model.flow import habit_model, reach_model
 
 DEFAULT_THRESHOLD = defaults.THRESHOLD
 RESPOND = "respond"
+DECIDERS = ("arbiter", "reach", "habit")
+
+
+class Judged(Protocol):
+    """A judgement (stretto.oracle.judge.Judgement): every option's probability, or why the
+    decision hands back; what the model answered, for the flow log."""
+
+    probs: dict[str, float]
+    reason: str | None
+    oracle: dict[str, float]
+    predicates: dict[str, float]
+    key: str | None
+    unanswered: bool  # `replay` had no answer: offline tools leave the decision out
+
+
+class Judge(Protocol):
+    """Asks the model at one decision of a session: the site, the call it follows, the
+    lookups offered (sorted) and the habit's probability of each."""
+
+    def __call__(
+        self, *, site: str, prev: str, lookups: Sequence[str], habit: Mapping[str, float]
+    ) -> Judged: ...
+
+
+def default_decider(flow: dict) -> str:
+    """What a flow is served with unless told: its arbiter, else reach, else habit."""
+    if flow.get("arbiter"):
+        return "arbiter"
+    return "reach" if flow.get("reach") else "habit"
+
+
+def decider_problem(flow: dict, decider: str) -> str | None:
+    """Why a flow cannot be served with `decider`, or None."""
+    if decider not in DECIDERS:
+        return f"unknown decider {decider!r} (arbiter, reach or habit)"
+    if decider == "arbiter" and not flow.get("arbiter"):
+        return "this flow has no arbiter (learn one with stretto learn --oracle URI)"
+    if decider == "reach" and not flow.get("reach"):
+        return "this flow has no reach counts"
+    return None
 
 
 def theta_text(theta: float) -> str:
@@ -61,6 +107,13 @@ class Decision:
     # Made at a site the flow's promotion record does not promote: decided as usual, to be
     # logged, but never acted on (docs/formats.md, `promoted`).
     shadow: bool = False
+    # The arbiter's: a question was asked; the model's `next` answer and predicates; the
+    # request's cache key; `replay` had no answer (offline tools leave such decisions out).
+    asked: bool = False
+    oracle: dict[str, float] | None = None
+    predicates: dict[str, float] | None = None
+    key: str | None = None
+    unanswered: bool = False
 
     @property
     def looks_up(self) -> bool:
@@ -83,15 +136,18 @@ def site_name(tool: str, failed: bool) -> str:
 
 
 class Decider:
-    """A flow's decider: `reach` (default when the flow has reach counts) or `habit`."""
+    """A flow's decider: `arbiter` (the default when the flow has one), `reach` (the default
+    when the flow has reach counts) or `habit`."""
 
     def __init__(
         self, flow: dict, decider: str | None = None, threshold: float = DEFAULT_THRESHOLD
     ) -> None:
         self.flow = flow
-        self.kind = decider or ("reach" if flow.get("reach") else "habit")
-        if self.kind not in ("reach", "habit"):
-            raise ValueError(f"unknown decider {self.kind!r} (reach or habit)")
+        self.kind = decider or default_decider(flow)
+        if self.kind not in DECIDERS:
+            raise ValueError(f"unknown decider {self.kind!r} (arbiter, reach or habit)")
+        if self.kind == "arbiter" and not flow.get("arbiter"):
+            raise ValueError("this flow has no arbiter to decide with")
         self.threshold = threshold
         self.habit = habit_model(flow)
         self.reach = reach_model(flow) if self.kind == "reach" else None
@@ -99,6 +155,11 @@ class Decider:
         self.options = {
             (s["after"], s["failed"]): sorted(s["lookups"]) for s in flow["sites"]["next"]
         }
+        # An arbiter fitted with --manifest-options is offered every read at every site.
+        arbiter = flow.get("arbiter") if self.kind == "arbiter" else None
+        self.every_read = (
+            sorted(flow["sites"]["reads"]) if arbiter and arbiter.get("manifest_options") else None
+        )
         self.thresholds = flow.get("thresholds", {})
         # the served score: p × chance, calibrated when the flow carries a map for the decider
         self.calibration = Calibration.of(flow, self.kind)
@@ -116,17 +177,19 @@ class Decider:
         history: list[str],
         last: tuple[str, bool] | None,
         state: SessionState,
-        also: list[tuple[str, dict]] = (),
+        also: Sequence[tuple[str, dict]] = (),
         every_option: bool = False,
+        judge: Judge | None = None,
     ) -> Decision:
         """Decide after the call `last` = (tool, failed) — the last of `history`, the session's
         step names so far — with `state` what the binding knows and `also` the calls already
         on their way in this turn. `every_option` binds every option, not only those the rule
-        can take (for exploration and review)."""
+        can take (for exploration and review). `judge`: the session's arbiter judge (required
+        by the arbiter decider; the others ignore it)."""
         if last is None:
             return Decision(None, "hand_back", reason="the last step is not a tool call")
         site = site_name(*last)
-        decision = self._decide_at(site, history, last, state, also, every_option)
+        decision = self._decide_at(site, history, last, state, also, every_option, judge)
         # A flow with a promotion record acts only at its promoted sites; at the others the
         # decision is made as usual and marked shadow: logged, never acted on.
         decision.shadow = self.promoted is not None and site not in self.promoted
@@ -138,24 +201,47 @@ class Decider:
         history: list[str],
         last: tuple[str, bool],
         state: SessionState,
-        also: list[tuple[str, dict]],
+        also: Sequence[tuple[str, dict]],
         every_option: bool,
+        judge: Judge | None,
     ) -> Decision:
         theta = self.threshold
         if site in self.thresholds:
             if self.thresholds[site] > 1:
                 return Decision(site, "hand_back", reason="the site is switched off")
             theta = self.thresholds[site]
-        lookups = self.options.get(last, [])
+        lookups = self.lookups_at(last)
         if not lookups:
             return Decision(site, "hand_back", reason="no lookups followed here in training")
-        probs = self.probabilities(history, last)
-        if self.kind == "habit":
-            habit = {tool: probs[tool] for tool in lookups}
-        elif every_option:
-            habit = {tool: self.habit.prob(tool, history) for tool in lookups}
+        asked: dict = {}
+        habit: dict[str, float | None]
+        if self.kind == "arbiter":
+            prior = {tool: self.habit.prob(tool, history) for tool in lookups}
+            habit = dict(prior)
+            judged = self._ask(judge, site, last, lookups, prior)
+            asked = {
+                "asked": True,
+                "oracle": dict(judged.oracle),
+                "predicates": dict(judged.predicates),
+                "key": judged.key,
+            }
+            if judged.reason is not None:
+                return Decision(
+                    site,
+                    "hand_back",
+                    reason=judged.reason,
+                    unanswered=bool(judged.unanswered),
+                    **asked,
+                )
+            probs = dict(judged.probs)
         else:
-            habit = dict.fromkeys(lookups)
+            probs = self.probabilities(history, last)
+            if self.kind == "habit":
+                habit = {tool: probs[tool] for tool in lookups}
+            elif every_option:
+                habit = {tool: self.habit.prob(tool, history) for tool in lookups}
+            else:
+                habit = dict.fromkeys(lookups)
         options = [Option(tool, probs[tool], habit[tool]) for tool in lookups]
         calibrated = not self.calibration.identity
         if calibrated:
@@ -185,15 +271,53 @@ class Decider:
         decision.site = site
         decision.probs = {name: probs[name] for name in sorted(probs)}
         decision.options = options
+        for name, value in asked.items():
+            setattr(decision, name, value)
         return decision
 
-    def probabilities(self, history: list[str], last: tuple[str, bool]) -> dict[str, float]:
+    def lookups_at(self, last: tuple[str, bool]) -> list[str]:
+        """The lookups offered after the call `last`: those learned there (sorted), or every
+        read for an arbiter fitted with --manifest-options."""
+        if self.every_read is not None:
+            return self.every_read
+        return self.options.get(last, [])
+
+    def _ask(
+        self,
+        judge: Judge | None,
+        site: str,
+        last: tuple[str, bool],
+        lookups: list[str],
+        habit: dict[str, float],
+    ) -> Judged:
+        if judge is None:
+            raise ValueError("the arbiter decider needs a judge (a System-One model to ask)")
+        return judge(site=site, prev=last[0], lookups=lookups, habit=habit)
+
+    def judged(
+        self, history: list[str], last: tuple[str, bool], judge: Judge | None
+    ) -> Judged | None:
+        """The arbiter's judgement at the site after `last` (None when it offers nothing)."""
+        lookups = self.lookups_at(last)
+        if not lookups:
+            return None
+        habit = {tool: self.habit.prob(tool, history) for tool in lookups}
+        return self._ask(judge, site_name(*last), last, lookups, habit)
+
+    def probabilities(
+        self, history: list[str], last: tuple[str, bool], judge: Judge | None = None
+    ) -> dict[str, float]:
         """The decider's probability of each option at the site after `last` (the lookups
-        learned there, and respond), without binding; {} when the site offers none."""
-        lookups = self.options.get(last, [])
+        learned there, and respond), without binding; {} when the site offers none (or, for
+        the arbiter, when the judgement hands back)."""
+        lookups = self.lookups_at(last)
         if not lookups:
             return {}
+        if self.kind == "arbiter":
+            judged = self.judged(history, last, judge)
+            return {} if judged is None or judged.reason is not None else dict(judged.probs)
         if self.kind == "reach":
+            assert self.reach is not None  # loaded for the reach decider (__init__)
             probs = {tool: self.reach.prob(tool, history) for tool in lookups}
             probs[RESPOND] = 0.0
         else:

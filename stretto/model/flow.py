@@ -70,9 +70,12 @@ def build_flow(
     steps: int,
     bindings: dict | None = None,
     now_ms: int | None = None,
+    arbiter: dict | None = None,
 ) -> dict:
-    """A flow from its counts (warehouse.learn.Counts' parts) and the manifest."""
+    """A flow from its counts (warehouse.learn.Counts' parts) and the manifest; `arbiter`: its
+    arbiter part (stretto.oracle.arbiter.Arbiter.to_json()), if it has one."""
     totals = {h: float(sum(c.values())) for h, c in habit.items()}
+    extra = {"arbiter": arbiter} if arbiter is not None else {}
     step_tools = {a for c in habit.values() for a in c if a != RESPOND}
     actions = [RESPOND, *sorted(set(kinds) | step_tools)]
     alpha = alpha_fit["alpha"]
@@ -110,6 +113,7 @@ def build_flow(
         "bindings": bindings or {"args": {}, "sources": [], "agreed": {}},
         "contracts": {t: c for t, c in sorted(contracts.items()) if c is not None},
         "program": STANDARD_PROGRAM,
+        **extra,
     }
 
 

@@ -14,6 +14,10 @@ each batch of results that something followed):
   whether the agent made that very call in a later LLM turn before its next write
   (stretto.offline.walk.agent_made, bound arguments): ECE over the spec's bins, Brier, AUC and
   a reliability table (stretto.offline.calibration).
+
+With the arbiter (either measure's decider), each decision point asks the System-One model
+once (stretto.offline.judging; `--oracle replay` by default: the cache only); a point it
+cannot answer is left out of both measures and counted (`unanswered`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import math
 from dataclasses import dataclass, field
 
 from stretto.logs.episode import Assistant, Episode
-from stretto.model.decide import RESPOND, Decider
+from stretto.model.decide import RESPOND, Decider, Judged, default_decider
 from stretto.model.program import STANDARD_PROGRAM, FlowDistributions, Score, run
 from stretto.offline import calibration, frames
+from stretto.offline.judging import Judges, OracleOptions, judges_for
 from stretto.offline.walk import BOUND, Point, agent_made, walk, write_tools
 
 FLOOR = 1e-6
@@ -38,6 +43,7 @@ class Audit:
     served_by: str = ""  # the decider the proxy would serve with (its served scores)
     decisions: list[dict] = field(default_factory=list)  # next-step scoring, one per decision
     served: list[dict] = field(default_factory=list)  # served score vs used, one per lookup
+    unanswered: int = 0  # decision points the arbiter's oracle could not answer: left out
 
     def totals(self) -> dict:
         n = len(self.decisions)
@@ -46,6 +52,7 @@ class Audit:
         return {
             "episodes": self.episodes,
             "decisions": n,
+            "unanswered": self.unanswered,
             "log_prob": log_prob,
             "nats_per_decision": -log_prob / n if n else 0.0,
             "agreement": sum(d["hit"] for d in self.decisions) / n if n else 0.0,
@@ -80,19 +87,44 @@ def _scored(served: list[dict]) -> tuple[list[float], list[bool]]:
     return [s["score"] for s in served], [bool(s["used"]) for s in served]
 
 
-def audit(flow: dict, episodes: list[Episode], decider: str = "habit") -> Audit:
+def audit(
+    flow: dict,
+    episodes: list[Episode],
+    decider: str | None = "habit",
+    oracle: OracleOptions | None = None,
+) -> Audit:
+    """Score `episodes` under `decider` (None: the flow's default, its arbiter if it has
+    one); the served scores are the proxy's default decider's. `oracle`: who answers the
+    arbiter's questions (default `replay`)."""
     scorer = Decider(flow, decider)
-    server = Decider(flow, None)  # what the proxy would serve: reach when the flow has it
+    server = Decider(flow, default_decider(flow))  # what the proxy would serve
     dists = FlowDistributions(flow)
     kinds = flow["manifest"]["tools"]
     writes = write_tools(kinds)
     result = Audit(scorer.kind, episodes=len(episodes), served_by=server.kind)
     sources = server.rules.source_tools()
+    judges = judges_for(flow, [scorer.kind, server.kind], oracle)
     for episode in episodes:
-        for point in walk(episode, sources):
+        judge = judges.judge(episode) if judges is not None else None
+        transcript = Judges.transcript() if judges is not None else None
+        for point in walk(episode, sources, transcript=transcript):
             if isinstance(point, Point) and point.batch_end:
-                _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result)
+                asked = _Asked(judge.on(point.view)) if judge is not None else None
+                _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result, asked)
     return result
+
+
+class _Asked:
+    """The judge at one decision point, asked once however many deciders want it."""
+
+    def __init__(self, judge) -> None:
+        self.judge = judge
+        self.judged: Judged | None = None
+
+    def __call__(self, **question) -> Judged:
+        if self.judged is None:
+            self.judged = self.judge(**question)
+        return self.judged
 
 
 def _audit_point(
@@ -104,14 +136,25 @@ def _audit_point(
     kinds: dict,
     writes: frozenset[str],
     out: Audit,
+    judge: _Asked | None,
 ) -> None:
     view, last = point.view, point.last
-    probs = scorer.probabilities(view.history, last)
+    if scorer.kind == "arbiter":
+        judged = scorer.judged(view.history, last, judge)
+        if judged is not None and judged.reason is not None:
+            out.unanswered += 1  # the oracle gave no answer: nothing to score here
+            return
+        probs = dict(judged.probs) if judged is not None else {}
+    else:
+        probs = scorer.probabilities(view.history, last)
     if probs:
         out.decisions.append(
             _score(session, probs, _agents_step(point.following), last, kinds, dists)
         )
-    decision = server.decide(list(view.history), last, view.state)
+    decision = server.decide(list(view.history), last, view.state, judge=judge)
+    if judge is not None and judge.judged is not None and judge.judged.reason is not None:
+        out.unanswered += 1  # the served measure leaves it out (the scorer is not the arbiter)
+        return
     if decision.tool and decision.binding is not None and decision.prob is not None:
         made = agent_made(
             decision.tool,
@@ -212,7 +255,10 @@ def markdown(result: Audit) -> str:
     out = [
         f"# Audit ({result.decider} decider)",
         "",
-        f"{t['episodes']} episodes, {t['decisions']} decisions scored.",
+        f"{t['episodes']} episodes, {t['decisions']} decisions scored"
+        + (
+            f" ({t['unanswered']} left out: no answer from the oracle)." if t["unanswered"] else "."
+        ),
         "",
         f"- Agreement: {t['agreement']:.1%} (expected {t['expected_agreement']:.1%})",
         f"- Surprise: {t['nats_per_decision']:.3f} nats per decision "
@@ -274,6 +320,7 @@ TABLES: dict[str, frames.Schema] = {
     "totals": {
         "episodes": "Int64",
         "decisions": "Int64",
+        "unanswered": "Int64",
         "log_prob": "Float64",
         "nats_per_decision": "Float64",
         "agreement": "Float64",

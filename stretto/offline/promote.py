@@ -15,6 +15,10 @@ with a 90% Wilson lower bound of at least `min_lower`, from at least `min_tasks`
 tasks (each session is its own task). `promote_served` scores with chains through every
 site, promotes, then scores again with chains only through the promoted sites (as a promoted
 flow serves: it acts only there) until the promotion repeats, at most 8 rounds.
+
+With the arbiter decider the System-One model is asked as the proxy asked it
+(stretto.offline.judging; `replay` by default: pass the proxy's cache for shadow sessions); a
+decision it cannot answer is left out and counted (`Scored.unanswered`).
 """
 
 from __future__ import annotations
@@ -25,9 +29,16 @@ from pathlib import Path
 
 from stretto.logs.episode import Episode, ToolResult
 from stretto.model import defaults
-from stretto.model.decide import DEFAULT_THRESHOLD, Decider, theta_text
+from stretto.model.decide import (
+    DEFAULT_THRESHOLD,
+    Decider,
+    decider_problem,
+    default_decider,
+    theta_text,
+)
 from stretto.model.flow import write_flow
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
+from stretto.offline.judging import Judges, OracleOptions, judges_for
 from stretto.offline.walk import BOUND, Point, agent_made, walk
 
 Z = 1.6448536  # 90% two-sided
@@ -95,6 +106,7 @@ class Scored:
     decision_points: int  # the agent's results the proxy would have run after
     # with `keep_decisions`: every decision, as the proxy would log it, and whether it was used
     decisions: list[dict] | None = None
+    unanswered: int = 0  # arbiter decisions the oracle could not answer: left out
 
 
 def without_promotion(flow: dict) -> dict:
@@ -111,15 +123,18 @@ def score(
     chains: set[str] | None = None,
     keep_decisions: bool = False,
     progress=None,
+    oracle: OracleOptions | None = None,
 ) -> Scored:
     """Score the flow as served on `episodes` (its own promotion removed). After a used lookup
-    decided at site S the flow decides again only when `chains` is None or holds S."""
+    decided at site S the flow decides again only when `chains` is None or holds S.
+    `oracle`: who answers the arbiter decider's questions (default `replay`)."""
     served = without_promotion(flow)
     chosen = Decider(served, decider, threshold)
     dists = FlowDistributions(served)
     out = Scored({}, len(episodes), 0, [] if keep_decisions else None)
+    judges = judges_for(served, [chosen.kind], oracle)
     for episode in episodes:
-        _score_episode(episode, chosen, dists, per_call, chains, out)
+        _score_episode(episode, chosen, dists, per_call, chains, out, judges)
         if progress is not None:
             progress.advance()
     return out
@@ -170,11 +185,12 @@ def promote_served(
     per_call: int = PER_CALL,
     max_rounds: int = MAX_ROUNDS,
     progress=None,
+    oracle: OracleOptions | None = None,
 ) -> Promotion:
     """Score with chains through every site and promote; then score again with chains only
     through the promoted sites and promote again, until the promotion repeats. `progress`,
     given the round, returns a progress bar for it (or None)."""
-    kind = decider or ("reach" if flow.get("reach") else "habit")  # as Decider chooses
+    kind = decider or default_decider(flow)  # as the proxy serves it
     chains: set[str] | None = None
     previous: set[str] | None = None
     record, scored, rounds = None, None, 0
@@ -189,6 +205,7 @@ def promote_served(
             per_call=per_call,
             chains=chains,
             progress=bar_of_round,
+            oracle=oracle,
         )
         if bar_of_round is not None:
             bar_of_round.close()
@@ -212,13 +229,16 @@ def _score_episode(
     per_call: int,
     chains: set[str] | None,
     out: Scored,
+    judges: Judges | None = None,
 ) -> None:
     """Walk the session as the proxy saw it (stretto.offline.walk); at each of the agent's
     results that something followed, run the flow's program as served."""
-    for point in walk(episode, decider.rules.source_tools()):
+    judge = judges.judge(episode) if judges is not None else None
+    transcript = Judges.transcript() if judges is not None else None
+    for point in walk(episode, decider.rules.source_tools(), transcript=transcript):
         if isinstance(point, Point) and not point.by_proxy and point.followed:
             out.decision_points += 1
-            _run(point, decider, dists, per_call, chains, episode.id, out)
+            _run(point, decider, dists, per_call, chains, episode.id, out, judge)
 
 
 def _run(
@@ -229,6 +249,7 @@ def _run(
     chains: set[str] | None,
     task: str,
     out: Scored,
+    judge=None,
 ) -> None:
     """The flow's run after one of the agent's results, its lookups answered by the agent's
     own calls in later LLM turns. The session's view is extended only on a fork."""
@@ -241,9 +262,15 @@ def _run(
         view = views[-1]
         last = dists.tools[prev] if prev < len(dists.tools) else None
         decision = decider.decide(
-            list(view.history), (last, bool(prev_failed)) if last else None, view.state
+            list(view.history),
+            (last, bool(prev_failed)) if last else None,
+            view.state,
+            judge=judge.on(view) if judge is not None else None,
         )
         if decision.site is None:
+            return 0
+        if decision.unanswered:
+            out.unanswered += 1  # no cached answer: the decision is left out
             return 0
         tally = out.sites.setdefault(decision.site, SiteTally())
         tally.decisions += 1
@@ -285,8 +312,8 @@ def _run(
         tool, arguments, answer = pending[address]
         if len(views) == 1:
             views.append(point.view.fork())
-        views[-1].sent(tool, arguments)
-        views[-1].came_back(tool, answer.error, answer.content)
+        views[-1].sent(tool, arguments, ("flow", address))
+        views[-1].came_back(tool, answer.error, answer.content, ("flow", address))
         return not answer.error
 
     run(
@@ -391,23 +418,23 @@ def promote_flow(
     per_call: int = PER_CALL,
     cli: bool = True,
     progress: bool = False,
+    oracle: OracleOptions | None = None,
 ) -> PromoteRun:
     """`stretto promote` and the `promotion` asset: read the flow and the sessions, promote,
     write the flow with its record (to `out`, else in place). ValueError (FlowError,
     LogError) on bad input, naming the file or option (as the command's options when `cli`,
     else as the asset's config fields). `progress`: a progress bar per round on a terminal."""
     from stretto.logs.episode import read_episodes
-    from stretto.model.flow import load_flow
+    from stretto.oracle.arbiter import load_flow
 
     bar.check(cli)
     if per_call < 1:
         raise ValueError(f"the per-call cap wants a count ≥ 1, got {per_call}")
     flow = load_flow(flow_path)
-    if decider not in (None, "reach", "habit"):
-        raise ValueError(f"unknown decider {decider!r} (reach or habit)")
-    if decider == "reach" and not flow.get("reach"):
+    problem = decider_problem(flow, decider) if decider is not None else None
+    if problem:
         hint = "--decider habit" if cli else "decider: habit"
-        raise ValueError(f"{flow_path}: this flow has no reach counts (use {hint})")
+        raise ValueError(f"{flow_path}: {problem} (use {hint})")
     episodes = read_episodes(shadow)
     if not episodes:
         raise ValueError(f"{shadow}: no session logs (*.jsonl) to score")
@@ -427,7 +454,7 @@ def promote_flow(
             return Progress(len(episodes), f"promote, round {round_}", " sessions")
 
     promotion = promote_served(
-        flow, episodes, bar, decider=decider, per_call=per_call, progress=bars
+        flow, episodes, bar, decider=decider, per_call=per_call, progress=bars, oracle=oracle
     )
     promoted = dict(flow)
     promoted["promoted"] = promotion.record

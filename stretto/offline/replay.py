@@ -8,6 +8,9 @@ same arguments before its next write, else with a stand-in (the nearest recorded
 that tool), which can never count as used. A later call of the agent is skipped when a fresh
 lookup already answered it; a turn is saved when every call in it was skipped.
 
+With the arbiter decider each episode's walk has its judge (stretto.offline.judging); a
+decision the oracle cannot answer hands back and is counted (`unanswered`).
+
 Where the proxy and the reference's harness differ, this follows the proxy: the calls of
 one LLM turn are sent together, so lookups made after the first of them can only answer
 later turns.
@@ -27,6 +30,7 @@ from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, 
 from stretto.offline import frames
 from stretto.offline.calibration import edges_text, measures
 from stretto.offline.ceiling import ceiling_turns
+from stretto.offline.judging import Judges, OracleOptions, judges_for
 from stretto.offline.walk import EXACT, Point, Reply, Turn, agent_made, call_key, walk, write_tools
 
 PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
@@ -67,6 +71,7 @@ class EpisodeCheck:
     used_later: int = 0
     flow_lookups: int = 0
     unrecorded: int = 0  # lookups of a tool the episode never recorded a result of
+    unanswered: int = 0  # arbiter decisions the oracle could not answer (handed back)
     detours: int = 0
     ceiling: int = 0  # turns a read-only speculator could have saved (results.md §2.3)
     options: list[dict] = field(default_factory=list)  # calibration rows, when asked
@@ -83,6 +88,7 @@ TOTAL_FIELDS = (
     "used_later",
     "flow_lookups",
     "unrecorded",
+    "unanswered",
     "detours",
     "ceiling",
 )
@@ -146,6 +152,7 @@ class _EpisodeReplay:
         per_episode: int,
         epsilon: float | None,
         seed: int,
+        judges: Judges | None = None,
     ) -> None:
         self.episode = episode
         self.decider, self.dists = decider, dists
@@ -154,7 +161,13 @@ class _EpisodeReplay:
         self.epsilon, self.seed = epsilon, seed
         self.check = EpisodeCheck(episode.id, episode.task_id, episode.trial)
         # the recorded flow's lookups are left out: this replay makes its own
-        self.walk = walk(episode, decider.rules.source_tools(), lookups=False)
+        self.judge = judges.judge(episode) if judges is not None else None
+        self.walk = walk(
+            episode,
+            decider.rules.source_tools(),
+            lookups=False,
+            transcript=Judges.transcript() if judges is not None else None,
+        )
         self.view = self.walk.view
         self.lookups: list[Lookup] = []
         self.made: list[tuple[str, dict]] = []  # every call made so far, agent's or flow's
@@ -235,7 +248,9 @@ class _EpisodeReplay:
                 (last, bool(prev_failed)) if last else None,
                 self.view.state,
                 every_option=every_option,
+                judge=self.judge.on(self.view) if self.judge is not None else None,
             )
+            self.check.unanswered += decision.unanswered
             if decision.site is not None:
                 self.check.sites.add(decision.site)
             if self.epsilon is not None and decision.site is not None:
@@ -276,8 +291,9 @@ class _EpisodeReplay:
         self.lookups.append(Lookup(key, self.executed, guessed, _normalized_result(answer)))
         self.made.append((tool, arguments))
         failed = answer is None or answer.error
-        self.view.sent(tool, arguments)
-        self.view.came_back(tool, failed, answer.content if answer is not None else "")
+        lookup_id = f"stretto-{self.check.flow_lookups}"  # as the proxy numbers its lookups
+        self.view.sent(tool, arguments, lookup_id)
+        self.view.came_back(tool, failed, answer.content if answer is not None else "", lookup_id)
         return not failed
 
     def _recorded_answer(
@@ -342,13 +358,17 @@ def replay_episode(
     explore: float | None = None,
     seed: int = 0,
     ceiling: bool = True,
+    judges: Judges | None = None,
 ) -> EpisodeCheck:
     """Replay one episode; `explore` (ε, 0 included) also records every option's score and
     whether it was used, for calibration. `ceiling=False` leaves the read-only ceiling at 0:
-    it does not depend on the flow, so a search need not count it on every replay."""
+    it does not depend on the flow, so a search need not count it on every replay. `judges`:
+    the arbiter decider's (stretto.offline.judging)."""
     kinds = decider.flow["manifest"]["tools"]
     dists = dists or FlowDistributions(decider.flow)
-    replay = _EpisodeReplay(episode, decider, dists, kinds, per_call, per_episode, explore, seed)
+    replay = _EpisodeReplay(
+        episode, decider, dists, kinds, per_call, per_episode, explore, seed, judges
+    )
     check = replay.replay()
     if ceiling:
         check.ceiling = ceiling_turns(episode, kinds)
@@ -365,11 +385,14 @@ def replay(
     per_call: int = PER_CALL,
     per_episode: int = PER_EPISODE,
     progress=None,
+    oracle: OracleOptions | None = None,
 ) -> Replay:
     """Replay every episode with the flow served by `decider` at `threshold` (the flow's own
-    per-site `thresholds` and `promoted` record apply, as when served)."""
+    per-site `thresholds` and `promoted` record apply, as when served). `oracle`: who
+    answers the arbiter decider's questions (default `replay`, the cache)."""
     chosen = Decider(flow, decider, threshold)
     dists = FlowDistributions(flow)
+    judges = judges_for(flow, [chosen.kind], oracle)
     checks = []
     for episode in episodes:
         checks.append(
@@ -380,6 +403,7 @@ def replay(
                 per_call=per_call,
                 per_episode=per_episode,
                 explore=explore,
+                judges=judges,
             )
         )
         if progress is not None:
@@ -417,6 +441,10 @@ def markdown(result: Replay, per_episode: bool = True) -> str:
     ]
     if t["unrecorded"]:
         out.append(f"- Lookups of a tool the episode never recorded: {t['unrecorded']}")
+    if t["unanswered"]:
+        out.append(
+            f"- Decisions handed back unanswered (no answer from the oracle): {t['unanswered']}"
+        )
     if result.explore is not None:
         c = result.calibration()
         if c["options"]:

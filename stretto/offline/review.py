@@ -141,7 +141,79 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
             "promoted": sorted(s for s, e in flow["promoted"]["sites"].items() if e["promoted"]),
             "scored": len(flow["promoted"]["sites"]),
         },
+        "arbiter": _arbiter_summary(flow.get("arbiter")),
     }
+
+
+def _arbiter_summary(arbiter: dict | None) -> dict | None:
+    """The arbiter part as flow-show shows it: what it asks, its weights by feature (per
+    fold), its record."""
+    if arbiter is None:
+        return None
+    folds = arbiter["folds"]
+    return {
+        "model": arbiter["model"],
+        "questions": arbiter["questions"],
+        "cases": arbiter["cases"],
+        "tasks": arbiter["tasks"],
+        "folds": len(folds),
+        "sources": arbiter["sources"],
+        "dataflow_hints": arbiter["dataflow_hints"],
+        "manifest_options": arbiter["manifest_options"],
+        "predicates": arbiter["predicates"],
+        "weighed": arbiter["weighed"],
+        "weights": [dict(zip(arbiter["features"], f["weights"], strict=True)) for f in folds],
+        "record": [
+            {"agree": f["rates"]["agree"], "cover": f["rates"]["cover"], "cases": f["cases"]}
+            for f in folds
+        ],
+        "sites": folds[0]["rates"]["sites"],
+    }
+
+
+def _arbiter_markdown(a: dict | None) -> list[str]:
+    if a is None:
+        return []
+    how = "one pooled fit" if a["folds"] == 1 else f"{a['folds']} fits cross-fitted by task group"
+    taken = f" Taken from {', '.join(a['sources'])}." if a["sources"] else ""
+    out = [
+        "## Arbiter",
+        "",
+        f"Decides by asking **{a['model']}** ({a['questions']} questions"
+        + (", with dataflow hints" if a["dataflow_hints"] else "")
+        + (", offering every read at every site" if a["manifest_options"] else "")
+        + f") at each decision and weighing its answers with the habit: {how}, learned from "
+        f"{a['cases']} decisions of {a['tasks']} held-out tasks.{taken} The proxy serves a flow "
+        "with an arbiter with it unless told otherwise (the site verdicts above are the reach "
+        "rule's).",
+        "",
+        "| feature | " + " | ".join(f"fold {i}" for i in range(a["folds"])) + " |",
+        "|---|" + "---|" * a["folds"],
+    ]
+    for feature in a["weights"][0]:
+        out.append(f"| {feature} | " + " | ".join(f"{w[feature]:.3f}" for w in a["weights"]) + " |")
+    record = a["record"][0]
+    out += [
+        "",
+        f"Record: the model's pick was the agent's step in {record['agree']:.0%} of the "
+        f"decisions fitted on, and the agent's step was an option in {record['cover']:.0%}.",
+        "",
+        "| site | decisions | the model agreed | the agent's step offered |",
+        "|---|---|---|---|",
+    ]
+    for site, r in a["sites"].items():
+        out.append(f"| {site} | {r['decisions']} | {r['agreed']} | {r['covered']} |")
+    out.append("")
+    if a["predicates"]:
+        out += ["Predicates (yes/no questions it asks):", ""]
+        for p in a["predicates"]:
+            favors = (
+                p["favors"] if isinstance(p["favors"], str) else f"lookup {p['favors']['lookup']}"
+            )
+            weighed = "weighed" if p["id"] in a["weighed"] else "not weighed"
+            out.append(f"- `{p['id']}` ({weighed}; a yes favours {favors}): {p['question']}")
+        out.append("")
+    return out
 
 
 def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
@@ -149,11 +221,17 @@ def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
     p = s["provenance"]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(p["compiled_unix_ms"] / 1000))
     agents = ", ".join(p["sources"]) or "no agent named"
+    arbiter = s["arbiter"]
+    said = (
+        f"an arbiter asking {arbiter['model']} ({arbiter['cases']} decisions)"
+        if arbiter
+        else "no arbiter"
+    )
     out = [
         f"# The {s['domain']} flow",
         "",
         f"Learned from {p['habit_episodes']} sessions ({agents}) by stretto {p['stretto']} "
-        f"on {when}; α = {flow['habit']['alpha']:.3f}.",
+        f"on {when}; α = {flow['habit']['alpha']:.3f}; {said}.",
         "",
         "## Tools",
         "",
@@ -226,6 +304,7 @@ def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
         "```",
         "",
     ]
+    out += _arbiter_markdown(arbiter)
     return "\n".join(out)
 
 
@@ -287,6 +366,7 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
             )
     _diff_promotion(old, new, review, other)
     _diff_calibration(old, new, review, other)
+    _diff_arbiter(old.get("arbiter"), new.get("arbiter"), review, other)
     if old["habit"]["alpha"] != new["habit"]["alpha"]:
         other.append(f"α {old['habit']['alpha']:.3f} -> {new['habit']['alpha']:.3f}")
     old_ep, new_ep = old["provenance"]["habit_episodes"], new["provenance"]["habit_episodes"]
@@ -371,13 +451,16 @@ def _diff_calibration(old: dict, new: dict, review: list[str], other: list[str])
         was, now = before.get(decider), after.get(decider)
         if was == now:
             continue
-        if was is None or now is None:
+        if now is None:
+            review.append(
+                f"the calibration map for {decider} removed: probability × binding chance "
+                "decides again"
+            )
+            continue
+        if was is None:
             review.append(
                 f"a calibration map for {decider} added (fitted on {now['options']} options): "
                 "it decides in place of probability × binding chance"
-                if was is None
-                else f"the calibration map for {decider} removed: probability × binding chance "
-                "decides again"
             )
             continue
         other.append(
@@ -397,6 +480,37 @@ def _diff_calibration(old: dict, new: dict, review: list[str], other: list[str])
                     where += "" if part == "sites" else f" {inner}"
                     line = f"{decider} calibration offset of {where}: {a:+.2f} -> {b:+.2f}"
                     (review if b - a >= RAISED else other).append(line)
+
+
+def _diff_arbiter(old: dict | None, new: dict | None, review: list[str], other: list[str]) -> None:
+    """An arbiter added, a different model asked, or every read offered at every site changes
+    what the flow may do: review. Refitted weights, records and predicates are listed."""
+    if old == new:
+        return
+    if new is None:
+        other.append(f"the arbiter was removed (it asked {old['model']})")  # type: ignore[index]
+        return
+    if old is None:
+        review.append(
+            f"an arbiter added: it asks {new['model']} at each decision and decides with its "
+            "answers (the proxy's default decider for this flow)"
+        )
+        return
+    if old["model"] != new["model"]:
+        review.append(f"the arbiter asks another model: {old['model']} -> {new['model']}")
+    if new["manifest_options"] and not old["manifest_options"]:
+        review.append("the arbiter offers every read tool at every site (--manifest-options)")
+    if [f["weights"] for f in old["folds"]] != [f["weights"] for f in new["folds"]]:
+        other.append(
+            f"the arbiter's weights changed ({len(old['folds'])} -> {len(new['folds'])} "
+            f"fits, {old['cases']} -> {new['cases']} decisions)"
+        )
+    if old["predicates"] != new["predicates"] or old["weighed"] != new["weighed"]:
+        other.append(
+            "the arbiter's predicates changed: "
+            f"{', '.join(p['id'] for p in old['predicates']) or 'none'} -> "
+            f"{', '.join(p['id'] for p in new['predicates']) or 'none'}"
+        )
 
 
 def diff_markdown(review: list[str], other: list[str]) -> str:

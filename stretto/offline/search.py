@@ -20,6 +20,7 @@ from stretto.logs.episode import Episode
 from stretto.model.decide import DEFAULT_THRESHOLD, Decider
 from stretto.model.program import FlowDistributions
 from stretto.offline import frames
+from stretto.offline.judging import OracleOptions, judges_for
 from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
 LOW, STEP, LEVELS = 0.10, 0.05, 18
@@ -81,9 +82,12 @@ class Search:
         sites: list[str] | None = None,
         costs: tuple[float, float] = DEFAULT_COSTS,
         progress=None,
+        oracle: OracleOptions | None = None,
     ) -> None:
         self.flow, self.episodes = flow, episodes
         self.decider = Decider({**flow, "thresholds": {}}, decider, threshold)
+        # the arbiter's questions: `replay` by default, so a search asks nothing new
+        self.judges = judges_for(flow, [self.decider.kind], oracle)
         self.dists = FlowDistributions(flow)
         self.sites = sites if sites is not None else searchable_sites(flow)
         unknown = sorted(set(self.sites) - set(searchable_sites(flow)))
@@ -106,7 +110,13 @@ class Search:
             if all(setting[s] == t for s, t in held.items()):
                 return check
         self.decider.thresholds = {**self.flow.get("thresholds", {}), **setting}
-        check = replay_episode(self.episodes[index], self.decider, dists=self.dists, ceiling=False)
+        check = replay_episode(
+            self.episodes[index],
+            self.decider,
+            dists=self.dists,
+            ceiling=False,
+            judges=self.judges,
+        )
         self.replays += 1
         held = {s: setting[s] for s in check.sites if s in setting}
         self._memo[index].append((held, check))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from stretto.logs.episode import Assistant, Episode, ToolCall, ToolResult, User
 from stretto.model.binding import same_arguments, value_text
-from stretto.model.session import SessionView
+from stretto.model.session import SessionView, Transcript
 
 EXACT = "exact"  # same tool, same arguments as canonical JSON
 BOUND = "bound"  # same tool, every bound argument equal by value text; the agent may pass more
@@ -167,13 +167,19 @@ class Walk:
     """An episode prepared for walking: its calls by turn, the agent's own calls in order."""
 
     def __init__(
-        self, episode: Episode, source_tools: frozenset[str] | None = None, *, lookups=True
+        self,
+        episode: Episode,
+        source_tools: frozenset[str] | None = None,
+        *,
+        lookups=True,
+        transcript: Transcript | None = None,
     ) -> None:
         """`lookups`: feed the recorded flow's lookups as the proxy saw them (False: leave
-        them out, for a consumer that makes its own)."""
+        them out, for a consumer that makes its own). `transcript`: fed the same events, with
+        the calls' keys as their ids (an arbiter's Conversation)."""
         self.episode = episode
         self.lookups = lookups
-        self.view = SessionView(source_tools)
+        self.view = SessionView(source_tools, transcript=transcript)
         self.results = episode.results_by_key()
         self.turn_of: dict[tuple[int, int], int] = {}  # call key -> index of its turn's event
         self.agent_calls: list[ToolCall] = []  # the agent's own calls, in turn order
@@ -197,7 +203,7 @@ class Walk:
         def send(call: ToolCall) -> None:
             if call.key not in sent:
                 sent.add(call.key)
-                view.sent(call.name, call.arguments)
+                view.sent(call.name, call.arguments, call.key)
 
         for index, event in enumerate(self.episode.events):
             if isinstance(event, User):
@@ -230,14 +236,18 @@ class Walk:
                             send(call)
                 if event.call_key in skipped or (event.by_proxy and not lookups):
                     continue
-                view.came_back(event.name, event.error, event.content)
+                view.came_back(event.name, event.error, event.content, event.call_key)
                 yield Point(index, event, view, self)
         for call in turn:
             send(call)
 
 
 def walk(
-    episode: Episode, source_tools: frozenset[str] | None = None, *, lookups: bool = True
+    episode: Episode,
+    source_tools: frozenset[str] | None = None,
+    *,
+    lookups: bool = True,
+    transcript: Transcript | None = None,
 ) -> Walk:
     """The episode's walk: iterate it for its turns, replies and decision points."""
-    return Walk(episode, source_tools, lookups=lookups)
+    return Walk(episode, source_tools, lookups=lookups, transcript=transcript)

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from stretto.model.flow import FlowError
+from stretto.model.flow import load_flow as load_flow_file
 from stretto.oracle.questions import QUESTIONS_VERSION, Predicate, PredicateError, parse_predicates
 from stretto.oracle.scores import Case, Rates, feature_names, judge
 from stretto.oracle.split import FOLDS, fold_of
 
 
-class ArbiterError(ValueError):
-    """An arbiter part that cannot be used; the message names the field."""
+class ArbiterError(FlowError):
+    """An arbiter part that cannot be used; the message names the file and field."""
 
 
 @dataclass
@@ -118,6 +121,19 @@ def arbiter_from_json(value: Any, source: str = "flow") -> Arbiter:
             raise ArbiterError(f"{where}.folds[{i}].rates`: malformed ({exc})") from exc
         arbiter.folds.append(Fold([float(w) for w in weights], rates, int(fold.get("cases", 0))))
     return arbiter
+
+
+def check_flow(flow: dict, source: str = "flow") -> dict:
+    """The flow, its arbiter part (if any) checked beyond the schema: ArbiterError (a
+    FlowError) names the file and field. What every loader above stretto.model calls."""
+    if "arbiter" in flow:
+        arbiter_from_json(flow["arbiter"], source)
+    return flow
+
+
+def load_flow(path: str | Path) -> dict:
+    """A flow file, validated (stretto.model.flow) and its arbiter checked."""
+    return check_flow(load_flow_file(path), str(path))
 
 
 def new_arbiter(

@@ -5,11 +5,14 @@ decider; ../shared/spec/algorithms.md §6.1 step 6)."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from stretto.oracle.arbiter import Arbiter, arbiter_from_json
-from stretto.oracle.errors import OracleError
+from stretto.oracle.errors import OracleError, TimedOut, Unanswered
 from stretto.oracle.oracle import Asked, Oracle, draw_key, flow_digest
 from stretto.oracle.questions import Predicate, dataflow_hints, site_request
 from stretto.oracle.request import Request
@@ -109,15 +112,24 @@ class Judgement:
     predicates: dict[str, float] = field(default_factory=dict)
     key: str | None = None  # the request's cache key (null when nothing was asked)
     record: dict | None = None
+    unanswered: bool = False  # `replay` had no answer: offline tools leave the decision out
 
 
 class ArbiterJudge:
-    """What the Decider calls at an `arbiter` decision of one session."""
+    """What the Decider calls at an `arbiter` decision of one session. Its decisions are
+    numbered in the order they are asked (`asked`: the next one's index, which seeds a
+    drawing runner), so a session walked again asks the same questions."""
 
     def __init__(
-        self, flow: dict, oracle: Oracle, *, session: str, task: str | None = None
+        self,
+        flow: dict,
+        oracle: Oracle,
+        *,
+        session: str,
+        task: str | None = None,
+        arbiter: Arbiter | None = None,
     ) -> None:
-        self.arbiter: Arbiter = arbiter_from_json(flow["arbiter"])
+        self.arbiter: Arbiter = arbiter or arbiter_from_json(flow["arbiter"])
         self.asker = SiteAsker(
             flow,
             oracle,
@@ -126,6 +138,12 @@ class ArbiterJudge:
             hints=self.arbiter.dataflow_hints,
         )
         self.task = task or session
+        self.asked = 0
+
+    def on(self, view: Any, within: float | None = None) -> functools.partial[Judgement]:
+        """This judge as the Decider takes it, showing the model the session a SessionView
+        holds (its `transcript`, a Conversation); `within`: seconds the question may take."""
+        return functools.partial(self, conversation=view.transcript, within=within)
 
     def __call__(
         self,
@@ -135,8 +153,15 @@ class ArbiterJudge:
         lookups: Iterable[str],
         habit: Mapping[str, float],
         conversation: Conversation,
-        index: int,
+        index: int | None = None,
+        within: float | None = None,
     ) -> Judgement:
+        """Ask the decision's questions (the session's next index unless given) and judge
+        the answer. `within`: the question is asked on a thread of its own and given up
+        after this many seconds (a socket's timeout holds per read, not per answer)."""
+        if index is None:
+            index = self.asked
+        self.asked += 1
         question = self.asker.question(
             site=site,
             prev=prev,
@@ -147,9 +172,14 @@ class ArbiterJudge:
         )
         key = self.asker.oracle.key(question.request, question.context)
         try:
-            asked = self.asker.ask(question)
+            if within is None or self.asker.oracle.cached(question.request, question.context):
+                asked = self.asker.ask(question)
+            else:
+                asked = _ask_within(self.asker, question, within)
         except OracleError as exc:
-            return Judgement(reason=FAILED.format(error=exc), key=key)
+            return Judgement(
+                reason=FAILED.format(error=exc), key=key, unanswered=isinstance(exc, Unanswered)
+            )
         if not asked.complete:
             return Judgement(reason=INCOMPLETE, key=key, record=asked.record)
         case = self.asker.case(question, asked, None, self.task)
@@ -160,3 +190,28 @@ class ArbiterJudge:
             key=asked.key,
             record=asked.record,
         )
+
+
+def _ask_within(asker: SiteAsker, question: SiteQuestion, seconds: float) -> Asked:
+    """Ask on a thread and wait at most `seconds` for the answer (the thread runs on and
+    caches what comes; the decision does not wait for it)."""
+    if seconds <= 0:
+        raise TimedOut(f"{asker.oracle.model}: no time left for questions in this run")
+    box: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            box["asked"] = asker.ask(question)
+        except OracleError as exc:
+            box["error"] = exc
+        except Exception as exc:  # noqa: BLE001 - a runner's bug is this question's failure
+            box["error"] = OracleError(f"{asker.oracle.model}: {exc.__class__.__name__}: {exc}")
+
+    thread = threading.Thread(target=ask, name="oracle-question", daemon=True)
+    thread.start()
+    thread.join(max(0.0, seconds))
+    if thread.is_alive():
+        raise TimedOut(f"{asker.oracle.model}: no answer within {seconds * 1000:.0f} ms")
+    if "error" in box:
+        raise box["error"]
+    return box["asked"]

@@ -26,7 +26,6 @@ from stretto.oracle.questions import NEXT
 from stretto.oracle.request import (
     Answers,
     Request,
-    cache_key,
     canonical,
     choice_probabilities,
     complete,
@@ -81,6 +80,7 @@ class Oracle:
         self.cache = cache
         self.log = Path(log) if log is not None else None
         self.clock = clock
+        self._last: tuple[Request, Context, dict, str, str] | None = None
 
     @property
     def model(self) -> str:
@@ -89,8 +89,20 @@ class Oracle:
     def wire(self, request: Request, context: Context) -> dict:
         return request.wire(self.model, context.draw if self.runner.draws else None)
 
+    def _prepared(self, request: Request, context: Context) -> tuple[dict, str, str]:
+        """The request's wire form, its serialization and its key — made once per request
+        (a decision asks `cached`, `key` and `ask` of the same one)."""
+        last = self._last
+        if last is not None and last[0] is request and last[1] == context:
+            return last[2], last[3], last[4]
+        wire = self.wire(request, context)
+        text = canonical(wire)
+        key = hashlib.sha256(text.encode()).hexdigest()
+        self._last = (request, context, wire, text, key)
+        return wire, text, key
+
     def key(self, request: Request, context: Context = NO_CONTEXT) -> str:
-        return cache_key(self.wire(request, context))
+        return self._prepared(request, context)[2]
 
     def cached(self, request: Request, context: Context = NO_CONTEXT) -> bool:
         return self.cache is not None and self.cache.has(self.key(request, context))
@@ -98,9 +110,8 @@ class Oracle:
     def ask(self, request: Request, context: Context = NO_CONTEXT) -> Asked:
         """The answers to a request, from the cache or the runner; OracleError (recorded
         first) when neither can answer."""
-        wire = self.wire(request, context)
-        key = cache_key(wire)
         started = self.clock()
+        _, text, key = self._prepared(request, context)
         notes: list[str] = []
         entry = None
         if self.cache is not None:
@@ -116,8 +127,8 @@ class Oracle:
                 **base,
                 "cached": True,
                 "model_version": entry.get("model_version"),
-                "request": clip(canonical(wire), REQUEST_CHARS),
-                "tokens": _tokens(canonical(wire), entry.get("usage") or {}),
+                "request": clip(text, REQUEST_CHARS),
+                "tokens": _tokens(text, entry.get("usage") or {}),
                 "draw": entry.get("draw"),
             }
         else:

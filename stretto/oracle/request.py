@@ -108,7 +108,12 @@ def choice_probabilities(
     unknown = sorted(set(probs) - set(question.names))
     if unknown:
         raise Malformed(f"{where}: `{unknown[0]}` is not one of the options offered")
-    out = {name: probability(probs.get(name, 0.0), f"{where}.{name}") for name in question.names}
+    out = {}
+    for name in question.names:
+        value = probs.get(name, 0.0)
+        # the common case checked inline; anything else by probability(), which says why
+        ok = type(value) is float and 0.0 <= value <= 1.0
+        out[name] = value if ok else probability(value, f"{where}.{name}")
     if normalize:
         total = sum(out.values())
         if total <= 0:

@@ -10,7 +10,7 @@ events at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,11 @@ class _Call:
     arguments: dict
     failed: bool | None = None  # None: not answered yet
     result: str = ""
+    line: str = ""  # `tool(args)`, clipped: written once, shown at every later decision
+
+    def __post_init__(self) -> None:
+        if not self.line:
+            self.line = f"{self.tool}({clip(compact(self.arguments), ARGUMENT_CHARS)})"
 
 
 class Conversation:
@@ -46,7 +51,7 @@ class Conversation:
         self.customer: list[str] = []
         self.agent_last: str = ""
         self.calls: list[_Call] = []
-        self._open: dict[str, _Call] = {}
+        self._open: dict[Hashable, _Call] = {}  # calls awaiting their answer, by id
 
     # what happened -------------------------------------------------------------------------
 
@@ -58,15 +63,27 @@ class Conversation:
         if text.strip():
             self.agent_last = text
 
-    def sent(self, call_id: str, tool: str, arguments: dict) -> None:
+    def sent(self, call_id: Hashable, tool: str, arguments: dict) -> None:
         call = _Call(tool, dict(arguments))
         self.calls.append(call)
         self._open[call_id] = call
 
-    def came_back(self, call_id: str, failed: bool, content: str) -> None:
+    def came_back(self, call_id: Hashable, failed: bool, content: str) -> None:
         call = self._open.pop(call_id, None)
         if call is not None:
             call.failed, call.result = failed, content
+
+    def fork(self) -> Conversation:
+        """A copy to extend without touching this one (a SessionView's fork)."""
+        copy = Conversation()
+        copy.customer, copy.agent_last = list(self.customer), self.agent_last
+        copies = {
+            id(call): _Call(call.tool, call.arguments, call.failed, call.result, call.line)
+            for call in self.calls
+        }
+        copy.calls = [copies[id(call)] for call in self.calls]
+        copy._open = {key: copies[id(call)] for key, call in self._open.items()}
+        return copy
 
     @classmethod
     def from_events(cls, events: Iterable[Event]) -> Conversation:
@@ -104,11 +121,7 @@ class Conversation:
                 clip(text, LATER_MESSAGE_CHARS) for text in self.customer[1:][-LATER_MESSAGES:]
             ],
             "agent_last_message": clip(self.agent_last, AGENT_MESSAGE_CHARS),
-            "earlier_lookups": [
-                f"{c.tool}({clip(compact(c.arguments), ARGUMENT_CHARS)}) → "
-                + ("error" if c.failed else "ok")
-                for c in earlier
-            ],
+            "earlier_lookups": [f"{c.line} → " + ("error" if c.failed else "ok") for c in earlier],
             "latest_results": [_latest(c) for c in latest],
         }
 

@@ -34,6 +34,7 @@ class ApiServer:
         self.routes: dict[tuple[str, str], Route] = {}
         self.scripted: dict[tuple[str, str], deque] = {}
         self.seen: list[Seen] = []
+        self.answered: list[str] = []  # the paths of the requests answered, in order
         self.release = threading.Event()
         server = self
 
@@ -78,6 +79,7 @@ class ApiServer:
                         self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
+                    server.answered.append(self.path)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -116,3 +118,43 @@ class ApiServer:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def openai_chat(pick: Callable[[str, list[str]], str], model: str = "demo-model-2026") -> Route:
+    """POST /chat/completions as an OpenAI-compatible server (vLLM, llama.cpp's server, LM
+    Studio) answers a request with a `json_schema` response format: each question's answer is
+    `pick(question id, its options)`; no token log-probabilities (as such servers often
+    give none)."""
+
+    def route(seen: Seen) -> Reply:
+        schema = seen.body["response_format"]["json_schema"]["schema"]
+        answer = {qid: pick(qid, prop["enum"]) for qid, prop in schema["properties"].items()}
+        return (
+            200,
+            {},
+            {
+                "id": f"chatcmpl-{len(seen.body['messages'][1]['content'])}",
+                "object": "chat.completion",
+                "created": 1790000000,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": json.dumps(answer)},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 700, "completion_tokens": 20, "total_tokens": 720},
+            },
+        )
+
+    return route
+
+
+def look_up_first(qid: str, options: list[str]) -> str:
+    """A model that always expects another lookup: the first lookup offered, `yes` to go on."""
+    if "yes" in options:
+        return "yes" if qid == "go_on" else "no"
+    lookups = [o for o in options if o != "respond"]
+    return lookups[0] if lookups else options[0]

@@ -9,13 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from stretto.model.flow import FlowError, build_flow, validate
+from stretto.model.flow import FlowError, validate
 from stretto.oracle.arbiter import ArbiterError, arbiter_from_json, new_arbiter
 from stretto.oracle.fit import fit_fold, fit_folds, fit_logit
 from stretto.oracle.questions import RESPOND, Predicate
 from stretto.oracle.request import yes_no
 from stretto.oracle.scores import Case, Rates, design, features, make_case
 from stretto.oracle.split import fold_of, learn_split
+from tests.builders import small_flow, synthetic_cases
 
 TRUE_WEIGHTS = np.array([1.0, 0.5, -0.8, 0.3, 1.2])
 
@@ -60,34 +61,6 @@ def test_the_fit_is_deterministic() -> None:
     a = fit_logit(designs, chosen).weights.tolist()
     b = fit_logit(designs, chosen).weights.tolist()
     assert json.dumps(a) == json.dumps(b)
-
-
-def synthetic_cases(seed: int, n: int = 1500, tasks: int = 30) -> list[Case]:
-    """Decisions where the agent does what the model's `next` answer says, in proportion: the
-    weight of ln one-question should come out near 1, the others near 0."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        lookups = ["get_order", "get_user"] if i % 3 else ["get_order"]
-        options = sorted([*lookups, RESPOND])
-        habit = dict(zip(lookups, rng.dirichlet(np.ones(len(lookups) + 1))[:-1], strict=False))
-        nxt = dict(zip(options, rng.dirichlet(np.ones(len(options))), strict=True))
-        answers = {"next": nxt, "go_on": yes_no(float(rng.uniform()))}
-        if len(lookups) > 1:
-            answers["tool"] = dict(zip(lookups, rng.dirichlet(np.ones(2)), strict=True))
-        actual = options[int(rng.choice(len(options), p=[nxt[o] for o in options]))]
-        out.append(
-            make_case(
-                site="get_user" if i % 2 else "find_user",
-                prev="get_user",
-                lookups=lookups,
-                habit=habit,
-                answers=answers,
-                actual=actual,
-                task=f"task-{i % tasks}",
-            )
-        )
-    return out
 
 
 def test_the_fit_on_cases_weighs_the_answer_that_predicts() -> None:
@@ -168,23 +141,6 @@ def test_cross_fitted_folds_leave_each_group_out() -> None:
     assert len({json.dumps(f.weights) for f in folds}) == 5
     [pooled] = fit_folds(cases, [])
     assert pooled.cases == 600
-
-
-def small_flow() -> dict:
-    return build_flow(
-        domain="shop",
-        kinds={"get_user": "read", "get_order": "read"},
-        docs={},
-        contracts={},
-        habit={(): {"get_user": 2.0, "get_order": 1.0}},
-        reach={(): {"get_user": 2.0}},
-        sites={("get_user", False): {"get_order": 1, "get_user": 1}},
-        alpha_fit={"alpha": 1.0},
-        sources=[],
-        episodes=1,
-        steps=3,
-        now_ms=0,
-    )
 
 
 def test_the_arbiter_part_of_the_flow() -> None:

@@ -8,36 +8,8 @@ from stretto.oracle.errors import Malformed, MissingKey
 from stretto.oracle.oracle import Oracle
 from stretto.oracle.runners import open_runner
 from stretto.oracle.runners.base import Context
+from tests.builders import KEY, systemone
 from tests.oracle.conftest import options
-
-KEY = "ts-test-key-42"
-
-
-def systemone(seen):
-    if seen.headers.get("authorization") != f"Bearer {KEY}":
-        return 401, {}, {"error": {"type": "authentication_error", "message": "invalid API key"}}
-    answers = {}
-    for qid, question in seen.body["questions"].items():
-        if question["type"] == "noul":
-            answers[qid] = {"type": "noul", "noul": 0.8}
-        else:
-            names = sorted(question["criteria"])
-            probs = {n: (0.7 if n == names[0] else 0.3 / (len(names) - 1)) for n in names}
-            answers[qid] = {
-                "type": "choice",
-                "choice": names[0],
-                "confidence": 0.7,
-                "probabilities": probs,
-            }
-    return (
-        200,
-        {"x-typesafe-request-id": "req_123"},
-        {
-            "model": "jev-1.14.0",
-            "answers": answers,
-            "usage": {"input_tokens": 318, "output_tokens": 34},
-        },
-    )
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ from stretto.oracle.judge import INCOMPLETE, ArbiterJudge
 from stretto.oracle.oracle import open_oracle, parse_price
 from stretto.oracle.questions import probe_request
 from stretto.oracle.runners.base import Context
+from tests.builders import KEY, small_flow, synthetic_cases, systemone
 from tests.oracle.conftest import conversation
-from tests.oracle.test_fit import small_flow, synthetic_cases
-from tests.oracle.test_jev import KEY, systemone
 
 HABIT = {"get_order": 0.5, "get_user": 0.2}
 
@@ -127,3 +126,43 @@ def test_serving_an_arbiter_imports_nothing_heavy() -> None:
     loaded = set(done.stdout.split())
     assert "stretto" in loaded
     assert not loaded & {"numpy", "dagster", "duckdb", "polars", "pyarrow", "jsonschema"}
+
+
+def test_a_deadline_gives_up_on_a_hanging_oracle_but_not_on_the_cache(flow, api, tmp_path) -> None:
+    from tests.oracle.apiserver import HANG
+
+    api.script("POST", "/v1/systemone", HANG)
+    api.route("POST", "/v1/systemone", systemone)
+    judged = judge(flow, api, tmp_path, timeout=5.0, retries=0)
+    hung = judged(
+        site="get_user",
+        prev="get_user",
+        lookups=["get_order", "get_user"],
+        habit=HABIT,
+        conversation=conversation(),
+        within=0.2,
+    )
+    assert hung.reason == "the System-One model failed: jev://jev-latest: no answer within 200 ms"
+    assert api.answered == [] and hung.key is not None  # given up on, not answered
+    assert judged.asked == 1  # the next decision has the next index
+    api.release.set()  # the hung request ends; ask the same question again, answered this time
+    answered = decide_at(judged, index=0, within=5.0)
+    assert answered.reason is None and answered.key == hung.key
+    spent = decide_at(judged, index=0, within=0.0)  # no time left, but the answer is cached
+    assert spent.reason is None and spent.probs == answered.probs
+    other = decide_at(judged, index=0, within=0.0, lookups=["get_order"])
+    assert other.reason == (
+        "the System-One model failed: jev://jev-latest: no time left for questions in this run"
+    )
+
+
+def decide_at(judged, *, index, within, lookups=("get_order", "get_user")):
+    return judged(
+        site="get_user",
+        prev="get_user",
+        lookups=list(lookups),
+        habit=HABIT,
+        conversation=conversation(),
+        index=index,
+        within=within,
+    )

@@ -13,8 +13,8 @@ from stretto.oracle.errors import BudgetError, Unanswered
 from stretto.oracle.oracle import Oracle, draw_key
 from stretto.oracle.runners import open_runner
 from stretto.oracle.runners.base import Context, RunnerOptions
+from tests.builders import KEY, systemone
 from tests.oracle.conftest import options
-from tests.oracle.test_jev import KEY, systemone
 
 HABIT = {"get_order_details": 0.6, "get_user_details": 0.1, "respond": 0.3}
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from pipeline import defs
+from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME, SHARED
 
 TAU2 = SHARED / "data/tau2"
@@ -22,19 +21,26 @@ TRAIN = (
     / "results/leaderboard/toolorchestra_nvidia_2025-12-02/toolorchestra_retail_gpt-5_1trial.json"
 )
 TEST = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json"
-STRETTO = str(Path(sys.executable).parent / "stretto")
 
 
 @pytest.fixture(scope="module")
 def retail_flow(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("retail")
     out = tmp / "retail.flow.json"
-    done = subprocess.run(
-        [STRETTO, "compile", "--results", str(TRAIN), "--domain", "retail"]
-        + ["--split", str(RETAIL_SPLIT), "--tools", str(TAU2 / "domains/tau2_tools.json")]
-        + ["--out", str(out), "--home", str(tmp / "home")],
-        capture_output=True,
-        text=True,
+    done = stretto(
+        "compile",
+        "--results",
+        TRAIN,
+        "--domain",
+        "retail",
+        "--split",
+        RETAIL_SPLIT,
+        "--tools",
+        TAU2 / "domains/tau2_tools.json",
+        "--out",
+        out,
+        "--home",
+        tmp / "home",
     )
     assert done.returncode == 0, done.stderr
     return out
@@ -62,11 +68,16 @@ def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flo
     }
     assert metadata["reliability"].startswith("![reliability](data:image/png;base64,")
     # the CLI, on the same episodes, reports the same totals
-    done = subprocess.run(
-        [STRETTO, "replay", "--flow", str(retail_flow), "--results", str(TEST)]
-        + ["--split", str(RETAIL_SPLIT), "--format", "json"],
-        capture_output=True,
-        text=True,
+    done = stretto(
+        "replay",
+        "--flow",
+        retail_flow,
+        "--results",
+        TEST,
+        "--split",
+        RETAIL_SPLIT,
+        "--format",
+        "json",
     )
     assert done.returncode == 0, done.stderr
     total = json.loads(done.stdout)["total"]
@@ -74,12 +85,7 @@ def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flo
     # a split none of whose test tasks were run: refused, not an empty report
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"train": ["1"], "test": ["no-such-task"]}))
-    empty = subprocess.run(
-        [STRETTO, "replay", "--flow", str(retail_flow), "--results", str(TEST)]
-        + ["--split", str(split)],
-        capture_output=True,
-        text=True,
-    )
+    empty = stretto("replay", "--flow", retail_flow, "--results", TEST, "--split", split)
     assert empty.returncode == 1 and "no episodes to replay" in empty.stderr
 
 

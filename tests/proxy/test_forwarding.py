@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 from stretto.logs.episode import read_episode
@@ -272,3 +273,23 @@ def test_a_context_line_that_is_not_json_is_kept_as_raw(tmp_path: Path, logs: Pa
         "not json at all",
     ]  # the unfinished last line waits for its newline
     assert "a context line is not JSON" in client.stderr_text
+
+
+def test_the_log_is_written_while_the_session_runs(logs: Path) -> None:
+    """Lines are written in batches, but never wait for the session's end: a quiet session
+    has its lines on disk soon after they passed (the proxy flushes by time), a busy one as
+    its batches fill up."""
+    with StdioClient(proxy("--record", str(logs), server=demo_server())) as client:
+        client.initialize()
+        log_path = only_log(logs)
+        deadline = time.monotonic() + 30
+        while b'"serverInfo"' not in log_path.read_bytes():
+            assert time.monotonic() < deadline, "the initialize answer never reached the log"
+            time.sleep(0.01)
+        for n in range(40):
+            client.call_tool("big", {"size": 4000 + n})  # 40 answers of 4 kB: batches fill
+        size_while_running = log_path.stat().st_size
+        assert size_while_running > 40 * 4000 - 64 * 1024
+        assert client.close() == 0
+    log = read_session_log(log_path)  # whole, every line
+    assert [line.sender for line in log.lines].count("server") == 41

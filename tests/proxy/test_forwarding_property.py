@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ def strict_json(text: bytes) -> tuple[bool, object]:
         return False, None
 
 
+@pytest.mark.slow  # a property over 30 drawn examples, each through a real proxy
 @settings(
     max_examples=30,
     deadline=None,

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
+from tests.builders import stretto
 from tests.conftest import filesystem_server, proxy
 from tests.warehouse.helpers import ingest, rows
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATTERNS = ["**/2026-08-*", "**/2026-09-*", "**/*beta*", "**/2026-10-2*", "**/*alpha*"]
 
@@ -41,23 +40,17 @@ def trained(tmp_path_factory) -> tuple[Path, Path, Path]:
                 agent.call_tool("read_text_file", {"path": path})
             agent.close()
     flow = base / "notes.flow.json"
-    done = subprocess.run(
-        [
-            STRETTO,
-            "learn",
-            "--sessions",
-            str(logs),
-            "--domain",
-            "notes",
-            "--habit-only",
-            "--out",
-            str(flow),
-            "--home",
-            str(base / "home"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = stretto(
+        "learn",
+        "--sessions",
+        logs,
+        "--domain",
+        "notes",
+        "--habit-only",
+        "--out",
+        flow,
+        "--home",
+        base / "home",
     )
     assert done.returncode == 0, done.stderr
     return notes, flow, base

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from proxy.context import ContextFeed
+from proxy.pump import Pump
 from proxy.recorder import SessionLog
 from proxy.relay import Relay
 from proxy.serve import DEFAULT_BUDGET_CHARS, FlowServer
@@ -28,9 +31,25 @@ from stretto.offline.walk import Point, Turn, walk
 from tests.conftest import demo_server
 
 
+class CountingRelay(Relay):
+    """The relay, noting the answers it has accounted for: the flow sees each answer then,
+    which in shadow mode is after the host has it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.accounted: set[object] = set()  # the ids of the answers
+
+    def account_server(self, line, parsed, t_ns, forwarded) -> bool:
+        forward = super().account_server(line, parsed, t_ns, forwarded)
+        if parsed is not None and isinstance(parsed[0], dict):
+            self.accounted.add(parsed[0].get("id"))
+        return forward
+
+
 class Host:
-    """A scripted host: writes the conversation to the context file, sends calls through the
-    proxy's relay and reads the answers the proxy hands back."""
+    """A scripted host: writes the conversation to the context file, sends calls to the
+    proxy's loop (proxy.pump, on a thread of its own, over real pipes) and reads the answers
+    it hands back."""
 
     def __init__(self, logs: Path, flow: dict | None = None, **serve) -> None:
         self.context = logs.parent / f"{logs.name}.context.jsonl"
@@ -39,46 +58,77 @@ class Host:
         self.log = SessionLog(
             str(logs), server_command=["demo"], domain="demo", agent_model=None, started=0.0
         )
-        read_fd, write_fd = os.pipe()
-        self.answers = os.fdopen(read_fd, "rb")
-        self.relay = Relay(self.server, self.log, ContextFeed(str(self.context)), write_fd)
-        self._write_fd = write_fd
+        host_in, self._to_proxy = os.pipe()
+        answers, host_out = os.pipe()
+        self.answers = os.fdopen(answers, "rb")
+        self._host_fds = (host_in, host_out)
+        self.relay = CountingRelay(
+            self.server, self.log, ContextFeed(str(self.context)), to_host=self._to_host
+        )
+        self.relay.hold_server_lines = flow is not None and not serve.get("shadow", False)
         self.flow: FlowServer | None = None
-        if flow is not None:
-            self.flow = FlowServer(
-                flow,
-                decider=None,
-                threshold=0.3,
-                per_call=serve.get("per_call", 8),
-                per_session=40,
-                tools=None,
-                log_path=str(logs / f"{self.log.session}.flow.jsonl"),
-                shadow=serve.get("shadow", False),
-                budget_chars=DEFAULT_BUDGET_CHARS,
-                send=self.server.send,
-                to_host=self.relay.to_host,
-                record=self.log.record,
-                session=self.log.session,
-            )
-            self.relay.flow = self.flow
-        self.server.start(self.relay.from_server)
+        self._flow, self._serve = flow, serve
+        self._ready = threading.Event()
+        self._loop = threading.Thread(target=self._run, daemon=True)
+        self._loop.start()
+        assert self._ready.wait(30)
         self.next_id = 1
         self.histories: list[list[str]] = []  # the proxy's, as each answer reached the host
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
         self.notify("notifications/initialized")
         self.request("tools/list", {})
 
+    def _to_host(self, line: bytes) -> bool:
+        return self.pump.to_host(line)
+
+    def _run(self) -> None:
+        """The proxy's loop, built on the thread that runs it (as proxy.cli does)."""
+        host_in, host_out = self._host_fds
+        self.pump = pump = Pump(self.relay, self.server, host_in=host_in, host_out=host_out)
+        self.relay.host_has_all = pump.drained
+        if self._flow is not None:
+            self.relay.expect_flow()
+            self.flow = FlowServer(
+                self._flow,
+                decider=None,
+                threshold=0.3,
+                per_call=self._serve.get("per_call", 8),
+                per_session=40,
+                tools=None,
+                log_path=str(Path(self.log.path).parent / f"{self.log.session}.flow.jsonl"),
+                shadow=self._serve.get("shadow", False),
+                budget_chars=DEFAULT_BUDGET_CHARS,
+                send=pump.to_server,
+                to_host=self.relay.flow_to_host,
+                record=self.log.record,
+                session=self.log.session,
+            )
+            self.relay.attach_flow(self.flow)
+        self._ready.set()
+        pump.run_until(lambda: pump.host_eof)
+        pump.close_server_input()
+        pump.run_until(lambda: pump.server_status is not None and pump.output_closed, 30)
+        while self.relay.flow_busy():
+            time.sleep(0.005)
+        pump.run_until(pump.drained, 5)
+        pump.close()
+        os.close(host_in)
+        os.close(host_out)
+
     def say(self, role: str, content: str) -> None:
         with self.context.open("a") as f:
             f.write(json.dumps({"role": role, "content": content}) + "\n")
 
+    def _send(self, message: dict) -> None:
+        os.write(self._to_proxy, json.dumps(message).encode() + b"\n")
+
     def notify(self, method: str) -> None:
-        self.relay.from_host(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
+        self._send({"jsonrpc": "2.0", "method": method})
 
     def request(self, method: str, params: dict) -> dict:
         request = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
         self.next_id += 1
-        self.relay.from_host(json.dumps(request).encode() + b"\n")
+        self._send(request)
         answer = json.loads(self.answers.readline())
         assert answer["id"] == request["id"], answer
         return answer
@@ -86,16 +136,18 @@ class Host:
     def call(self, tool: str, **arguments) -> dict:
         answer = self.request("tools/call", {"name": tool, "arguments": arguments})
         if self.flow is not None:
+            # the flow has seen the answer, and its lookups after the call are over
+            while answer["id"] not in self.relay.accounted or self.relay.flow_busy():
+                time.sleep(0.005)
             self.histories.append(list(self.flow.session_view.history))
         return answer
 
     def close(self) -> Path:
-        self.server.close_input()
-        assert self.server.wait(30) is not None
-        self.server.finish_reading(5)
+        os.close(self._to_proxy)  # the host hangs up
+        self._loop.join(60)
+        assert not self._loop.is_alive()
         self.relay.log_context()  # the conversation's last words, as the proxy does at the end
         self.log.close()
-        os.close(self._write_fd)
         self.answers.close()
         if self.flow is not None:
             self.flow.close()

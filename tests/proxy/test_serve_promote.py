@@ -6,8 +6,6 @@ mode, promote, serve."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +15,9 @@ from stretto.logs.sessionlog import read_session_log
 from stretto.model.flow import load_flow
 from stretto.offline.promote import score
 from stretto.stdio_client import StdioClient, result_text
+from tests.builders import stretto
 from tests.conftest import demo_server, proxy
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 
 
@@ -59,12 +57,17 @@ def promoted(tmp_path_factory) -> tuple[Path, Path, Path]:
             wait(agent)
             agent.close()
     flow = base / "demo.flow.json"
-    done = subprocess.run(
-        [STRETTO, "learn", "--sessions", str(training), "--domain", "demo", "--habit-only"]
-        + ["--out", str(flow), "--home", str(base / "home")],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = stretto(
+        "learn",
+        "--sessions",
+        training,
+        "--domain",
+        "demo",
+        "--habit-only",
+        "--out",
+        flow,
+        "--home",
+        base / "home",
     )
     assert done.returncode == 0, done.stderr
     shadow = base / "shadow"
@@ -75,12 +78,7 @@ def promoted(tmp_path_factory) -> tuple[Path, Path, Path]:
             agent.call_tool("update", {"key": f"s{n}", "value": "checked"})
             agent.close()
     out = base / "demo.promoted.flow.json"
-    done = subprocess.run(
-        [STRETTO, "promote", "--flow", str(flow), "--shadow", str(shadow), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = stretto("promote", "--flow", flow, "--shadow", shadow, "--out", out)
     assert done.returncode == 0, done.stderr
     return flow, shadow, out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from stretto.cli.main import main
 from stretto.logs.episode import Episode
 from stretto.model.flow import load_flow
-from tests.stretto.test_episode import HEADER, LogBuilder
+from tests.builders import HEADER, LogBuilder
 
 
 def _tool(name: str, arg: str, read: bool) -> dict:

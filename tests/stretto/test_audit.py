@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,9 +11,8 @@ import pytest
 from stretto.logs.episode import read_episodes
 from stretto.model.flow import habit_model, load_flow
 from stretto.offline.audit import audit
+from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME
-
-STRETTO = str(Path(sys.executable).parent / "stretto")
 
 
 @pytest.fixture
@@ -56,19 +53,8 @@ def test_a_decision_scored_by_hand(shop: Path) -> None:
 
 def test_the_command_writes_markdown_tables_and_a_plot(shop: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    done = subprocess.run(
-        [
-            STRETTO,
-            "audit",
-            "--flow",
-            str(shop),
-            "--sessions",
-            str(REFERENCE_HOME / "shadow/shop"),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    done = stretto(
+        "audit", "--flow", shop, "--sessions", REFERENCE_HOME / "shadow/shop", "--out", out
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("# Audit (habit decider)\n\n3 episodes, 12 decisions scored.")
@@ -76,11 +62,7 @@ def test_the_command_writes_markdown_tables_and_a_plot(shop: Path, tmp_path: Pat
     assert pq.read_table(out / "sites.parquet").num_rows == 3
     assert pq.read_table(out / "decisions.parquet").num_rows == 12
     assert (out / "reliability.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-    missing = subprocess.run(
-        [STRETTO, "audit", "--flow", str(shop), "--sessions", str(tmp_path / "nope")],
-        capture_output=True,
-        text=True,
-    )
+    missing = stretto("audit", "--flow", shop, "--sessions", tmp_path / "nope")
     assert missing.returncode == 1 and "not a directory of session logs" in missing.stderr
 
 

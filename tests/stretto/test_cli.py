@@ -122,11 +122,11 @@ def test_every_command_help_ends_with_examples_that_parse(name: str) -> None:
         build_parser().parse_args(words[1:])  # exits 2 on an option that does not exist
 
 
-def test_learn_help_shows_habit_only_as_required(capsys) -> None:
+def test_learn_needs_an_oracle_an_arbiter_or_habit_only(capsys) -> None:
     usage = subcommands()["learn"].format_usage()
-    assert "--habit-only" in usage and "[--habit-only]" not in usage
+    assert "[--habit-only]" in usage and "[--oracle URI]" in usage
     assert main(["learn", "--sessions", ".", "--domain", "d", "--out", "x.flow.json"]) == 2
-    assert "the arbiter is not available yet" in capsys.readouterr().err
+    assert "learn needs --oracle URI to fit the flow's arbiter" in capsys.readouterr().err
 
 
 def test_init_usage_names_every_option() -> None:

@@ -2,74 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from stretto.logs.episode import Assistant, ToolResult, User, read_episode
+from stretto.logs.episode import Assistant, ToolResult, User
 from stretto.logs.toollist import contract_of
-
-HEADER = {
-    "stretto_mcp_log": 2,
-    "session": "s-1",
-    "started_unix_ms": 0,
-    "server_command": [],
-    "domain": None,
-    "agent_model": None,
-}
-
-
-class LogBuilder:
-    def __init__(self) -> None:
-        self.lines: list[dict] = [HEADER]
-
-    def client_call(self, t: int, call_id: object, name: str, **arguments: object) -> LogBuilder:
-        return self._add(
-            t,
-            "client",
-            {
-                "jsonrpc": "2.0",
-                "id": call_id,
-                "method": "tools/call",
-                "params": {"name": name, "arguments": arguments},
-            },
-        )
-
-    def proxy_call(self, t: int, call_id: object, name: str, **arguments: object) -> LogBuilder:
-        return self._add(
-            t,
-            "proxy",
-            {
-                "jsonrpc": "2.0",
-                "id": call_id,
-                "method": "tools/call",
-                "params": {"name": name, "arguments": arguments},
-            },
-        )
-
-    def result(
-        self, t: int, call_id: object, text: str, error: bool = False, sender: str = "server"
-    ) -> LogBuilder:
-        return self._add(
-            t,
-            sender,
-            {
-                "jsonrpc": "2.0",
-                "id": call_id,
-                "result": {"content": [{"type": "text", "text": text}], "isError": error},
-            },
-        )
-
-    def say(self, t: int, role: str, content: str) -> LogBuilder:
-        return self._add(t, "context", {"role": role, "content": content})
-
-    def _add(self, t: int, sender: str, message: dict) -> LogBuilder:
-        self.lines.append({"t_ms": t, "from": sender, "message": message})
-        return self
-
-    def episode(self, tmp_path: Path):
-        path = tmp_path / "s-1.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in self.lines))
-        return read_episode(path)
+from tests.builders import LogBuilder
 
 
 def turns(episode) -> list[list[str]]:

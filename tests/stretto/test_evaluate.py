@@ -30,9 +30,9 @@ from stretto.offline.evaluate import (
     write_tables,
 )
 from stretto.stdio_client import StdioClient, result_text
+from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME, filesystem_server, proxy
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
 METRICS = ("lookups", "used", "detours", "turns")
 
 
@@ -282,6 +282,7 @@ def coverage(
     }
 
 
+@pytest.mark.slow  # statistical: 200 replications
 def test_the_weighted_estimators_cover_the_truth_at_their_promised_rate() -> None:
     """The agent uses a lookup with the model's own probability: the reward model (per site and
     tool) is wrong, the propensities are right. 200 replications of 360 decisions."""
@@ -302,6 +303,7 @@ def test_the_weighted_estimators_cover_the_truth_at_their_promised_rate() -> Non
     assert found["coverage"][("direct", "bootstrap", "used")] < 0.5
 
 
+@pytest.mark.slow  # statistical: 200 replications
 def test_the_direct_method_covers_the_truth_when_its_model_is_right() -> None:
     """The agent's use depends only on site and tool: the reward model is the right one. The
     habit target differs from the logging rule more (more weight on fewer decisions)."""
@@ -701,11 +703,7 @@ def test_the_package_imports_without_dagster_or_polars() -> None:
 
 
 def test_the_command_refuses_the_reference_logs_which_carry_no_propensities() -> None:
-    done = subprocess.run(
-        [STRETTO, "evaluate", "--sessions", str(REFERENCE_HOME / "served/shop")],
-        capture_output=True,
-        text=True,
-    )
+    done = stretto("evaluate", "--sessions", REFERENCE_HOME / "served/shop")
     assert done.returncode == 1
     assert "logs without propensities are refused" in done.stderr
     assert ".flow.jsonl:1: " in done.stderr and done.stdout == ""
@@ -740,13 +738,8 @@ def served(tmp_path_factory) -> dict:
                 agent.call_tool("read_text_file", {"path": path})
             agent.close()
     flow = base / "notes.flow.json"
-    learn = [STRETTO, "learn", "--sessions", str(train), "--domain", "notes", "--habit-only"]
-    done = subprocess.run(
-        [*learn, "--out", str(flow), "--home", str(base / "home")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    learn = ["learn", "--sessions", train, "--domain", "notes", "--habit-only"]
+    done = stretto(*learn, "--out", flow, "--home", base / "home")
     assert done.returncode == 0, done.stderr
     logs = base / "served"
     paths = []
@@ -782,12 +775,27 @@ def served(tmp_path_factory) -> dict:
 
 def test_the_command_labels_and_evaluates_a_real_proxys_exploring_logs(served, tmp_path) -> None:
     out = tmp_path / "tables"
-    done = subprocess.run(
-        [STRETTO, "evaluate", "--sessions", str(served["logs"]), "--flow", str(served["flow"])]
-        + ["--decider", "reach", "--decider", "habit", "--threshold", "0.3", "--threshold", "0.9"]
-        + ["--min-ess", "1", "--bootstrap", "200", "--json", "--out", str(out)],
-        capture_output=True,
-        text=True,
+    done = stretto(
+        "evaluate",
+        "--sessions",
+        served["logs"],
+        "--flow",
+        served["flow"],
+        "--decider",
+        "reach",
+        "--decider",
+        "habit",
+        "--threshold",
+        "0.3",
+        "--threshold",
+        "0.9",
+        "--min-ess",
+        "1",
+        "--bootstrap",
+        "200",
+        "--json",
+        "--out",
+        out,
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
@@ -850,11 +858,8 @@ def test_the_command_labels_and_evaluates_a_real_proxys_exploring_logs(served, t
     )
     assert row["estimate"] == total["dr"]["used"]
 
-    markdown = subprocess.run(
-        [STRETTO, "evaluate", "--sessions", str(served["logs"]), "--bootstrap", "50"]
-        + ["--out", str(tmp_path / "md")],
-        capture_output=True,
-        text=True,
+    markdown = stretto(
+        "evaluate", "--sessions", served["logs"], "--bootstrap", "50", "--out", tmp_path / "md"
     )
     assert markdown.returncode == 0, markdown.stderr
     assert markdown.stdout.startswith("# Evaluation\n\n")

@@ -311,3 +311,48 @@ def test_doctor_refuses_a_home_that_is_a_file(bare: Path, capsys) -> None:
     status, rows, err = doctor(capsys, bare)
     assert status == 1 and rows["STRETTO_HOME"] == ("NO", f"{bare}: not a folder")
     assert "1 problem(s): STRETTO_HOME" in err
+
+
+def test_doctor_checks_each_runner_and_never_prints_a_key(
+    bare: Path, shop_flow_path: Path, monkeypatch, capsys
+) -> None:
+    """The runner a flow's arbiter names and those given with --oracle: reachable, the model
+    there, the key set; --network asks one question, caching nothing."""
+    from stretto.oracle.arbiter import Fold, new_arbiter
+    from stretto.oracle.scores import Rates
+    from tests.conftest import free_port
+    from tests.oracle.apiserver import ApiServer, look_up_first, openai_chat
+
+    flow = json.loads(shop_flow_path.read_text())
+    fold = Fold([1.0, 1.0, 0.0, 0.0, 0.0], Rates(), 1)
+    flow["arbiter"] = new_arbiter(model="openai://demo-model", folds=[fold]).to_json()
+    (bare / "flows").mkdir(parents=True)
+    (bare / "flows/shop.flow.json").write_text(json.dumps(flow))
+    secret = "sk-ant-do-not-print-0123456789"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ApiServer() as api:
+        models = {"object": "list", "data": [{"id": "demo-model", "object": "model"}]}
+        api.route("GET", "/models", lambda seen: (200, {}, models))
+        api.route("POST", "/chat/completions", openai_chat(look_up_first))
+        monkeypatch.setenv("OPENAI_BASE_URL", api.url)
+
+        def run(*options: str) -> tuple[int, str, str]:
+            status = main(["doctor", "--home", str(bare), *options])
+            out, err = capsys.readouterr()
+            return status, out, err
+
+        status, out, err = run("--oracle", "claude://claude-haiku-4-5")
+        assert api.requests_to("/chat/completions") == []  # checked, not asked
+        asked_status, asked, _ = run("--network")
+        assert len(api.requests_to("/chat/completions")) == 1
+    row = next(line for line in out.splitlines() if line.startswith("oracle openai://"))
+    assert "(shop.flow.json)" in row and " yes " in row and "lists demo-model" in row
+    claude = next(line for line in out.splitlines() if line.startswith("oracle claude://"))
+    assert " NO " in claude and "cannot reach http://127.0.0.1:" in claude
+    assert status == 1 and "oracle claude://claude-haiku-4-5 (--oracle)" in err
+    assert secret not in out + err
+    network = next(line for line in asked.splitlines() if line.startswith("oracle openai://"))
+    assert asked_status == 0 and "answered a question (get_order_status at 1.00" in network
+    assert not (bare / "oracle-cache").exists()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +11,9 @@ import pytest
 from stretto.logs.episode import read_episodes
 from stretto.model.flow import FlowError, dumps, load_flow
 from stretto.offline.promote import Bar, promote, promote_served, score, wilson_lower
+from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
 Z = 1.6448536
 
 SHOP_TOOLS = [
@@ -350,10 +348,6 @@ def test_a_promoted_flows_own_record_is_ignored_when_scoring(shop: dict, tmp_pat
 
 
 # --- the command ----------------------------------------------------------------------------
-
-
-def stretto(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([STRETTO, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_the_command_writes_a_flow_that_loads_and_flow_diff_reviews_it(

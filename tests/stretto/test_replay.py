@@ -4,8 +4,6 @@ learned by the real pipeline from hand-made shop sessions."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,27 +12,13 @@ from stretto.logs.episode import read_episode
 from stretto.model.decide import Decider
 from stretto.model.flow import load_flow
 from stretto.offline.replay import calibration, ceiling_turns, replay, replay_episode
-from tests.stretto.test_episode import HEADER, LogBuilder
-from tests.warehouse.test_learn import SHOP_TOOLS, shop_log, write_logs
-
-STRETTO = str(Path(sys.executable).parent / "stretto")
+from tests.builders import HEADER, SHOP_TOOLS, LogBuilder, stretto
 
 
-@pytest.fixture(scope="module")
-def shop(tmp_path_factory) -> Path:
-    """A flow learned from four shop sessions: after find_account the agent reads the account
-    it found, then each of its orders; then it closes one."""
-    tmp = tmp_path_factory.mktemp("replay-shop")
-    sessions = write_logs(tmp / "sessions", [shop_log(i) for i in range(4)])
-    out = tmp / "shop.flow.json"
-    done = subprocess.run(
-        [STRETTO, "learn", "--habit-only", "--sessions", str(sessions), "--domain", "shop"]
-        + ["--out", str(out), "--home", str(tmp / "home")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
+@pytest.fixture
+def shop(hand_made_shop_flow: Path) -> Path:
+    """The flow learned from four hand-made shop sessions (tests/conftest.py)."""
+    return hand_made_shop_flow
 
 
 def episode(tmp_path: Path, name: str, build) -> object:
@@ -159,11 +143,18 @@ def test_calibration_rows_and_measures(shop: Path) -> None:
 
 def test_replay_cli_markdown_and_json(shop: Path, tmp_path: Path) -> None:
     sessions = shop.parent / "sessions"
-    done = subprocess.run(
-        [STRETTO, "replay", "--flow", str(shop), "--sessions", str(sessions), "--format", "json"]
-        + ["--explore", "0", "--out", str(tmp_path / "tables")],
-        capture_output=True,
-        text=True,
+    done = stretto(
+        "replay",
+        "--flow",
+        shop,
+        "--sessions",
+        sessions,
+        "--format",
+        "json",
+        "--explore",
+        "0",
+        "--out",
+        tmp_path / "tables",
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -178,15 +169,7 @@ def test_replay_cli_markdown_and_json(shop: Path, tmp_path: Path) -> None:
         "calibration.parquet",
         "reliability.png",
     }
-    markdown = subprocess.run(
-        [STRETTO, "replay", "--flow", str(shop), "--sessions", str(sessions)],
-        capture_output=True,
-        text=True,
-    )
+    markdown = stretto("replay", "--flow", shop, "--sessions", sessions)
     assert markdown.returncode == 0 and "Turns saved:" in markdown.stdout
-    missing = subprocess.run(
-        [STRETTO, "replay", "--flow", str(shop), "--sessions", str(tmp_path / "nowhere")],
-        capture_output=True,
-        text=True,
-    )
+    missing = stretto("replay", "--flow", shop, "--sessions", tmp_path / "nowhere")
     assert missing.returncode == 1 and "nowhere" in missing.stderr

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stretto.offline.review import diff
-
-STRETTO = str(Path(sys.executable).parent / "stretto")
+from tests.builders import stretto
 
 
 @pytest.fixture
@@ -21,7 +18,7 @@ def shop(shop_flow_path: Path) -> Path:
 
 
 def test_flow_show(shop: Path) -> None:
-    done = subprocess.run([STRETTO, "flow-show", str(shop)], capture_output=True, text=True)
+    done = stretto("flow-show", shop)
     assert done.returncode == 0
     text = done.stdout
     assert "- **Never calls** (writes): cancel_pending_order" in text
@@ -31,15 +28,9 @@ def test_flow_show(shop: Path) -> None:
     )
     assert "- `order_id` from get_user_details `$.orders[*]` (12 of 12)" in text
     assert "Decide(prev, failed)" in text
-    data = json.loads(
-        subprocess.run(
-            [STRETTO, "flow-show", str(shop), "--format", "json"], capture_output=True, text=True
-        ).stdout
-    )
+    data = json.loads(stretto("flow-show", shop, "--format", "json").stdout)
     assert data["writes"] == ["cancel_pending_order"] and data["program"] == "standard"
-    strict = subprocess.run(
-        [STRETTO, "flow-show", str(shop), "--threshold", "0.9"], capture_output=True, text=True
-    ).stdout
+    strict = stretto("flow-show", shop, "--threshold", "0.9").stdout
     assert "hands back: 0.99 × 0.88 = 0.87, below 0.9" in strict
 
 
@@ -92,17 +83,9 @@ def test_flow_diff_lists_what_needs_review(shop: Path, tmp_path: Path) -> None:
 
     new_path = tmp_path / "new.flow.json"
     new_path.write_text(json.dumps(changed(flow, cases[next(iter(cases))])))
-    done = subprocess.run(
-        [STRETTO, "flow-diff", str(shop), str(new_path)], capture_output=True, text=True
-    )
+    done = stretto("flow-diff", shop, new_path)
     assert done.returncode == 1 and "## Needs review" in done.stdout
-    same = subprocess.run(
-        [STRETTO, "flow-diff", str(shop), str(shop)], capture_output=True, text=True
-    )
+    same = stretto("flow-diff", shop, shop)
     assert same.returncode == 0
-    broken = subprocess.run(
-        [STRETTO, "flow-diff", str(shop), str(tmp_path / "missing.json")],
-        capture_output=True,
-        text=True,
-    )
+    broken = stretto("flow-diff", shop, tmp_path / "missing.json")
     assert broken.returncode == 2 and "cannot read" in broken.stderr

@@ -4,14 +4,19 @@ detours switch it off; cheap ones keep it."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
+
+import pytest
 
 from stretto.model.flow import load_flow
 from stretto.offline.search import GRID, Search
-from tests.stretto.test_episode import HEADER, LogBuilder
-from tests.stretto.test_replay import STRETTO, shop  # noqa: F401 - the learned shop flow
-from tests.warehouse.test_learn import SHOP_TOOLS
+from tests.builders import HEADER, SHOP_TOOLS, LogBuilder, stretto
+
+
+@pytest.fixture
+def shop(hand_made_shop_flow: Path) -> Path:
+    """The flow learned from four hand-made shop sessions (tests/conftest.py)."""
+    return hand_made_shop_flow
 
 
 def one_order_sessions(folder: Path, n: int = 4) -> Path:
@@ -33,7 +38,7 @@ def one_order_sessions(folder: Path, n: int = 4) -> Path:
     return folder
 
 
-def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None:
     from stretto.logs.episode import read_episodes
 
     flow = load_flow(shop)
@@ -61,7 +66,7 @@ def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None
     assert all(t <= 1 for t in cheap.setting.values())
 
 
-def test_the_search_tables_and_sweep_plot(shop: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_search_tables_and_sweep_plot(shop: Path, tmp_path: Path) -> None:
     import polars as pl
 
     from stretto.logs.episode import read_episodes
@@ -89,42 +94,28 @@ def test_the_search_tables_and_sweep_plot(shop: Path, tmp_path: Path) -> None:  
 
 
 def test_search_cli_writes_thresholds_and_flow_diff_lists_them(
-    shop: Path,  # noqa: F811
+    shop: Path,
     tmp_path: Path,
 ) -> None:
     sessions = one_order_sessions(tmp_path / "s")
     out = tmp_path / "searched.flow.json"
-    done = subprocess.run(
-        [STRETTO, "search", "--flow", str(shop), "--sessions", str(sessions)]
-        + ["--costs", "1,5", "--out", str(out), "--json"],
-        capture_output=True,
-        text=True,
+    done = stretto(
+        "search", "--flow", shop, "--sessions", sessions, "--costs", "1,5", "--out", out, "--json"
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["chosen"]["detours"] < report["start"]["detours"]
     raised = load_flow(out)["thresholds"]["get_order"]
     assert raised == report["chosen"]["thresholds"]["get_order"] > 0.3
-    diff = subprocess.run(
-        [STRETTO, "flow-diff", str(shop), str(out)], capture_output=True, text=True
-    )
+    diff = stretto("flow-diff", shop, out)
     assert diff.returncode == 0  # a higher threshold needs no review
     assert f"a higher threshold at get_order: 0.3 -> {raised:g}" in diff.stdout
-    back = subprocess.run(
-        [STRETTO, "flow-diff", str(out), str(shop)], capture_output=True, text=True
-    )
+    back = stretto("flow-diff", out, shop)
     assert back.returncode == 1
     assert f"a lower threshold at get_order: {raised:g} -> 0.3" in back.stdout
-    bad = subprocess.run(
-        [STRETTO, "search", "--flow", str(shop), "--sessions", str(sessions), "--costs", "x"],
-        capture_output=True,
-        text=True,
-    )
+    bad = stretto("search", "--flow", shop, "--sessions", sessions, "--costs", "x")
     assert bad.returncode == 2 and "--costs" in bad.stderr
-    unknown = subprocess.run(
-        [STRETTO, "search", "--flow", str(shop), "--sessions", str(sessions)]
-        + ["--site", "close_order", "--dry-run"],
-        capture_output=True,
-        text=True,
+    unknown = stretto(
+        "search", "--flow", shop, "--sessions", sessions, "--site", "close_order", "--dry-run"
     )
     assert unknown.returncode == 1 and "close_order" in unknown.stderr

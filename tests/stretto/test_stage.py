@@ -14,8 +14,8 @@ from stretto.model.flow import dumps, load_flow, write_flow
 from stretto.offline import versions
 from stretto.offline.promote import score
 from stretto.offline.stage import interval, markdown, score_session, stage, state_path
+from tests.builders import LogBuilder
 from tests.stretto.lifecycle import learn_folder, learner, write_sessions
-from tests.stretto.test_episode import LogBuilder
 
 TRAIN, NEW = 8, 4
 

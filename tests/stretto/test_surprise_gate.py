@@ -87,7 +87,7 @@ def test_step_surprise_and_the_floor() -> None:
 
 
 def test_the_flows_lookups_are_not_the_agents_steps(tmp_path) -> None:
-    from tests.stretto.test_episode import LogBuilder
+    from tests.builders import LogBuilder
 
     b = LogBuilder()
     b.client_call(0, 1, "find_account", email="a@x").result(1, 1, "acct")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +16,9 @@ from stretto.logs.episode import Assistant, ToolResult, User, read_episode, read
 from stretto.logs.sessionlog import LogError, read_session_log
 from stretto.logs.tau2 import episodes_from_results, read_split
 from stretto.model.flow import load_flow
+from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME, SHARED
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
 TAU2 = SHARED / "data" / "tau2"
 TOOLS = TAU2 / "domains" / "tau2_tools.json"
 TRACE = TAU2 / "results" / "sierra-tau2_trace"
@@ -34,10 +32,6 @@ ORCHESTRA_RETAIL = (
     / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
     / "toolorchestra_retail_gpt-5_1trial.json"
 )
-
-
-def stretto(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([STRETTO, *args], capture_output=True, text=True, timeout=300)
 
 
 def load(path: Path) -> dict:

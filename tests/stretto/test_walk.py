@@ -8,7 +8,7 @@ from pathlib import Path
 from stretto.logs.episode import ToolCall
 from stretto.logs.steps import episode_steps
 from stretto.offline.walk import BOUND, EXACT, Point, Turn, agent_made, walk
-from tests.stretto.test_episode import LogBuilder
+from tests.builders import LogBuilder
 
 
 def points(w) -> list[tuple[str, list[str], set[str]]]:

@@ -252,6 +252,7 @@ def expected_lines(content: bytes) -> int:
     return content.count(b"\n") + (0 if content.endswith(b"\n") or not content else 1)
 
 
+@pytest.mark.slow  # a property over 20 drawn sets of files, each ingested
 @settings(
     max_examples=20,
     deadline=None,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from stretto.logs.episode import read_episodes
+from tests.builders import HEADER, LogBuilder, stretto
 from tests.conftest import REFERENCE_HOME
-from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest, mismatches, rows
 from warehouse import store
 from warehouse.discover import discover
@@ -267,40 +267,22 @@ def test_a_second_run_at_once_waits_or_fails_clearly(tmp_path: Path) -> None:
 
 def test_ingest_and_sql_from_the_command_line(tmp_path: Path) -> None:
     home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
-    done = subprocess.run(
-        [STRETTO, "ingest", "--home", str(home)], capture_output=True, text=True, timeout=120
-    )
+    done = stretto("ingest", "--home", home)
     assert done.returncode == 0, done.stderr
     lines = sum(len(p.read_text().splitlines()) for p in (home / "logs/shop").glob("*.jsonl"))
     assert done.stdout.startswith(
         f"stretto: ingested 6 file(s) (0 unchanged): {lines} lines read, {lines} ingested"
     )
     query = "SELECT agent_model, count(*) AS sessions FROM sessions GROUP BY 1"
-    table = subprocess.run(
-        [STRETTO, "sql", "--home", str(home), query], capture_output=True, text=True
-    )
+    table = stretto("sql", "--home", home, query)
     assert table.stdout.splitlines()[2].split() == ["quickstart", "6"]
-    as_json = subprocess.run(
-        [STRETTO, "sql", "--home", str(home), query, "--format", "json"],
-        capture_output=True,
-        text=True,
-    )
+    as_json = stretto("sql", "--home", home, query, "--format", "json")
     assert json.loads(as_json.stdout) == [{"agent_model": "quickstart", "sessions": 6}]
-    as_csv = subprocess.run(
-        [STRETTO, "sql", "--home", str(home), query, "--format", "csv"],
-        capture_output=True,
-        text=True,
-    )
+    as_csv = stretto("sql", "--home", home, query, "--format", "csv")
     assert as_csv.stdout == "agent_model,sessions\nquickstart,6\n"
-    wrong = subprocess.run(
-        [STRETTO, "sql", "--home", str(home), "SELECT * FROM nope"], capture_output=True, text=True
-    )
+    wrong = stretto("sql", "--home", home, "SELECT * FROM nope")
     assert wrong.returncode == 1 and "query failed" in wrong.stderr
-    nothing = subprocess.run(
-        [STRETTO, "sql", "--home", str(tmp_path / "none"), "SELECT 1"],
-        capture_output=True,
-        text=True,
-    )
+    nothing = stretto("sql", "--home", tmp_path / "none", "SELECT 1")
     assert nothing.returncode == 1 and "run `stretto ingest` first" in nothing.stderr
 
 

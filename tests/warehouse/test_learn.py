@@ -11,54 +11,14 @@ from pathlib import Path
 import pytest
 
 from stretto.model.flow import FlowError, dumps, habit_model, load_flow, load_manifest, reach_model
+from tests.builders import HEADER, LogBuilder, shop_log, write_logs
+from tests.builders import learn as learn_cli
 from tests.conftest import REFERENCE_HOME
-from tests.stretto.test_episode import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest
 from warehouse.layout import Layout
 from warehouse.learn import learn_flow
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
-SHOP_TOOLS = {
-    "tools": [
-        {
-            "name": n,
-            "annotations": {"readOnlyHint": hint},
-            "inputSchema": {
-                "type": "object",
-                "properties": {a: {"type": "string"}},
-                "required": [a],
-            },
-        }
-        for n, a, hint in [
-            ("find_account", "email", True),
-            ("get_account", "account", True),
-            ("get_order", "order", True),
-            ("close_order", "order", False),
-        ]
-    ]
-}
-
-
-def learn_cli(sessions: Path, out: Path, home: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            STRETTO,
-            "learn",
-            "--sessions",
-            str(sessions),
-            "--domain",
-            "shop",
-            "--habit-only",
-            "--out",
-            str(out),
-            "--home",
-            str(home),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def decode_reference(flow: dict) -> dict:
@@ -134,34 +94,6 @@ def test_the_reference_shop_logs_learn_what_the_reference_learned(tmp_path: Path
         0.4 < flow["habit"]["alpha"] < 1.2
         and abs(reference["habit"]["base"]["alpha"] - 0.697) < 1e-3
     )
-
-
-def shop_log(index: int) -> LogBuilder:
-    """formats §3.11's session: find_account, get_account, get_order twice, a reply the user
-    answers, close_order."""
-    b = LogBuilder()
-    b.lines[0] = {**HEADER, "session": f"s-{index}", "started_unix_ms": index, "domain": "shop"}
-    b._add(0, "client", {"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
-    b._add(1, "server", {"jsonrpc": "2.0", "id": 0, "result": SHOP_TOOLS})
-    email = f"c{index}@example.com"
-    b.say(2, "user", f"I'm {email}")
-    b.client_call(10, 1, "find_account", email=email).result(11, 1, f"acct_{index}")
-    b.client_call(1000, 2, "get_account", account=f"acct_{index}")
-    b.result(1001, 2, json.dumps({"orders": [f"X{index}", f"Y{index}"]}))
-    b.client_call(2000, 3, "get_order", order=f"X{index}").result(2001, 3, '{"status": "open"}')
-    b.client_call(3000, 4, "get_order", order=f"Y{index}").result(3001, 4, '{"status": "open"}')
-    b.say(4000, "assistant", "You have two open orders.").say(5000, "user", "Close the first.")
-    b.client_call(6000, 5, "close_order", order=f"X{index}").result(6001, 5, "closed")
-    return b
-
-
-def write_logs(folder: Path, builders: list[LogBuilder]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for b in builders:
-        (folder / f"{b.lines[0]['session']}.jsonl").write_text(
-            "".join(json.dumps(x) + "\n" for x in b.lines)
-        )
-    return folder
 
 
 def test_hand_computed_counts(tmp_path: Path) -> None:
@@ -306,7 +238,7 @@ def test_without_habit_only_the_command_says_the_arbiter_is_not_there(tmp_path: 
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 2 and "the arbiter is not available yet" in done.stderr
+    assert done.returncode == 2 and "learn needs --oracle URI" in done.stderr
     shutil.rmtree(tmp_path)
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stretto.model.binding import Rules, SessionState, parse_path, pick, values_at
 from stretto.model.flow import load_flow, write_flow
-from tests.stretto.test_episode import HEADER, LogBuilder
+from tests.builders import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest
 from warehouse.layout import Layout
 from warehouse.learn import learn_flow

@@ -40,7 +40,7 @@ class Labelled:
     sessions: int  # session logs with a flow log
     rows: list[dict]
     domain: str
-    logging_decider: str | None  # reach or habit, from the logged options; None: no options
+    logging_decider: str | None  # as logged (arbiter, reach, habit), else from the options
     skipped: int = 0  # decision lines with no site (the last step was not a call): no options
     warnings: list[str] = field(default_factory=list)
 
@@ -357,6 +357,7 @@ def labelled_row(entry: dict, labels: list[dict], where: str = "") -> dict:
         )
     shadow = bool(entry.get("shadow"))
     row: dict[str, Any] = {
+        "decider": entry.get("decider"),
         "address": entry["address"],
         "after": entry.get("after"),
         "site": entry["site"],
@@ -378,7 +379,11 @@ def labelled_row(entry: dict, labels: list[dict], where: str = "") -> dict:
 
 
 def _logging_decider(rows: list[dict]) -> str | None:
-    """habit when every logged option's p is its habit probability, else reach."""
+    """The decider the lines name (the proxy logs it) when they all name one; else habit when
+    every logged option's p is its habit probability, else reach."""
+    named = {r.get("decider") for r in rows}
+    if len(named) == 1 and None not in named:
+        return named.pop()
     options = [o for r in rows for o in r["options"]]
     if not options:
         return None

@@ -15,7 +15,7 @@ METRICS = ("lookups", "used", "detours", "turns")
 
 @dataclass(frozen=True)
 class Target:
-    decider: str  # reach | habit
+    decider: str  # arbiter | reach | habit
     threshold: float
 
     @property
@@ -34,7 +34,8 @@ def targets(
 
 def target_action(row: dict, target: Target) -> int | None:
     """The option the target rule takes at a labelled decision (None: hand back), by the
-    decide module's own rules on the logged options."""
+    decide module's own rules on the logged options: reach's set rule on the logged p; the
+    next-step rule on the habit's probability (habit) or the logged arbiter's p (arbiter)."""
     habit = target.decider == "habit"
     options = [
         Option(
@@ -47,7 +48,7 @@ def target_action(row: dict, target: Target) -> int | None:
         )
         for o in row["options"]
     ]
-    rule = Decider.habit_rule if habit else Decider.reach_rule
+    rule = Decider.reach_rule if target.decider == "reach" else Decider.habit_rule
     decision = rule(options, target.threshold)
     if decision.action != "lookup" or decision.tool is None:
         return None
@@ -56,14 +57,17 @@ def target_action(row: dict, target: Target) -> int | None:
 
 def check_targets(labelled: Labelled, targets: list[Target]) -> None:
     """Refuse a target the logs cannot tell: an unknown decider, or one whose probabilities
-    the logged options do not carry."""
+    the logged options do not carry (reach and arbiter need logs made with that decider; the
+    habit's probability is logged by every decider)."""
+    logged = labelled.logging_decider
     for target in targets:
-        if target.decider not in ("reach", "habit"):
-            raise EvaluateError(f"unknown decider {target.decider!r} (reach or habit)")
-        if target.decider == "reach" and labelled.logging_decider == "habit":
+        if target.decider not in ("arbiter", "reach", "habit"):
+            raise EvaluateError(f"unknown decider {target.decider!r} (arbiter, reach or habit)")
+        if target.decider in ("reach", "arbiter") and logged not in (None, target.decider):
             raise EvaluateError(
-                f"{labelled.folder}: the logs were made with the habit decider; their options "
-                "carry no reach probabilities (evaluate --decider habit)"
+                f"{labelled.folder}: the logs were made with the {logged} decider; their "
+                f"options carry no {target.decider} probabilities (evaluate --decider "
+                f"{logged} or habit)"
             )
         if target.decider == "habit":
             for row in labelled.rows:

@@ -1,0 +1,132 @@
+"""The command that serves a flow's decisions to harnesses that are not MCP hosts: serve
+(stretto.offline.serve)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+from stretto.cli.options import (
+    Commands,
+    add_decider,
+    add_oracle,
+    add_threshold,
+    command,
+    oracle_cache,
+    oracle_problem,
+    say,
+)
+
+
+def register(commands: Commands) -> None:
+    serve = command(
+        commands,
+        "serve",
+        _serve,
+        summary="serve a flow's decisions over a local TCP port (one JSON query each)",
+        description="Serve the flow's decisions to a harness that is not an MCP host: each "
+        'connection sends one JSON line {"task_id", "messages": [τ²-bench messages ending '
+        'with a tool result], "agent_model"?} and gets one JSON line back, the decision the '
+        "proxy would make after that result (action, tool and arguments or reason, site, "
+        "probs, and for the arbiter the model's answer and the request's key). The ready line "
+        "on stderr names the address. Runs until interrupted.",
+        examples=[
+            "stretto serve --flow retail.flow.json --listen 127.0.0.1:7600",
+            "stretto serve --flow retail.flow.json --oracle replay --log answers.jsonl",
+        ],
+    )
+    serve.add_argument("--flow", required=True, metavar="FLOW")
+    serve.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        metavar="ADDR",
+        help="HOST:PORT to listen on (%(default)s: a free port, named on stderr)",
+    )
+    add_decider(serve, "default: the flow's arbiter, else reach if it has it, else habit")
+    add_threshold(serve, "make a lookup when its score reaches T")
+    serve.add_argument(
+        "--max-questions",
+        type=int,
+        default=300,
+        metavar="N",
+        help="the arbiter asks at most N questions in all; then it hands back (%(default)s)",
+    )
+    serve.add_argument("--log", metavar="FILE", help="append every answer, with its ms")
+    serve.add_argument(
+        "--explore",
+        type=float,
+        metavar="EPSILON",
+        help="take another option that binds with probability EPSILON, and say so (0: log "
+        "the options, explore nothing)",
+    )
+    serve.add_argument(
+        "--explore-seed", type=int, metavar="N", help="seed of the draws (0; needs --explore)"
+    )
+    add_oracle(
+        serve,
+        "who answers the arbiter's questions (default: the flow's arbiter's model; replay: "
+        "the cache only)",
+        timeout=True,
+    )
+    serve.add_argument("--home", metavar="DIR", help="STRETTO_HOME, for the default cache")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from stretto.model.decide import decider_problem
+    from stretto.offline.serve import Decisions, DecisionServer, ServeOptions, parse_listen
+    from stretto.oracle.arbiter import load_flow
+
+    flow = load_flow(args.flow)
+    problem = (decider_problem(flow, args.decider) if args.decider else None) or oracle_problem(
+        args.oracle
+    )
+    if args.explore is not None and not 0 <= args.explore <= 1:
+        problem = f"--explore wants a probability in [0, 1], got {args.explore}"
+    elif args.explore_seed is not None and args.explore is None:
+        problem = "--explore-seed needs --explore"
+    elif args.max_questions < 0 or args.oracle_timeout <= 0:
+        problem = "--max-questions wants a count, --oracle-timeout milliseconds above 0"
+    if problem:
+        say(problem)
+        return 2
+    try:
+        address = parse_listen(args.listen)
+    except ValueError as exc:
+        say(str(exc))
+        return 2
+    options = ServeOptions(
+        decider=args.decider,
+        threshold=args.threshold,
+        max_questions=args.max_questions,
+        explore=args.explore,
+        explore_seed=args.explore_seed or 0,
+        oracle=args.oracle,
+        cache=oracle_cache(args),
+        base_url=args.oracle_base_url,
+        oracle_log=args.oracle_log,
+        timeout_ms=args.oracle_timeout,
+        log=args.log,
+    )
+    decisions = Decisions(flow, options)
+    try:
+        server = DecisionServer(address, decisions)
+    except OSError as exc:
+        say(f"cannot listen on {args.listen}: {exc.strerror or exc}")
+        return 1
+    stopped = threading.Event()
+
+    def stop(signum, _frame) -> None:
+        stopped.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    say(f"flow ready on {server.address} ({decisions.decider.kind} decider)")
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        decisions.close()
+    say(f"stopped after {decisions.questions} questions")
+    return 0

@@ -1,0 +1,237 @@
+"""`stretto serve`: a flow's decisions over a local TCP port, for harnesses that are not MCP
+hosts (../shared/spec/formats.md §5.3).
+
+One query per connection: a JSON line `{"task_id", "messages": [τ²-bench messages ending with
+a tool result], "agent_model"?}`. The conversation is walked as the proxy would have seen it
+(stretto.offline.walk), and the flow decides after its last result as the proxy's first
+decision of a run would (stretto.model.decide; the arbiter asks its model within the
+timeout). The answer is one JSON line: the decision (`action`, `tool` and `arguments` or
+`reason`, `site`, `probs`, `prob`, `binding`, `decider`, and for the arbiter `oracle`,
+`predicates`, `key`; with exploration `explore`). A bad query is answered `{"action":
+"hand_back", "reason": "bad query: …"}`; once the arbiter's questions are spent, `the flow's N
+questions are spent`; anything else that fails, `error: …`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stretto.logs.sessionlog import LogError
+from stretto.model.decide import Decider, SplitMix64, explore, fnv1a64
+from stretto.offline.walk import Point, walk
+
+MAX_QUERY_BYTES = 16 << 20
+
+
+class BadQuery(ValueError):
+    pass
+
+
+def content_key(value: Any) -> str:
+    """The messages as JSON with every `id`, `call_id` and `usage` left out (the draws'
+    seed: the same conversation draws the same, whatever its ids)."""
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k not in ("id", "call_id", "usage")}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    return json.dumps(strip(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class ServeOptions:
+    decider: str | None = None  # None: the flow's default (its arbiter, else reach, else habit)
+    threshold: float = 0.3
+    max_questions: int = 300
+    explore: float | None = None
+    explore_seed: int = 0
+    oracle: str | None = None  # default: the flow's arbiter's model
+    cache: str | Path | None = None
+    base_url: str | None = None
+    oracle_log: str | Path | None = None
+    timeout_ms: int = 2000
+    log: str | Path | None = None
+
+
+class Decisions:
+    """The decisions one `stretto serve` makes (thread-safe: one at a time)."""
+
+    def __init__(self, flow: dict, options: ServeOptions) -> None:
+        self.flow, self.options = flow, options
+        self.decider = Decider(flow, options.decider, options.threshold)
+        self.oracle = None
+        if self.decider.kind == "arbiter":
+            from stretto.oracle.arbiter import arbiter_from_json
+            from stretto.oracle.oracle import open_oracle
+
+            self.arbiter = arbiter_from_json(flow["arbiter"])
+            self.oracle = open_oracle(
+                options.oracle or self.arbiter.model,
+                cache=options.cache,
+                base_url=options.base_url,
+                timeout=options.timeout_ms / 1000,
+                retries=0,
+                log=options.oracle_log,
+                replayed=self.arbiter.model,
+            )
+        self.questions = 0
+        self.lock = threading.Lock()
+        self._log = (
+            os.open(options.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if options.log
+            else None
+        )
+
+    def answer(self, line: bytes) -> dict:
+        """The answer to one query line (never raises)."""
+        started = time.monotonic()
+        try:
+            with self.lock:
+                answer = self._decide(_query(line))
+        except BadQuery as exc:
+            answer = {"action": "hand_back", "reason": f"bad query: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - the harness gets an answer, always
+            answer = {"action": "hand_back", "reason": f"error: {exc}"}
+        if self._log is not None:
+            logged = {**answer, "ms": round((time.monotonic() - started) * 1000, 1)}
+            os.write(self._log, (json.dumps(logged, sort_keys=True) + "\n").encode())
+        return answer
+
+    def _decide(self, query: dict) -> dict:
+        from stretto.logs.tau2_query import episode_from_messages
+
+        task = query["task_id"]
+        try:
+            episode = episode_from_messages(
+                query["messages"],
+                task_id=task,
+                domain=self.flow["manifest"]["domain"],
+                agent_model=query.get("agent_model"),
+            )
+        except LogError as exc:
+            raise BadQuery(str(exc)) from None
+        judge, transcript = None, None
+        if self.oracle is not None:
+            from stretto.oracle.judge import ArbiterJudge
+            from stretto.oracle.state import Conversation
+
+            judge = ArbiterJudge(
+                self.flow, self.oracle, session=task, task=task, arbiter=self.arbiter
+            )
+            transcript = Conversation()
+        points = [
+            p
+            for p in walk(episode, self.decider.rules.source_tools(), transcript=transcript)
+            if isinstance(p, Point)
+        ]
+        if not points or points[-1].index != len(episode.events) - 1:
+            raise BadQuery("the messages do not end with the result of one of the agent's calls")
+        if judge is not None and self.questions >= self.options.max_questions:
+            return {
+                "action": "hand_back",
+                "reason": f"the flow's {self.options.max_questions} questions are spent",
+            }
+        point = points[-1]
+        if judge is not None:
+            judge.asked = len(points) - 1  # the decision's index: the results before it
+        view = point.view
+        decision = self.decider.decide(
+            view.history,
+            point.last,
+            view.state,
+            every_option=self.options.explore is not None,
+            judge=judge.on(view, within=self.options.timeout_ms / 1000) if judge else None,
+        )
+        self.questions += decision.asked
+        record = None
+        if self.options.explore is not None and decision.site is not None:
+            seed = self.options.explore_seed ^ fnv1a64(f"{task}/{content_key(query['messages'])}")
+            decision, record = explore(decision, self.options.explore, SplitMix64(seed))
+        return decision_object(decision, self.decider.kind, record)
+
+    def close(self) -> None:
+        if self._log is not None:
+            os.close(self._log)
+            self._log = None
+
+
+def _query(line: bytes) -> dict:
+    try:
+        query = json.loads(line)
+    except ValueError as exc:
+        raise BadQuery(f"not JSON ({exc})") from None
+    if not isinstance(query, dict):
+        raise BadQuery("expected a JSON object")
+    task = query.get("task_id")
+    if isinstance(task, int) and not isinstance(task, bool):
+        query["task_id"] = task = str(task)
+    if not isinstance(task, str) or not task:
+        raise BadQuery("field `task_id`: expected a task id")
+    if not isinstance(query.get("messages"), list) or not query["messages"]:
+        raise BadQuery("field `messages`: expected a list of τ²-bench messages")
+    if "agent_model" in query and not isinstance(query["agent_model"], str):
+        raise BadQuery("field `agent_model`: expected a string")
+    return query
+
+
+def decision_object(decision, decider: str, explored: dict | None = None) -> dict:
+    """A decision as the flow log's decision line has it, without the proxy's fields."""
+    out: dict[str, Any] = {
+        "action": decision.action,
+        "decider": decider,
+        "site": decision.site,
+        "probs": decision.probs,
+        "prob": decision.prob,
+        "binding": decision.binding,
+    }
+    if decision.action == "lookup":
+        out.update(tool=decision.tool, arguments=decision.arguments)
+    else:
+        out["reason"] = decision.reason
+    if decision.asked:
+        out.update(oracle=decision.oracle, predicates=decision.predicates, key=decision.key)
+    if explored is not None:
+        out["explore"] = explored
+    return out
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        line = self.rfile.readline(MAX_QUERY_BYTES + 1)
+        if len(line) > MAX_QUERY_BYTES:
+            answer = {"action": "hand_back", "reason": "bad query: longer than 16 MiB"}
+        else:
+            answer = self.server.decisions.answer(line)  # type: ignore[attr-defined]
+        self.wfile.write((json.dumps(answer, sort_keys=True, ensure_ascii=False) + "\n").encode())
+
+
+class DecisionServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], decisions: Decisions) -> None:
+        super().__init__(address, _Handler)
+        self.decisions = decisions
+
+    @property
+    def address(self) -> str:
+        host, port = self.server_address[:2]
+        return f"{host!s}:{port}"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (PORT 0: any free port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:7600")
+    return host.strip("[]") or "127.0.0.1", int(port)

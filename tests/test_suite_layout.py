@@ -1,0 +1,31 @@
+"""The suite's own layout: shared helpers live in tests/builders.py, helper modules and
+conftest files, so no test module imports another (running one file never runs another's
+imports, and moving a test never breaks a second file)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _imported(tree: ast.AST) -> list[str]:
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def test_no_test_module_imports_another() -> None:
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for name in _imported(ast.parse(path.read_text(), str(path))):
+            parts = name.split(".")
+            if parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:]):
+                found.append(f"{path.relative_to(TESTS.parent)} imports {name}")
+    assert found == []
