@@ -2,13 +2,18 @@
 an oracle or an arbiter file is configured)."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
 from assets.ingest import steps
 from assets.resources import StrettoHome
+from stretto.logs.episode import Episode, in_start_order, read_episode
+from stretto.logs.rewards import read_rewards, with_rewards
+from stretto.model.defaults import SURPRISE_WINDOW
 from stretto.model.flow import load_manifest, write_flow
+from warehouse import store
 from warehouse.layout import Layout
 from warehouse.learn import domains, learn_flow
 
@@ -21,6 +26,11 @@ class FlowConfig(dg.Config):
     manifest: str | None = None  # a tool manifest file instead of the logs' tool lists
     out: str | None = None
     constants: bool = False  # learn arguments the agent always passes the same way
+    half_life: float | None = None  # sessions: older ones count less in the habit
+    rewards: str | None = None  # a rewards file (session -> reward), winning over the logs'
+    surprise: float | None = None  # learn a surprise gate at this quantile
+    surprise_window: int = SURPRISE_WINDOW
+    otel: bool = False  # the logs were converted from an OpenTelemetry export
     # The arbiter (docs/oracle.md): fitted on held-out sessions with `oracle`, or taken from
     # `arbiter_from`; none when both are unset (a habit-only flow).
     oracle: str | None = None
@@ -44,6 +54,61 @@ def flow_path(home: Path, domain: str) -> Path:
     return home / "flows" / f"{domain}.flow.json"
 
 
+def learner(
+    layout: Layout,
+    domain: str,
+    *,
+    manifest: dict | None = None,
+    only_domain: bool = False,
+    rewards: dict[str, float] | None = None,
+    half_life: float | None = None,
+) -> Callable[[list[Episode]], dict]:
+    """episodes -> the habit-only flow learned from those of the warehouse's sessions (a fold
+    of the surprise gate's, the sessions before one being staged), as the flow asset learns."""
+
+    def learn(episodes: list[Episode]) -> dict:
+        learned = learn_flow(
+            layout,
+            domain,
+            manifest=manifest,
+            only_domain=only_domain,
+            sessions=[e.id for e in episodes],
+            rewards=rewards,
+            half_life=half_life,
+        )
+        return with_provenance(learned, half_life)
+
+    return learn
+
+
+def with_provenance(learned: dict, half_life: float | None, otel: bool = False) -> dict:
+    """The learned flow's provenance names the half-life it was weighted with and, for logs
+    converted from an OpenTelemetry export, the conventions they were read by."""
+    if half_life is not None:
+        learned["provenance"]["half_life"] = half_life
+    if otel:
+        from stretto.logs.otel import CONVENTIONS
+
+        learned["provenance"]["conventions"] = CONVENTIONS
+    return learned
+
+
+def warehouse_episodes(
+    layout: Layout, domain: str | None = None, rewards: dict[str, float] | None = None
+) -> list[Episode]:
+    """The warehouse's sessions (of `domain`, else all) read from their logs as episodes, in
+    start order, with the rewards file's rewards."""
+    where = "WHERE domain = $domain" if domain else ""
+    con = store.open_catalogue(layout)
+    try:
+        files = con.execute(
+            f"SELECT file FROM sessions {where}", {"domain": domain} if domain else {}
+        ).fetchall()
+    finally:
+        con.close()
+    return with_rewards(in_start_order(read_episode(layout.home / f) for (f,) in files), rewards)
+
+
 @dg.asset(
     group_name="learning",
     deps=[steps],
@@ -55,6 +120,7 @@ def flow(
 ) -> dg.MaterializeResult:
     layout = stretto.layout()
     manifest = load_manifest(config.manifest) if config.manifest else None
+    rewards = read_rewards(config.rewards) if config.rewards else None
     if config.domain:
         plan = [(config.domain, False, Path(config.out) if config.out else None)]
     else:
@@ -62,7 +128,9 @@ def flow(
     written = {}
     for domain, only_domain, out in plan:
         if config.oracle or config.arbiter_from:
-            learned = learn_with_arbiter(layout, domain, config, manifest, only_domain, context)
+            learned = learn_with_arbiter(
+                layout, domain, config, manifest, only_domain, context, rewards
+            )
         else:
             learned = learn_flow(
                 layout,
@@ -70,7 +138,10 @@ def flow(
                 manifest=manifest,
                 only_domain=only_domain,
                 with_constants=config.constants,
+                rewards=rewards,
+                half_life=config.half_life,
             )
+        _extras(layout, domain, only_domain, config, manifest, rewards, learned)
         path = out or flow_path(layout.home, domain)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_flow(learned, path)
@@ -88,11 +159,38 @@ def flow(
             "alpha": dg.MetadataValue.json(
                 {d: f["habit"]["alpha"] for d, (_, f) in written.items()}
             ),
+            "surprise": dg.MetadataValue.json(
+                {d: f.get("surprise") for d, (_, f) in written.items()}
+            ),
             "arbiter": dg.MetadataValue.json(
                 {d: _arbiter_summary(f) for d, (_, f) in written.items() if "arbiter" in f}
             ),
         }
     )
+
+
+def _extras(layout, domain, only_domain, config, manifest, rewards, learned: dict) -> None:
+    """What `learn`'s options add to a learned flow: the surprise gate (learned by
+    cross-fitting on the same sessions), the half-life and the OpenTelemetry conventions
+    in its provenance."""
+    with_provenance(learned, config.half_life, config.otel)
+    if config.surprise is not None:
+        from stretto.offline.gate import GateError, learn_gate
+
+        learn = learner(
+            layout,
+            domain,
+            manifest=manifest,
+            only_domain=only_domain,
+            rewards=rewards,
+            half_life=config.half_life,
+        )
+        episodes = warehouse_episodes(layout, domain if only_domain else None, rewards)
+        try:
+            gate = learn_gate(episodes, learn, config.surprise, config.surprise_window)
+        except GateError as exc:  # too few or too short sessions: say so, no traceback
+            raise dg.Failure(description=f"the surprise gate: {exc}", allow_retries=False) from None
+        learned["surprise"] = gate
 
 
 def _arbiter_summary(flow: dict) -> dict:
@@ -109,8 +207,6 @@ def _arbiter_summary(flow: dict) -> dict:
 def _sessions_by_task(layout: Layout, domain: str, only_domain: bool) -> list[tuple[str, str, str]]:
     """(session, task, log file) of every session the flow may learn from, in start order: a
     session's task is its header's task_id, else the session itself."""
-    from warehouse import store
-
     rows = store.query(
         layout,
         "SELECT session, domain, file, header_extra FROM sessions "
@@ -136,13 +232,13 @@ def learn_with_arbiter(
     manifest: dict | None,
     only_domain: bool,
     context: dg.AssetExecutionContext,
+    rewards: dict[str, float] | None = None,
 ) -> dict:
     """The arbiter step (../shared/spec/algorithms.md §7 steps 3 and 6): with `arbiter_from`,
     the habit from every session and the arbiter taken; else 30% of the tasks held out
     (stretto.oracle.split.learn_split), the habit learned from the others, the arbiter fitted
     on the held-out sessions' decisions (stretto.offline.learn_arbiter), and with
     `refit_habit` the habit learned again from every session."""
-    from stretto.logs.episode import read_episode
     from stretto.offline.learn_arbiter import ArbiterOptions, learn_arbiter
     from stretto.oracle.arbiter import take_arbiter
     from stretto.oracle.errors import OracleError
@@ -156,6 +252,8 @@ def learn_with_arbiter(
             only_domain=only_domain,
             with_constants=config.constants,
             sessions=sessions,
+            rewards=rewards,
+            half_life=config.half_life,
         )
 
     if config.arbiter_from:

@@ -109,7 +109,7 @@ def digest(*parts) -> str:
     return h.hexdigest()
 
 
-MAIN = "5453b57"  # the commit whose flows are "the current flow" (main at the last merge)
+MAIN = "5453b57"  # the commit whose flows are "the current flow" (main at this work's first merge)
 # the files whose code learns a flow: a change to any of them learns the cached flows again
 LEARN_SOURCES = ("warehouse", "assets", "stretto/model", "stretto/logs")
 
@@ -185,7 +185,7 @@ def _main_flow(domain: Domain, ids: list[str]) -> dict:
 
 def _our_flow(domain: Domain, ids: list[str]) -> dict:
     """The flow this branch's code learns, in this process (the pipeline's learn_folder)."""
-    from stretto.cli.learning import learn_folder
+    from stretto.cli.learnfolder import learn_folder
 
     key = digest(sorted(ids))
     logs = write_training_logs(domain, ids, CACHE / domain.name / "logs" / key)

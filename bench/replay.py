@@ -142,8 +142,8 @@ NOT_TRIED = [
     "Bindings beyond joint ones: mention through the proxy's context file (replay already "
     "sees the customer's words), list sources ranked by position, `site_sources` "
     "(spec §5.2): not tried.",
-    "`--half-life` where agents drift: warehouse/weights.py is not used by the learner yet, "
-    "and each domain's training runs are of one period.",
+    "`--half-life` where agents drift (in `learn` since the last merge): not measured; each "
+    "domain's training runs are of one period, so there is no drift to weigh.",
 ]
 
 

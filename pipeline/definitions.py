@@ -12,6 +12,7 @@ from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
 from assets.search import thresholds
+from pipeline.lifecycle import LIFECYCLE_ASSETS, LIFECYCLE_CHECKS, nightly, stage_job
 
 ingest_job = dg.define_asset_job(
     "ingest",
@@ -24,14 +25,6 @@ relearn_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(*INGEST_ASSETS, flow, thresholds),
     description="Ingest new and changed logs, learn every domain's flow again, and search "
     "its per-site thresholds on its sessions (beside it, for review).",
-)
-
-# Nightly: ingest what came in during the day and relearn the flows from everything.
-nightly = dg.ScheduleDefinition(
-    name="nightly",
-    job=relearn_job,
-    cron_schedule="0 3 * * *",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
 )
 
 
@@ -60,8 +53,18 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 
 
 defs = dg.Definitions(
-    assets=[*INGEST_ASSETS, flow, thresholds, promotion, audit, evaluation, replay_report],
-    jobs=[ingest_job, relearn_job],
+    assets=[
+        *INGEST_ASSETS,
+        flow,
+        thresholds,
+        promotion,
+        audit,
+        evaluation,
+        replay_report,
+        *LIFECYCLE_ASSETS,
+    ],
+    asset_checks=LIFECYCLE_CHECKS,
+    jobs=[ingest_job, relearn_job, stage_job],
     schedules=[nightly],
     sensors=[new_logs],
     resources={"stretto": StrettoHome()},

@@ -72,6 +72,7 @@ class FlowLoader:
             self.failure = (EXIT_USAGE, str(exc))
             return
         from proxy.serve import FlowServer, serving_arbiter, serving_problem
+        from stretto.model.surprise import gate_from_flow
 
         problem = serving_problem(flow, args.flow_decider, args.oracle)
         if problem:
@@ -116,6 +117,7 @@ class FlowLoader:
                 explore_seed=args.flow_explore_seed,
                 session=session,
                 arbiter=arbiter,
+                gate=gate_from_flow(flow, args.flow_surprise),
             )
         except OSError as exc:
             self.failure = (EXIT_PROXY_FAILED, f"cannot open the flow log {log_path}: {exc}")

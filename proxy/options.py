@@ -146,6 +146,15 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 "at most this many characters appended to a result (%(default)s)",
             ),
             (
+                "--flow-surprise",
+                "value",
+                str,
+                None,
+                "off|T",
+                "the surprise gate: off, or hand back for the rest of the session once the "
+                "agent's steps average above T nats (default: the flow's gate, if it has one)",
+            ),
+            (
                 "--flow-questions",
                 "value",
                 int,
@@ -341,13 +350,22 @@ def _problem(args, command: list[str]) -> str | None:
         return "no server to wrap: give its command after -- (or --upstream URL)"
     if args.upstream_header and not args.upstream:
         return "--upstream-header needs --upstream"
-    flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow", "flow_explore")
+    flow_options = (
+        "flow_decider",
+        "flow_tools",
+        "flow_log",
+        "flow_shadow",
+        "flow_explore",
+        "flow_surprise",
+    )
     if not args.flow and any(getattr(args, o) for o in flow_options):
         return "the --flow-* options need --flow"
     if args.oracle_timeout <= 0 or args.flow_questions < 0:
         return "--oracle-timeout wants milliseconds above 0, --flow-questions a count"
     if not 0.0 <= args.flow_explore <= 1.0:
         return "--flow-explore wants a probability in [0, 1]"
+    if args.flow_surprise is not None and not _surprise_ok(args.flow_surprise):
+        return "--flow-surprise wants off or a number of nats ≥ 0"
     threshold = args.flow_threshold
     if threshold == threshold and not 0.0 <= threshold <= 1.0:  # nan: the flow's own
         return "--flow-threshold wants a probability in [0, 1]"
@@ -357,3 +375,14 @@ def _problem(args, command: list[str]) -> str | None:
             "or --flow-log FILE"
         )
     return None
+
+
+def _surprise_ok(value: str) -> bool:
+    """`off`, or a finite number ≥ 0 (stretto.model.surprise.gate_from_flow reads it)."""
+    if value == "off":
+        return True
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return 0.0 <= number < float("inf")

@@ -7,11 +7,10 @@ over sessions, so counts from disjoint sets of sessions add up.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
 from stretto.logs.domain import is_valid_domain
 from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
@@ -203,37 +202,29 @@ def learn_flow(
     only_domain: bool = False,
     with_constants: bool = False,
     now_ms: int | None = None,
+    *,
     sessions: Collection[str] | None = None,
+    rewards: Mapping[str, float] | None = None,
+    half_life: float | None = None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
-    `only_domain` those whose log header names the domain), in the order they started. A
-    session is successful when its header has no reward (a recorded session) or a reward of
-    at least 1 (SUCCESS_REWARD); failed episodes are not learned from."""
+    `only_domain` those whose log header names the domain; with `sessions`, only those), in the
+    order they started. A session is successful when its reward (`rewards`' if it names the
+    session, else its header's) is missing (a recorded session) or at least 1
+    (SUCCESS_REWARD); failed episodes are not learned from. With `half_life`, older sessions
+    count less in the habit and reach (warehouse.weights)."""
+    from warehouse import weights  # it builds on this module's counts
+
     con = store.open_catalogue(layout)
     try:
-        where = "WHERE (reward IS NULL OR reward >= $success)"
-        where += " AND domain = $domain" if only_domain else ""
-        params: dict = {"success": SUCCESS_REWARD}
-        if only_domain:
-            params["domain"] = domain
-        rows = con.execute(
-            f"SELECT session, agent_model FROM sessions {where} ORDER BY started_unix_ms, session",
-            params,
-        ).fetchall()
-        if sessions is not None:  # only these: the training side of an arbiter's split
-            rows = [r for r in rows if r[0] in sessions]
-        order = [r[0] for r in rows]
-        # one insert of the whole list, not a statement per session
-        con.register(
-            "wanted_arrow",
-            pa.table(
-                {
-                    "session": pa.array(order, pa.string()),
-                    "session_order": pa.array(range(len(order)), pa.int64()),
-                }
-            ),
+        rows = weights.choose_sessions(
+            con,
+            domain=domain if only_domain else None,
+            sessions=sessions,
+            rewards=rewards,
+            half_life=half_life,
         )
-        con.execute("CREATE OR REPLACE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
+        order = [r[0] for r in rows]
         kinds, docs, contracts = _manifest_from_sessions(con, order)
         if manifest is not None:
             kinds = dict(manifest["tools"])
@@ -244,6 +235,8 @@ def learn_flow(
             "FROM steps s JOIN wanted w USING (session)",
             kinds,
         )
+        if half_life is not None:
+            counts.habit, counts.reach = weights.weighted_counts(con)
         bindings = learn_bindings(con, with_constants)
         rules = Rules.from_flow(bindings)
         reads = {t for t, k in kinds.items() if k == "read"}

@@ -20,6 +20,13 @@ from stretto.cli.options import say
 from stretto.home import Paths, private_dirs
 from stretto.logs.episode import Episode
 
+CALIBRATE_HELP = (
+    "also fit the calibration of the served score from cross-fitted replays of the episodes "
+    "(a flow learned without each fold of tasks replays that fold; docs/algorithms.md) and "
+    "write it into the flow"
+)
+
+
 WriteLogs = Callable[[list[str], Path], None]  # (session ids, folder): write their logs there
 
 
@@ -36,7 +43,7 @@ def calibrate_flow(
     """Fit the map for the flow at `out` from cross-fitted replays of `episodes`, learning
     each fold's flow from the `learnable` sessions of the others; write it into the flow.
     The map written, or None (the flow is left as it was, after saying why)."""
-    from stretto.cli.learning import learn_folder
+    from stretto.cli.learnfolder import learn_folder
     from stretto.model.flow import load_flow, write_flow
     from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
 

@@ -48,11 +48,31 @@ def register(commands: Commands) -> None:
         "DuckDB views over them, running the pipeline's Dagster assets in this process. A file "
         "already ingested with the same content is not read again; a changed one replaces its "
         "rows. A malformed line is quarantined with its file, line and error, and the rest of "
-        "its file is still ingested.",
-        examples=["stretto ingest", "stretto ingest --home /srv/stretto --wait 0"],
+        "its file is still ingested. With --otel, the traces of an OpenTelemetry export are "
+        "first written as session logs under HOME/logs/<domain>/, one per trace.",
+        examples=[
+            "stretto ingest --home /srv/stretto --wait 0",
+            "stretto ingest --otel traces.json --manifest shop.manifest.json",
+        ],
     )
     add_home(ingest)
     add_wait(ingest, "another ingest run to finish")
+    ingest.add_argument(
+        "--otel",
+        metavar="FILE",
+        help="first write the traces of this OpenTelemetry export (OTLP/JSON or protobuf) as "
+        "session logs under HOME/logs/<domain>/",
+    )
+    ingest.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="with --otel: the tools' kinds (and the domain) for the logs' tool lists",
+    )
+    ingest.add_argument(
+        "--domain",
+        metavar="NAME",
+        help="with --otel: the sessions' domain (default: the manifest's, else otel)",
+    )
 
     sql = command(
         commands,
@@ -109,6 +129,12 @@ def _ingest(args: argparse.Namespace) -> int:
     from warehouse.layout import Layout
 
     layout = Layout.at(args.home)
+    if args.otel:
+        if not _write_otel(args, layout.logs):
+            return 1
+    elif args.manifest or args.domain:
+        say("--manifest and --domain go with --otel")
+        return 2
     result = materialize(INGEST_ASSETS, str(layout.home), args.wait)
     if not result.success:
         say(f"ingest failed: {failure_message(result)}")
@@ -126,6 +152,24 @@ def _ingest(args: argparse.Namespace) -> int:
     if done["lines quarantined"]:
         say('see them with: stretto sql "SELECT file, line, error FROM quarantine"')
     return 0
+
+
+def _write_otel(args: argparse.Namespace, logs) -> bool:
+    """`ingest --otel`: the export's traces as session logs under HOME/logs/<domain>/."""
+    from stretto.cli.learnfolder import otel_logs
+    from stretto.logs.domain import DomainError, check_domain
+    from stretto.model.flow import load_manifest
+
+    manifest = load_manifest(args.manifest) if args.manifest else None
+    try:
+        domain = check_domain(args.domain or (manifest or {}).get("domain") or "otel")
+    except DomainError as exc:
+        say(str(exc))
+        return False
+    if not otel_logs(args.otel, manifest, domain, logs / domain):
+        say(f"{args.otel}: no trace with a tool call or an LLM turn to ingest")
+        return False
+    return True
 
 
 def _sql(args: argparse.Namespace) -> int:

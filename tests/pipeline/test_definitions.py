@@ -32,10 +32,11 @@ def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
         "audit",
         "evaluation",
         "replay",
+        "staged_flow",
     }
     assert defs.resolve_job_def("ingest") is not None
     assert defs.resolve_schedule_def("nightly").cron_schedule == "0 3 * * *"
-    assert defs.resolve_schedule_def("nightly").job_name == "relearn"
+    assert defs.resolve_schedule_def("nightly").job_name == "stage"
     assert defs.resolve_sensor_def("new_logs").job_name == "ingest"
 
 
