@@ -1,5 +1,7 @@
-"""The flows' life in the schedule: the nightly run stages a relearned flow beside each served
-one (assets.lifecycle) rather than overwriting it; the drift check runs with every ingest."""
+"""The flows' life in the schedule: `nightly_stage` stages a relearned flow beside each served
+one (assets.lifecycle) rather than overwriting it, for those who review before serving (the
+`nightly` schedule relearns the served flows in place); the drift check runs with every
+ingest."""
 
 import dagster as dg
 
@@ -15,11 +17,13 @@ stage_job = dg.define_asset_job(
 )
 
 # Nightly: ingest what came in during the day and stage each served flow for review.
-nightly = dg.ScheduleDefinition(
-    name="nightly",
+nightly_stage = dg.ScheduleDefinition(
+    name="nightly_stage",
     job=stage_job,
     cron_schedule="0 3 * * *",
     default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Nightly: ingest what came in during the day, then stage each served flow's "
+    "relearned version beside it for review (nothing served changes).",
 )
 
 LIFECYCLE_ASSETS = [staged_flow]

@@ -225,6 +225,36 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
             ),
         ),
     ),
+    (
+        "hosts over HTTP (docs/cli.md)",
+        (
+            (
+                "--listen",
+                "value",
+                str,
+                None,
+                "ADDR",
+                "serve hosts over Streamable HTTP at http://ADDR/mcp (HOST:PORT, port 0: any "
+                "free one): one server, log and flow run per MCP session",
+            ),
+            (
+                "--listen-token-file",
+                "value",
+                str,
+                None,
+                "FILE",
+                "require 'Authorization: Bearer <the token in FILE>' (required off loopback)",
+            ),
+            (
+                "--listen-idle",
+                "value",
+                float,
+                None,
+                "MINUTES",
+                "end a session after this long without a request (240)",
+            ),
+        ),
+    ),
 )
 OPTIONS = {option[0]: option for _, options in GROUPS for option in options}
 
@@ -256,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stretto-proxy",
         usage="stretto-proxy [options] -- <server command...>\n"
-        "       stretto-proxy [options] --upstream URL",
+        "       stretto-proxy [options] --upstream URL\n"
+        "       stretto-proxy --listen ADDR [options] (-- <server command...> | --upstream URL)",
         description="Wrap an MCP server: forward every message between the host (stdin/stdout) "
         "and the server unchanged, and record each session as JSONL.",
         epilog="Own messages go to stderr prefixed 'stretto-proxy:'. Exit status: the server's "
@@ -350,6 +381,12 @@ def _problem(args, command: list[str]) -> str | None:
         return "no server to wrap: give its command after -- (or --upstream URL)"
     if args.upstream_header and not args.upstream:
         return "--upstream-header needs --upstream"
+    if (args.listen_token_file or args.listen_idle is not None) and not args.listen:
+        return "--listen-token-file and --listen-idle need --listen"
+    if args.listen and (args.context or args.flow_log):
+        return "--context and --flow-log name one file: not with --listen (many sessions)"
+    if args.listen_idle is not None and not args.listen_idle > 0:
+        return "--listen-idle wants minutes above 0"
     flow_options = (
         "flow_decider",
         "flow_tools",

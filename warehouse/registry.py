@@ -12,6 +12,7 @@ Rows of a registry file (`kind`):
   whole), `known` (content already in the warehouse, or an earlier version of it: nothing
   written); `note` says why.
 - `data`: a Parquet file the run wrote: its table, path and row count.
+- `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
 """
 
 from __future__ import annotations
@@ -75,13 +76,21 @@ def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> N
         con.execute(sql.replace("{temp}", kind))
 
 
-def commit(layout: Layout, ingest_id: str, logs: list[dict], data: list[dict]) -> Path:
-    """Write the run's registry file: from now on its data files are part of the warehouse.
-    Call with the ingest lock held (commit numbers are taken in turn)."""
+def commit(
+    layout: Layout,
+    ingest_id: str,
+    logs: list[dict],
+    data: list[dict],
+    retired: list[str] = (),  # type: ignore[assignment]
+) -> Path:
+    """Write the run's registry file: from now on its data files are part of the warehouse
+    (and the `retired` ones, paths a compaction replaced, are not). Call with the ingest lock
+    held (commit numbers are taken in turn)."""
     paths = commit_paths(layout)
     number = int(COMMIT_NAME.fullmatch(paths[-1].name).group(1)) + 1 if paths else 1  # type: ignore[union-attr]
     now = datetime.now(UTC)
     rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
+    rows += [{"kind": "retired", "path": path} for path in retired]
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     columns["commit_no"] = [number] * len(rows)
     columns["ingest_id"] = [ingest_id] * len(rows)
@@ -96,7 +105,7 @@ def commit(layout: Layout, ingest_id: str, logs: list[dict], data: list[dict]) -
 class State:
     """What discovery needs to know of the registry."""
 
-    paths: dict[str, tuple[int, int, str]]  # path -> size, mtime_ns, content hash
+    paths: dict[str, tuple[int, int, str, int]]  # path -> size, mtime_ns, hash, seen at (ns)
     contents: dict[str, tuple[str, str | None]]  # content hash -> status, path of its rows
     sessions: dict[str, tuple[str, int, str]]  # session -> content hash, size, its path
     commits: int  # how many runs had committed
@@ -108,9 +117,10 @@ def state(layout: Layout) -> State:
         commits = len(commit_paths(layout))
         load(con, layout)
         paths = {
-            p: (size, mtime, digest)
-            for p, size, mtime, digest in con.execute(
-                "SELECT path, size_bytes, mtime_ns, content_hash FROM path_latest"
+            p: (size, mtime, digest, seen)
+            for p, size, mtime, digest, seen in con.execute(
+                "SELECT path, size_bytes, mtime_ns, content_hash, "
+                "epoch_ns(committed_at) FROM path_latest"
             ).fetchall()
         }
         contents = {

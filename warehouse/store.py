@@ -115,10 +115,16 @@ def begin_run(layout: Layout, ingest_id: str) -> None:
     fsync_path(layout.staging)
 
 
-def commit_run(layout: Layout, ingest_id: str, logs: list[dict], data: list[dict]) -> None:
+def commit_run(
+    layout: Layout,
+    ingest_id: str,
+    logs: list[dict],
+    data: list[dict],
+    retired: list[str] = (),  # type: ignore[assignment]
+) -> None:
     """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
     fault("before-commit")
-    registry.commit(layout, ingest_id, logs, data)
+    registry.commit(layout, ingest_id, logs, data, list(retired))
     fault("after-commit")
     shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
     write_catalogue(layout)

@@ -139,8 +139,7 @@ def _ingest(args: argparse.Namespace) -> int:
     if not result.success:
         say(f"ingest failed: {failure_message(result)}")
         return 1
-    found = output_metadata(result, "log_files")
-    done = output_metadata(result, "session_tables")
+    found = done = output_metadata(result, "sessions")
     steps = output_metadata(result, "steps")
     print(
         f"stretto: ingested {done['files read']} file(s) ({found['files unchanged']} unchanged): "

@@ -33,13 +33,13 @@ def check(home: Path) -> dg.AssetCheckEvaluation:
     return evaluation
 
 
-def test_the_ingest_job_runs_the_drift_check_and_the_nightly_schedule_stages() -> None:
+def test_the_ingest_job_runs_the_drift_check_and_the_nightly_stage_schedule_stages() -> None:
     ingest = defs.resolve_job_def("ingest")
     assert (
         dg.AssetCheckKey(dg.AssetKey("steps"), "drift")
         in ingest.asset_layer.asset_graph.asset_check_keys
     )
-    assert defs.resolve_schedule_def("nightly").job_name == "stage"
+    assert defs.resolve_schedule_def("nightly_stage").job_name == "stage"
 
 
 def test_drift_is_quiet_on_the_usual_agent_and_warns_once_it_changed(home: Path) -> None:
