@@ -27,6 +27,7 @@ from warehouse.partcount import (
     count_parts,
     counted_parts,
     listing,
+    named_other_of,
     plan_sessions,
     prequential_of,
 )
@@ -145,7 +146,10 @@ def learn_flow(
         summed = add_up([parts[p] for p in plan.parts])
         bindings = bindings_from(summed, with_constants)
         reads = {t for t, k in kinds.items() if k == "read"}
+        named = named_other_of(con, layout, plan, bindings, say)  # issue 19
         bindings["agreed"] = agreement_of(con, layout, plan, bindings, reads, say)
+        if named:
+            bindings["named_other"] = named
         prequential = prequential_of(con, plan, parts, kinds)
         if half_life is not None:
             summed.habit, summed.reach = _weighted(con, plan, kinds, rewards, half_life)

@@ -329,6 +329,36 @@ def agreement_of(
     return {tool: total[tool] for tool in sorted(total)}
 
 
+def named_other_of(
+    con, layout: Layout, plan: Plan, bindings: dict, say: Callable[[str], None]
+) -> dict[str, list[int]]:
+    """`named_other` (stretto.model.named; issue 19): each part's tally of the "other" picks
+    under these rules, read back when it was replayed under the same rules, else replayed now;
+    the tallies add up (they are sums over sessions)."""
+    from stretto.model.named import named_other
+
+    store = PartStore(layout)
+    what = f"named-{digest([bindings])}"
+    found, stale = _fresh(store, plan, what, plan.parts)
+    if stale:
+        say(f"replaying the picks beside named values in {len(stale)} of {len(plan.parts)} parts")
+        set_wanted(con, plan.rows_of(stale))
+        rules = Rules.from_flow(bindings)
+        by_part: dict[str, list] = {p: [] for p in stale}
+        for part, events in session_events(con):
+            by_part[part].append(events)
+        for part in stale:
+            found[part] = named_other(rules, by_part[part])
+            store.save(part, plan.keys[part], what, found[part])
+    total: dict[str, list[int]] = {}
+    for part in plan.parts:
+        for tool, (used, picks) in found[part].items():
+            sums = total.setdefault(tool, [0, 0])
+            sums[0] += used
+            sums[1] += picks
+    return {tool: total[tool] for tool in sorted(total)}
+
+
 def prequential_of(con, plan: Plan, parts: dict[str, PartCounts], kinds: dict[str, str]) -> dict:
     """What the fit of α needs (counts.sql `prequential`): it reads the first ALPHA_FIT_STEPS
     steps in learning order, so only the first days' sessions are walked — every part of each

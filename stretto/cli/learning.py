@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from stretto.cli.calibrating import CALIBRATE_HELP
 from stretto.cli.learnfolder import (
     learn_folder,
     learning_options,
@@ -80,6 +81,7 @@ def register(commands: Commands) -> None:
         action="store_true",
         help="also learn arguments the agent always passes the same way",
     )
+    learn.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
     add_learning_options(learn)
     learn.add_argument(
         "--surprise",
@@ -172,6 +174,11 @@ def register(commands: Commands) -> None:
         "--tools",
         metavar="TOOLS.json",
         help="the domains' tool kinds (default: tau2_tools.json beside SPLIT or in its parent)",
+    )
+    compile_cmd.add_argument(
+        "--calibrate",
+        action="store_true",
+        help=CALIBRATE_HELP + " (every training-task episode is replayed, failed ones too)",
     )
     compile_cmd.add_argument(
         "--pooled-arbiter",
@@ -386,6 +393,10 @@ def _learn(args: argparse.Namespace) -> int:
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
         f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
+    if args.calibrate:
+        from stretto.cli.calibrating import calibrate_sessions
+
+        return calibrate_sessions(sessions, args.domain, out, home=args.home, wait=args.wait)
     return 0
 
 
@@ -541,6 +552,10 @@ def _compile(args: argparse.Namespace) -> int:
         f"training episodes (of {training} training-task episodes in {len(files)} file(s); "
         f"{learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
+    if args.calibrate:
+        from stretto.cli.calibrating import calibrate_compiled
+
+        return calibrate_compiled(files, train, args.domain, out, home=args.home, wait=args.wait)
     return 0
 
 

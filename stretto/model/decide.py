@@ -17,6 +17,7 @@ from typing import Protocol
 
 from stretto.model import defaults
 from stretto.model.binding import Rules, SessionState, chance, pick
+from stretto.model.calibrate import Calibration
 from stretto.model.flow import habit_model, reach_model
 
 DEFAULT_THRESHOLD = defaults.THRESHOLD
@@ -77,6 +78,18 @@ class Option:
     chance: float | None = None  # the binding's chance, when it binds
     arguments: dict | None = None
     reason: str | None = None  # why it does not bind
+    mention: str | None = None  # how the binding's values were named (binding.PICKED, ...)
+    served: float | None = None  # its calibrated score once bound (None: prob × chance)
+    most: float | None = None  # the most a binding could serve it at (None: prob)
+
+    @property
+    def score(self) -> float:
+        """What the rule compares with θ: the served score (prob × chance uncalibrated)."""
+        return self.served if self.served is not None else self.prob * (self.chance or 0.0)
+
+    @property
+    def upper(self) -> float:
+        return self.most if self.most is not None else self.prob
 
 
 @dataclass
@@ -88,6 +101,7 @@ class Decision:
     prob: float | None = None
     binding: float | None = None
     reason: str | None = None
+    score: float | None = None  # the served score of the lookup weighed (docs/algorithms.md)
     probs: dict[str, float] = field(default_factory=dict)  # every option, respond included
     options: list[Option] = field(default_factory=list)
     # Made at a site the flow's promotion record does not promote: decided as usual, to be
@@ -108,11 +122,12 @@ class Decision:
 
 
 def _below(option: Option, theta: float) -> Decision:
+    at_most = "" if option.most is None else f", served at most {option.most:.2f}"
     return Decision(
         None,
         "hand_back",
         prob=option.prob,
-        reason=f"{option.tool} at {option.prob:.2f}, below {theta_text(theta)}",
+        reason=f"{option.tool} at {option.prob:.2f}{at_most}, below {theta_text(theta)}",
     )
 
 
@@ -146,6 +161,8 @@ class Decider:
             sorted(flow["sites"]["reads"]) if arbiter and arbiter.get("manifest_options") else None
         )
         self.thresholds = flow.get("thresholds", {})
+        # the served score: p × chance, calibrated when the flow carries a map for the decider
+        self.calibration = Calibration.of(flow, self.kind)
         promoted = flow.get("promoted")
         self.promoted = (
             None
@@ -226,12 +243,16 @@ class Decider:
             else:
                 habit = dict.fromkeys(lookups)
         options = [Option(tool, probs[tool], habit[tool]) for tool in lookups]
+        calibrated = not self.calibration.identity
+        if calibrated:
+            for option in options:
+                option.most = self.calibration.upper(option.prob, site, option.tool)
         # Bind only the options the rule can take (binding is the costly part), unless every
         # option is wanted (exploration shows them all).
         if every_option:
             to_bind = options
         elif self.kind == "reach":
-            to_bind = [o for o in options if o.prob >= theta]
+            to_bind = [o for o in options if o.upper >= theta]
         else:
             to_bind = [max(options, key=lambda o: o.prob)]
         for option in to_bind:
@@ -241,6 +262,10 @@ class Decider:
             else:
                 option.arguments = bound.arguments
                 option.chance = chance(self.rules, option.tool, bound)
+                option.mention = bound.mention
+                if calibrated:
+                    raw = option.prob * option.chance
+                    option.served = self.calibration.score(raw, site, option.tool, bound.mention)
         rule = self.reach_rule if self.kind == "reach" else self.habit_rule
         decision = rule(options, theta)
         decision.site = site
@@ -306,7 +331,7 @@ class Decider:
         best = max(options, key=lambda o: o.prob, default=None)  # first of equals
         if best is None:
             return Decision(None, "hand_back", reason="no lookup to make")
-        if best.prob < theta:
+        if best.upper < theta:
             return _below(best, theta)
         return Decider._clear(best, theta)
 
@@ -316,15 +341,12 @@ class Decider:
         clear θ and bind."""
         best, last_error = None, None
         for option in options:
-            if option.prob < theta:
+            if option.upper < theta:
                 continue
             if option.arguments is None:
                 last_error = option.reason
                 continue
-            # chance is set with the arguments (the binding above); `or 0.0` is for mypy
-            if best is None or option.prob * (option.chance or 0.0) > best.prob * (
-                best.chance or 0.0
-            ):
+            if best is None or option.score > best.score:
                 best = option
         if best is None:
             if last_error:
@@ -339,7 +361,8 @@ class Decider:
     def _clear(best: Option, theta: float) -> Decision:
         if best.arguments is None:
             return Decision(None, "hand_back", tool=best.tool, prob=best.prob, reason=best.reason)
-        if best.prob * (best.chance or 0.0) < theta:  # chance is set with the arguments
+        if best.score < theta:
+            served = "" if best.served is None else f", served at {best.served:.2f}"
             return Decision(
                 None,
                 "hand_back",
@@ -347,7 +370,8 @@ class Decider:
                 prob=best.prob,
                 binding=best.chance,
                 reason=f"{best.tool} at {best.prob:.2f}, times {best.chance:.2f} "
-                f"for its arguments, below {theta_text(theta)}",
+                f"for its arguments{served}, below {theta_text(theta)}",
+                score=best.score,
             )
         return Decision(
             None,
@@ -356,6 +380,7 @@ class Decider:
             arguments=best.arguments,
             prob=best.prob,
             binding=best.chance,
+            score=best.score,
         )
 
 
@@ -433,6 +458,7 @@ def explore(decision: Decision, epsilon: float, rng: SplitMix64) -> tuple[Decisi
         arguments=chosen.arguments,
         prob=chosen.prob,
         binding=chosen.chance,
+        score=chosen.score,
         probs=decision.probs,
         options=decision.options,
         shadow=decision.shadow,

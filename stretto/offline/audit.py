@@ -10,10 +10,10 @@ each batch of results that something followed):
   (1 − Σ), each floored at 1e-6 and renormalized; the recorded trace is the agent's next step:
   agreement (the likeliest option was it) and nats per decision (−mean log-probability).
 - **Served score**: the score the proxy would act on (probability × binding chance of the
-  lookup it would choose, with its real binding) against whether the agent made that very
-  call in a later LLM turn before its next write (stretto.offline.walk.agent_made, bound
-  arguments): ECE over the spec's bins, Brier, AUC and a reliability table
-  (stretto.offline.calibration).
+  lookup it would choose, with its real binding; calibrated when the flow has a map) against
+  whether the agent made that very call in a later LLM turn before its next write
+  (stretto.offline.walk.agent_made, bound arguments): ECE over the spec's bins, Brier, AUC and
+  a reliability table (stretto.offline.calibration).
 
 With the arbiter (either measure's decider), each decision point asks the System-One model
 once (stretto.offline.judging; `--oracle replay` by default: the cache only); a point it
@@ -168,7 +168,7 @@ def _audit_point(
                 "episode": session,
                 "site": decision.site,
                 "tool": decision.tool,
-                "score": decision.prob * decision.binding,
+                "score": decision.score,
                 "used": made is not None,
             }
         )

@@ -5,6 +5,8 @@
   calibration), the bins' edges and how many scores fell in each.
 - `threshold_sweep`: turns saved, detours and utility against the threshold, one line per
   sweep, beside a Pareto front of turns saved against detours.
+- `learning_curve`: measures against the number of sessions a flow was learned from, the
+  mean of the draws at each size as a line, each draw as a dot.
 
 matplotlib is imported inside the functions: importing this module costs nothing.
 """
@@ -134,6 +136,47 @@ def threshold_sweep(
             ax.set(xlabel="detours", ylabel="turns saved", title="turns saved against detours")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8, loc="lower right")
+        fig.suptitle(title)
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, format="png")
+    finally:
+        plt.close(fig)
+    return out
+
+
+def learning_curve(
+    curves: Mapping[str, Sequence[dict]],
+    path: str | Path,
+    *,
+    title: str,
+    measures: Sequence[tuple[str, str]] = (("saved %", "turns saved %"), ("detours/ep", "detours")),
+) -> Path:
+    """One panel per measure (key, label): per curve (name -> rows {n, <key>, ...}, several
+    rows per n for several draws), the mean at each n as a line and each draw as a dot,
+    against the number of sessions learned from (log scale)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(measures), figsize=(5.0 * len(measures), 4.2), dpi=100)
+    try:
+        for ax, (key, label) in zip(axes, measures, strict=True):
+            for name, rows in curves.items():
+                sizes = sorted({r["n"] for r in rows})
+                means = [
+                    sum(r[key] for r in rows if r["n"] == n) / sum(r["n"] == n for r in rows)
+                    for n in sizes
+                ]
+                (line,) = ax.plot(sizes, means, marker="o", label=name)
+                ax.scatter(
+                    [r["n"] for r in rows],
+                    [r[key] for r in rows],
+                    s=12,
+                    alpha=0.4,
+                    color=line.get_color(),
+                )
+            ax.set_xscale("log")
+            ax.set(xlabel="successful sessions learned from", ylabel=label)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8, loc="best")
         fig.suptitle(title)
         fig.tight_layout()
         out = Path(path)

@@ -351,7 +351,8 @@ class _EpisodeReplay:
                     "task_id": self.episode.task_id,
                     "site": decision.site,
                     "tool": option.tool,
-                    "score": option.prob * option.chance,
+                    "score": option.score,
+                    "mention": option.mention,
                     "used": used is not None,
                 }
             )
@@ -501,6 +502,7 @@ TABLES: dict[str, frames.Schema] = {
         "site": "String",
         "tool": "String",
         "score": "Float64",
+        "mention": "String",
         "used": "Boolean",
     },
     "calibration": frames.RELIABILITY,

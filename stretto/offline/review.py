@@ -402,6 +402,7 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
                 f"a higher threshold at {site}: {theta_text(before)} -> {theta_text(after)}"
             )
     _diff_promotion(old, new, review, other)
+    _diff_calibration(old, new, review, other)
     _diff_surprise(old.get("surprise"), new.get("surprise"), review, other)
     _diff_arbiter(old.get("arbiter"), new.get("arbiter"), review, other)
     if old["habit"]["alpha"] != new["habit"]["alpha"]:
@@ -409,12 +410,11 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
     old_ep, new_ep = old["provenance"]["habit_episodes"], new["provenance"]["habit_episodes"]
     if old_ep != new_ep:
         other.append(f"learned from {old_ep} -> {new_ep} sessions")
-    old_agreed, new_agreed = old["bindings"].get("agreed", {}), new["bindings"].get("agreed", {})
-    for tool in sorted(set(old_agreed) | set(new_agreed)):
-        if old_agreed.get(tool) != new_agreed.get(tool):
-            other.append(
-                f"{tool}'s binding agreement {old_agreed.get(tool)} -> {new_agreed.get(tool)}"
-            )
+    for key, what in (("agreed", "binding agreement"), ("named_other", "named-other picks")):
+        before, after = old["bindings"].get(key, {}), new["bindings"].get(key, {})
+        for tool in sorted(set(before) | set(after)):
+            if before.get(tool) != after.get(tool):
+                other.append(f"{tool}'s {what} {before.get(tool)} -> {after.get(tool)}")
     if old["habit"]["levels"] != new["habit"]["levels"]:
         other.append("habit counts changed")
     if old["reach"]["levels"] != new["reach"]["levels"]:
@@ -475,6 +475,49 @@ def _diff_promotion(old: dict, new: dict, review: list[str], other: list[str]) -
         elif before and not after:
             other.append(f"a site not promoted: {site} ({promotion_evidence(entries.get(site))})")
     other.append(f"promotion: {_promotion_summary(old_rec)} -> {_promotion_summary(new_rec)}")
+
+
+RAISED = 1.0  # an offset raised by this much (log-odds: ×2.7) can make the flow act anew
+
+
+def _diff_calibration(old: dict, new: dict, review: list[str], other: list[str]) -> None:
+    """A calibration map added or removed changes every decision: review. A changed map: its
+    intercept and slope, and every offset, listed; an offset raised by RAISED or more (a
+    lookup now served at higher odds there) needs review."""
+    before, after = old.get("calibration") or {}, new.get("calibration") or {}
+    for decider in sorted(set(before) | set(after)):
+        was, now = before.get(decider), after.get(decider)
+        if was == now:
+            continue
+        if now is None:
+            review.append(
+                f"the calibration map for {decider} removed: probability × binding chance "
+                "decides again"
+            )
+            continue
+        if was is None:
+            review.append(
+                f"a calibration map for {decider} added (fitted on {now['options']} options): "
+                "it decides in place of probability × binding chance"
+            )
+            continue
+        other.append(
+            f"{decider} calibration: intercept {was['intercept']:.3f} -> {now['intercept']:.3f},"
+            f" slope {was['slope']:.3f} -> {now['slope']:.3f} (fitted on {was['options']} -> "
+            f"{now['options']} options)"
+        )
+        for part, words in (("sites", "after"), ("mentions", "bound as")):
+            old_part, new_part = was.get(part, {}), now.get(part, {})
+            for outer in sorted(set(old_part) | set(new_part)):
+                old_in, new_in = old_part.get(outer, {}), new_part.get(outer, {})
+                for inner in sorted(set(old_in) | set(new_in)):
+                    a, b = old_in.get(inner, 0.0), new_in.get(inner, 0.0)
+                    if a == b:
+                        continue
+                    where = f"{inner} {words} {outer}" if part == "sites" else f"{outer} {words}"
+                    where += "" if part == "sites" else f" {inner}"
+                    line = f"{decider} calibration offset of {where}: {a:+.2f} -> {b:+.2f}"
+                    (review if b - a >= RAISED else other).append(line)
 
 
 def _gate_text(gate: dict) -> str:
