@@ -237,6 +237,16 @@ def test_named_other_counts_the_picks_beside_a_named_value() -> None:
             }
         ],
         "agreed": {"get_item": [[1, 2], [3, 4]]},
+        "shapes": [  # item ids as training saw them
+            {
+                "tool": "get_item",
+                "arg": "id",
+                "values": 4,
+                "classes": ["digit", "lower"],
+                "symbols": "",
+                "length": [2, 2],
+            }
+        ],
     }
     rules = Rules.from_flow(bindings)
     order = json.dumps(
