@@ -879,7 +879,7 @@ def test_the_evaluation_asset_writes_the_tables(served, tmp_path) -> None:
         "min_ess": 1.0,
         "bootstrap": 100,
     }
-    result = materialize([evaluation], str(home), 10, {"evaluation": config})
+    result = materialize([evaluation], str(home), 10, {"evaluation": config}, "notes")
     assert result.success
     metadata = output_metadata(result, "evaluation")
     assert metadata["targets"] == "reach@0.3, reach@0.6"
