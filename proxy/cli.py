@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     log = None
     if args.record:
-        from proxy.recorder import SessionLog
+        from proxy.recorder import SessionLog, host_session_id
         from proxy.redact import redact_command, redact_url
 
         logged = [redact_url(args.upstream)] if args.upstream else redact_command(command)
@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 server_command=logged,
                 domain=args.domain,
                 agent_model=args.agent_model,
+                host_session=host_session_id(),
+                server_name=args.server_name,
                 started=started,
                 started_monotonic_ns=started_ns,
             )
