@@ -99,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         if log.kept and not args.flow:  # with a flow: once the flow is accepted
             _say(f"recording to {log.path}")
 
+    if args.retain_days is not None:  # the server is starting meanwhile
+        from proxy.retention import sweep
+        from stretto.oracle.cache import default_cache_dir
+
+        cache = os.path.expanduser(args.oracle_cache) if args.oracle_cache else None
+        record = os.path.expanduser(args.record) if args.record else None
+        _say(sweep(record, cache or str(default_cache_dir()), args.retain_days))
+
     context = None
     if args.context:
         from proxy.context import ContextFeed
