@@ -70,6 +70,7 @@ def flow(
                 manifest=manifest,
                 only_domain=only_domain,
                 with_constants=config.constants,
+                say=context.log.warning,
             )
         path = out or flow_path(layout.home, domain)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -116,6 +116,7 @@ class FlowLoader:
                 explore_seed=args.flow_explore_seed,
                 session=session,
                 arbiter=arbiter,
+                server_name=args.server_name,
             )
         except OSError as exc:
             self.failure = (EXIT_PROXY_FAILED, f"cannot open the flow log {log_path}: {exc}")

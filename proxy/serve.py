@@ -41,6 +41,8 @@ from stretto.model.session import SessionView
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATIENCE_S = 60.0  # a lookup not answered by then is abandoned
 DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
+# over stdio a proxy sees one server: another server's lookup is logged, as a shadow decision
+OTHER_SERVER = "another server's lookup (over stdio each proxy makes its own server's only)"
 QUESTIONS = 300  # --flow-questions: the arbiter's questions per session
 ORACLE_TIMEOUT_MS = 2000  # --oracle-timeout
 
@@ -150,8 +152,15 @@ class FlowServer:
         explore_seed: int = 0,
         session: str = "",
         arbiter: ServingArbiter | None = None,
+        server_name: str | None = None,
     ) -> None:
         self.flow = flow
+        # A flow learned across servers names tools `server::tool`: this proxy's server's by
+        # its --server-name. Its own lookups it makes; another server's it only logs (shadow).
+        named = server_name is not None and any(
+            t.startswith(f"{server_name}::") for t in flow["manifest"]["tools"]
+        )
+        self.prefix = f"{server_name}::" if named else ""
         self.decider = Decider(flow, decider, threshold)
         if self.decider.kind == "arbiter" and arbiter is None:
             raise ValueError("the arbiter decider needs a System-One model (serving_arbiter)")
@@ -194,8 +203,9 @@ class FlowServer:
                     arguments = params.get("arguments")
                     arguments = arguments if isinstance(arguments, dict) else {}
                     key = id_key(request_id)
-                    self.agent_calls[key] = (request_id, params["name"], arguments)
-                    self.session_view.sent(params["name"], arguments, key)
+                    name = self.prefix + params["name"]
+                    self.agent_calls[key] = (request_id, name, arguments)
+                    self.session_view.sent(name, arguments, key)
                 elif method == "tools/list":
                     self.list_requests.add(id_key(request_id))
 
@@ -228,7 +238,7 @@ class FlowServer:
                 self.list_requests.discard(key)
                 listed = self.listed or {}
                 for info in tools_from_result(value["result"]):
-                    listed[info.name] = (info.kind, info.contract)
+                    listed[self.prefix + info.name] = (info.kind, info.contract)
                 self.listed = listed
                 return False
             call = self.agent_calls.pop(key, None)
@@ -317,6 +327,8 @@ class FlowServer:
                     entry.update(action="lookup", tool=tool, arguments=decision.arguments)
                     if decision.shadow:
                         entry["withheld"] = "the site is not promoted"
+                    elif self.prefix and not tool.startswith(self.prefix):
+                        entry.update(shadow=True, withheld=OTHER_SERVER)
                     elif not self.shadow:
                         refusal = self._refusal(tool)
                         if refusal:
@@ -409,7 +421,7 @@ class FlowServer:
             "jsonrpc": "2.0",
             "id": lookup_id,
             "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
+            "params": {"name": tool.removeprefix(self.prefix), "arguments": arguments},
         }
         line = _compact(request).encode() + b"\n"
         self._record("proxy", line, parse_json_line(line))
@@ -427,7 +439,8 @@ class FlowServer:
         """The agent's own result, plus one text item with the lookups' results."""
         text, left = APPENDIX, self.budget - len(APPENDIX)
         for tool, arguments, ok, found in made:
-            head = f"\n\n{tool} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
+            name = tool.removeprefix(self.prefix)  # as the agent knows it
+            head = f"\n\n{name} {_compact(arguments)}{'' if ok else ' (error)'}:\n"
             if len(head) + len(found) > left:
                 keep = max(0, left - len(head) - 80)
                 found = (

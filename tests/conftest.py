@@ -29,6 +29,10 @@ def demo_server(*extra: str) -> list[str]:
     return [PYTHON, str(SERVERS / "demo_server.py"), *extra]
 
 
+def docs_server() -> list[str]:
+    return [PYTHON, str(SERVERS / "docs_server.py")]
+
+
 def echo_server() -> list[str]:
     return [PYTHON, str(SERVERS / "echo_server.py")]
 

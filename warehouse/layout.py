@@ -44,6 +44,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("tools_snapshot", "VARCHAR"),
         ("header_extra", "JSON"),
         ("reward", "DOUBLE"),
+        ("host_session", "VARCHAR"),
+        ("server_name", "VARCHAR"),
         ("ingest_id", "VARCHAR"),
     ],
     "messages": [

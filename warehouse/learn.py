@@ -7,7 +7,7 @@ over sessions, so counts from disjoint sets of sessions add up.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +17,7 @@ from stretto.logs.domain import is_valid_domain
 from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
 from stretto.model.flow import build_flow
 from stretto.model.habit import fit_alpha
-from warehouse import store
+from warehouse import merge, store
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
 
@@ -203,6 +203,7 @@ def learn_flow(
     with_constants: bool = False,
     now_ms: int | None = None,
     sessions: Collection[str] | None = None,
+    say: Callable[[str], None] = lambda message: None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
     `only_domain` those whose log header names the domain), in the order they started. A
@@ -221,6 +222,14 @@ def learn_flow(
         ).fetchall()
         if sessions is not None:  # only these: the training side of an arbiter's split
             rows = [r for r in rows if r[0] in sessions]
+        # several servers of one host session: one session, tools named server::tool
+        units = merge.plan(merge.logs_to_learn(con, [r[0] for r in rows]))
+        for warning in units.warnings:
+            say(f"warning: {warning}")
+        if units.renamed:
+            merge.apply(con, layout, units)
+            model = dict(rows)
+            rows = [(units.unit_id(u), model[u[0].session]) for u in units.units]
         order = [r[0] for r in rows]
         # one insert of the whole list, not a statement per session
         con.register(

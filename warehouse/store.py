@@ -166,7 +166,7 @@ def _empty_select(table: str) -> str:
     )
 
 
-def _table_select(con, layout: Layout, table: str) -> str:
+def table_select(con, layout: Layout, table: str) -> str:
     files = [
         str(layout.absolute(path))
         for (path,) in con.execute(
@@ -212,7 +212,7 @@ def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
     registry.load(con, layout, temp=temp)
     kind = "TEMP VIEW" if temp else "VIEW"
     for table in TABLES:
-        con.execute(f"CREATE OR REPLACE {kind} {table} AS {_table_select(con, layout, table)}")
+        con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
 
 
 def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:

@@ -1,0 +1,159 @@
+"""Several servers in one host session, learned as one session (docs/formats.md §2, "Several
+servers in one host session").
+
+A host (Claude Desktop, an IDE, an agent framework) runs one proxy per server; each writes
+its own log. A log whose proxy was given `--server-name NAME` has its tools named
+`NAME::tool` when learned, and the logs of one host session (the header's `host_session`)
+that overlap in time are merged into one session — their lines in time order — so a flow
+learns that after `github::get_issue` the agent reads `docs::search`. A log without a server
+name is learned as before, on its own and with its tools' own names.
+
+Two logs of the same server name that overlap in one host session cannot be told apart by
+their tools' names: that group is not merged (each log is learned on its own), with a warning.
+
+`apply` rewrites the rows on a catalogue connection (warehouse/sql/merge.sql) and points the
+views `calls`, `context`, `tools` and `steps` at them, so everything learning reads downstream
+(counts, bindings, the binding replay) sees merged sessions and knows nothing of this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from warehouse.layout import Layout
+from warehouse.sql import statements
+
+MERGED_TABLES = ("calls", "context", "tools")
+
+
+@dataclass(frozen=True)
+class Log:
+    """A session to learn from, as the merge needs it."""
+
+    session: str
+    started_ms: int
+    ended_ms: int
+    host_session: str | None
+    server_name: str | None
+
+
+@dataclass
+class Units:
+    """The sessions learning sees: each a list of logs (one, or several merged)."""
+
+    units: list[list[Log]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def unit_id(self, unit: list[Log]) -> str:
+        return unit[0].session if len(unit) == 1 else "+".join(log.session for log in unit)
+
+    @property
+    def renamed(self) -> bool:
+        """Whether any log's rows are rewritten (a server name: its tools are prefixed)."""
+        return any(log.server_name for unit in self.units for log in unit)
+
+
+def _overlapping(logs: list[Log]) -> list[list[Log]]:
+    """The logs (of one host session) in groups that overlap in time, by start."""
+    groups: list[list[Log]] = []
+    end = -1
+    for log in sorted(logs, key=lambda g: (g.started_ms, g.session)):
+        if groups and log.started_ms <= end:
+            groups[-1].append(log)
+            end = max(end, log.ended_ms)
+        else:
+            groups.append([log])
+            end = log.ended_ms
+    return groups
+
+
+def plan(logs: list[Log]) -> Units:
+    """Which logs are learned together. Units come in the order of their first log's start."""
+    out = Units()
+    by_host: dict[str, list[Log]] = {}
+    for log in logs:
+        if log.server_name and log.host_session:
+            by_host.setdefault(log.host_session, []).append(log)
+        else:
+            out.units.append([log])
+    for host, members in sorted(by_host.items()):
+        for group in _overlapping(members):
+            names = [log.server_name for log in group]
+            twice = sorted({n for n in names if names.count(n) > 1 and n})
+            if twice:
+                out.warnings.append(
+                    f"host session {host}: {len(group)} logs overlap with server name(s) "
+                    f"{', '.join(twice)} more than once; learned each on its own, not merged"
+                )
+                out.units.extend([log] for log in group)
+            else:
+                out.units.append(group)
+    out.units.sort(key=lambda unit: (unit[0].started_ms, unit[0].session))
+    return out
+
+
+def logs_to_learn(con, sessions: list[str]) -> list[Log]:
+    """The merge's view of these sessions (their start, end, host session, server name)."""
+    con.register("to_learn_arrow", pa.table({"session": pa.array(sessions, pa.string())}))
+    try:
+        rows = con.execute(
+            "SELECT s.session, s.started_unix_ms, s.host_session, s.server_name, "
+            "s.started_unix_ms + coalesce(e.last_ms, 0) "
+            "FROM sessions s SEMI JOIN to_learn_arrow w USING (session) "
+            "LEFT JOIN (SELECT session, max(t_ms) AS last_ms FROM messages "
+            "           WHERE session IN (SELECT session FROM sessions "
+            "                             WHERE server_name IS NOT NULL) "
+            "           GROUP BY session) e USING (session)"
+        ).fetchall()
+    finally:
+        con.unregister("to_learn_arrow")
+    found = {r[0]: Log(r[0], r[1] or 0, r[4] or 0, r[2], r[3]) for r in rows}
+    return [found[s] for s in sessions if s in found]
+
+
+def apply(con, layout: Layout, units: Units) -> None:
+    """Rewrite the renamed logs' rows as their units' and point the views at them."""
+    from warehouse.store import table_select
+
+    members: dict[str, list] = {
+        "session": [],
+        "unit": [],
+        "prefix": [],
+        "member_rank": [],
+        "started_unix_ms": [],
+    }
+    for unit in units.units:
+        if not any(log.server_name for log in unit):
+            continue
+        for rank, log in enumerate(unit):
+            members["session"].append(log.session)
+            members["unit"].append(units.unit_id(unit))
+            members["prefix"].append(log.server_name)
+            members["member_rank"].append(rank)
+            members["started_unix_ms"].append(log.started_ms)
+    con.register("members_arrow", pa.table(members))
+    con.execute("CREATE OR REPLACE TEMP TABLE members AS SELECT * FROM members_arrow")
+    con.unregister("members_arrow")
+    for _, sql in statements("merge"):
+        con.execute(sql)
+    for table in MERGED_TABLES:
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {table} AS "
+            f"SELECT * FROM ({table_select(con, layout, table)}) ANTI JOIN members USING (session) "
+            f"UNION ALL BY NAME SELECT * FROM merged_{table}"
+        )
+    # the merged sessions' steps, by the rule ingest derives them with, over the merged rows
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE pending_steps AS "
+        "SELECT DISTINCT session, ingest_id FROM merged_calls "
+        "UNION SELECT DISTINCT session, ingest_id FROM merged_context"
+    )
+    (steps,) = [sql for name, sql in statements("steps") if name == "steps"]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE merged_steps AS {steps}")
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW steps AS "
+        f"SELECT * FROM ({table_select(con, layout, 'steps')}) ANTI JOIN members USING (session) "
+        "UNION ALL BY NAME SELECT * FROM merged_steps"
+    )
