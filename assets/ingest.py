@@ -11,16 +11,24 @@ import uuid
 import dagster as dg
 
 from assets.resources import StrettoHome
+from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV, RedactError
+from stretto.logs.sessionlog import LogError
 from stretto.progress import Progress
-from warehouse import discover, ingest, store
-from warehouse.layout import PARTITION_KEYS, TABLES
+from warehouse import discover, ingest, redacted, store
+from warehouse.layout import PARTITION_KEYS, PERSONAL_DATA, TABLES
 
 GROUP = "warehouse"
 
 
 def _schema(table: str) -> dg.TableSchema:
     columns = [*TABLES[table], *PARTITION_KEYS]
-    return dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns])
+    personal = PERSONAL_DATA.get(table, ())
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(name, kind, tags={"personal_data": ""} if name in personal else None)
+            for name, kind in columns
+        ]
+    )
 
 
 def new_ingest_id() -> str:
@@ -32,15 +40,39 @@ def _failure(exc: Exception) -> dg.Failure:
     return dg.Failure(description=str(exc), allow_retries=False)
 
 
+class LogFilesConfig(dg.Config):
+    """`stretto ingest --redact`: ingest a pseudonymised copy of the logs (warehouse/redacted.py;
+    the salt is read from the environment variable `salt_env`, never given here)."""
+
+    redact: bool = False
+    salt_env: str = SALT_ENV
+    keep_shared: int = KEEP_SHARED
+    hash_fields: list[str] = []
+
+
 @dg.asset(
     group_name=GROUP,
     description="Session logs under logs/ that are new or changed since they were last "
     "ingested: by size and mtime, then by content hash (a session is its id and content, "
     "not its path).",
 )
-def log_files(context: dg.AssetExecutionContext, stretto: StrettoHome) -> discover.Plan:
+def log_files(
+    context: dg.AssetExecutionContext, config: LogFilesConfig, stretto: StrettoHome
+) -> discover.Plan:
     layout = stretto.layout()
-    plan = discover.discover(layout, store.known_state(layout))
+    logs = None
+    try:
+        if config.redact:  # read the pseudonymised copy of the logs instead (the salt: env)
+            redaction = redacted.Redaction(
+                config.salt_env, config.keep_shared, tuple(config.hash_fields)
+            )
+            redacted.check(layout, redaction)
+            logs = redacted.redact_logs(layout, redaction, context.log.warning)
+        else:
+            redacted.check(layout, None)
+    except (RedactError, LogError) as exc:
+        raise _failure(exc) from None
+    plan = discover.discover(layout, store.known_state(layout), logs=logs)
     context.add_output_metadata(
         {
             "logs": dg.MetadataValue.path(str(layout.logs)),

@@ -44,4 +44,6 @@ WHERE h.content_hash IN (SELECT content_hash FROM path_latest)
 
 -- name: data_files
 CREATE OR REPLACE {temp} TABLE data_files AS
-SELECT table_name, path, rows, ingest_id, commit_no FROM registry WHERE kind = 'data';
+-- The Parquet files of the warehouse: every one a run wrote, but those a retention run dropped.
+SELECT table_name, path, rows, ingest_id, commit_no FROM registry WHERE kind = 'data'
+  AND path NOT IN (SELECT path FROM registry WHERE kind = 'dropped');
