@@ -93,5 +93,9 @@ def redact_logs(layout: Layout, redaction: Redaction, say: Callable[[str], None]
                 path.unlink()
     text = json.dumps({"stretto_redaction": 1, **asdict(redaction)}, sort_keys=True) + "\n"
     if not marker(layout).is_file() or marker(layout).read_text() != text:
-        write_atomic(marker(layout), lambda temp: Path(temp).write_text(text))
+        write_atomic(marker(layout), lambda temp: _write_text(temp, text))
     return out_root
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)
