@@ -18,14 +18,15 @@ JOIN members mb USING (session)
 JOIN (SELECT unit, min(started_unix_ms) AS unit_start FROM members GROUP BY unit) u USING (unit);
 
 -- name: merged_calls
--- Calls: the unit's session, tool names and call ids prefixed, lines renumbered; each log's LLM
--- turns kept apart and numbered in the unit's order (one turn never spans two servers: each
--- proxy sees only its own server's calls).
+-- Calls: the unit's session, tool names and call ids prefixed, lines renumbered. LLM turns:
+-- each log's own (one turn never spans two servers: each proxy sees only its server's calls),
+-- split where another server's call comes between two of its calls, numbered in the unit's
+-- order.
 CREATE OR REPLACE TEMP TABLE merged_calls AS
 WITH rewritten AS (
     SELECT mb.unit AS session, mb.prefix || '::' || c.call_id AS call_id,
            mb.prefix || '::' || c.tool AS tool, c.arguments, c.by_proxy,
-           min(s.merged_seq) OVER (PARTITION BY c.session, c.turn) AS turn_start,
+           c.session AS member, c.turn AS member_turn,
            c.sent_after_results, s.merged_seq AS sent_seq, c.sent_sub, s.merged_ms AS sent_ms,
            a.merged_seq AS answered_seq, a.merged_ms AS answered_ms, c.answered_by, c.status,
            c.cancelled, c.result_text, c.ingest_id, c.domain, c.day
@@ -33,10 +34,18 @@ WITH rewritten AS (
     JOIN members mb USING (session)
     JOIN merged_order s ON s.session = c.session AND s.seq = c.sent_seq
     LEFT JOIN merged_order a ON a.session = c.session AND a.seq = c.answered_seq
+), marked AS (
+    SELECT *,
+           CASE WHEN lag(member) OVER w = member
+                     AND lag(member_turn) OVER w IS NOT DISTINCT FROM member_turn
+                THEN 0 ELSE 1 END AS starts_turn
+    FROM rewritten
+    WINDOW w AS (PARTITION BY session ORDER BY sent_seq, sent_sub)
 )
-SELECT * EXCLUDE (turn_start),
-       (dense_rank() OVER (PARTITION BY session ORDER BY turn_start) - 1)::INTEGER AS turn
-FROM rewritten;
+SELECT * EXCLUDE (member, member_turn, starts_turn),
+       (sum(starts_turn) OVER (PARTITION BY session ORDER BY sent_seq, sent_sub
+                               ROWS UNBOUNDED PRECEDING) - 1)::INTEGER AS turn
+FROM marked;
 
 -- name: merged_context
 -- The conversation: from one log only, the unit's first that has any (every proxy given the
