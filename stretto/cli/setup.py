@@ -26,9 +26,8 @@ def register(commands: Commands) -> None:
         "(-- SERVER COMMAND... | --server NAME=COMMAND...)",
         examples=[
             "stretto init --name notes -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
-            "stretto init --host claude-code --flow notes.flow.json --write .mcp.json "
-            "-- node server.js",
-            "stretto init --name work --server 'github=npx -y @modelcontextprotocol/server-github' "
+            "stretto init --host claude-code --flow work.flow.json --write .mcp.json "
+            "--server 'github=npx -y @modelcontextprotocol/server-github' "
             "--server 'docs=node docs-server.js'",
         ],
     )
