@@ -14,7 +14,8 @@ import pytest
 
 from tests.builders import HEADER, LogBuilder, stretto
 from tests.warehouse.helpers import rows
-from warehouse.layout import PERSONAL_COMMENT, PERSONAL_DATA
+from warehouse.layout import PERSONAL_COMMENT, PERSONAL_DATA, Layout
+from warehouse.learn import learn_flow
 
 SALT = {"STRETTO_REDACT_SALT": "a secret salt"}
 TOOLS = {
@@ -50,7 +51,8 @@ def support_log(index: int, started_ms: int = 0) -> LogBuilder:
     b._add(1, "server", {"jsonrpc": "2.0", "id": 0, "result": TOOLS})
     b.say(2, "user", f"Hello, I am {name}, email {email}; ticket {ticket} about my {appliance}.")
     b.client_call(10, 1, "find_customer", email=email)
-    b.result(11, 1, json.dumps({"customer": customer, "name": name, "phone": "+44 7700 9001"}))
+    found = {"customer": customer, "name": name, "phone": "+44 7700 9001", "ticket": ticket}
+    b.result(11, 1, json.dumps(found))
     b.client_call(900, 2, "get_ticket", ticket_id=ticket)
     b.result(901, 2, json.dumps({"subject": f"{appliance} leaking", "owner": customer}))
     b.client_call(1900, 3, "get_ticket", ticket_id=f"{ticket}-OLD")
@@ -182,6 +184,23 @@ def test_ingest_redact_leaves_no_original_value(tmp_path: Path) -> None:
     unsalted = {k: v for k, v in env.items() if k != "STRETTO_REDACT_SALT"}
     again = stretto("ingest", "--redact", "--home", home, env=unsalted)
     assert again.returncode == 1 and "STRETTO_REDACT_SALT is not set" in again.stderr
+
+
+def test_a_redacted_warehouse_learns_the_same_flow(tmp_path: Path) -> None:
+    """The same sites, counts and binding sources from the redacted warehouse as from the
+    recorded one (stretto redact's promise, kept through ingest)."""
+    builders = [support_log(i) for i in range(3)]
+    flows = []
+    for name, options in (("plain", []), ("redacted", ["--redact"])):
+        home = tmp_path / name
+        write_home(home, builders)
+        done = stretto("ingest", *options, "--home", home, env={**os.environ, **SALT})
+        assert done.returncode == 0, done.stderr
+        flows.append(learn_flow(Layout.at(home), "support", only_domain=True, now_ms=0))
+    plain, redacted = flows
+    assert plain["bindings"]["sources"], "nothing to compare"
+    for part in ("manifest", "habit", "reach", "sites", "bindings"):
+        assert redacted[part] == plain[part], part
 
 
 def test_a_recorded_warehouse_is_not_redacted_later(tmp_path: Path) -> None:
