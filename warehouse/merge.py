@@ -95,21 +95,32 @@ def plan(logs: list[Log]) -> Units:
 
 
 def logs_to_learn(con, sessions: list[str]) -> list[Log]:
-    """The merge's view of these sessions (their start, end, host session, server name)."""
+    """The merge's view of these sessions (their start, end, host session, server name). Only
+    logs with a server name are looked at further (their last line's time): the biggest
+    table is not read for a warehouse without any."""
     con.register("to_learn_arrow", pa.table({"session": pa.array(sessions, pa.string())}))
     try:
         rows = con.execute(
-            "SELECT s.session, s.started_unix_ms, s.host_session, s.server_name, "
-            "s.started_unix_ms + coalesce(e.last_ms, 0) "
-            "FROM sessions s SEMI JOIN to_learn_arrow w USING (session) "
-            "LEFT JOIN (SELECT session, max(t_ms) AS last_ms FROM messages "
-            "           WHERE session IN (SELECT session FROM sessions "
-            "                             WHERE server_name IS NOT NULL) "
-            "           GROUP BY session) e USING (session)"
+            "SELECT session, started_unix_ms, host_session, server_name FROM sessions "
+            "SEMI JOIN to_learn_arrow USING (session)"
         ).fetchall()
+        named = [r[0] for r in rows if r[3]]
+        last: dict[str, int] = {}
+        if named:
+            con.register("named_arrow", pa.table({"session": pa.array(named, pa.string())}))
+            last = dict(
+                con.execute(
+                    "SELECT session, max(t_ms) FROM messages SEMI JOIN named_arrow "
+                    "USING (session) GROUP BY session"
+                ).fetchall()
+            )
+            con.unregister("named_arrow")
     finally:
         con.unregister("to_learn_arrow")
-    found = {r[0]: Log(r[0], r[1] or 0, r[4] or 0, r[2], r[3]) for r in rows}
+    found = {
+        s: Log(s, start or 0, (start or 0) + (last.get(s) or 0), host, server)
+        for s, start, host, server in rows
+    }
     return [found[s] for s in sessions if s in found]
 
 
