@@ -19,6 +19,7 @@ $(PY_STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install --quiet --upgrade pip
 	# hatchling installs in place with a plain .pth entry (no import hook to slow the proxy's start)
 	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python scripts/dagster_home.py
 	touch $@
 
 $(NODE_STAMP): node/package.json node/package-lock.json

@@ -1,10 +1,14 @@
-"""Asset: a flow audited on sessions it never saw (stretto.offline.audit), with its tables and
-plot."""
+"""Asset: a domain's flow audited on sessions it never saw (stretto.offline.audit), with its
+tables and plot."""
 
-import base64
+from pathlib import Path
 
 import dagster as dg
 
+from assets.learn import flow as flow_asset
+from assets.metadata import image, link, skipped
+from assets.partitions import domains
+from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
 from stretto.logs.episode import read_episodes
 from stretto.model.flow import load_flow
@@ -17,37 +21,49 @@ def _number(value: float | None) -> dg.MetadataValue:
 
 
 class AuditConfig(dg.Config):
-    flow: str  # the flow file
-    sessions: str  # a folder of session logs the flow did not learn from
+    """Empty: the domain's served flow, on the sessions recorded serving it in shadow mode
+    (HOME/shadow/<domain>/), which it did not learn from."""
+
+    flow: str | None = None  # the flow file
+    sessions: str | None = None  # a folder of session logs the flow did not learn from
     decider: str = "habit"
 
 
 @dg.asset(
-    group_name="learning",
-    description="A flow audited on held-out sessions: "
+    group_name="reports",
+    deps=[flow_asset],
+    partitions_def=domains,
+    output_required=False,
+    description="The domain's flow audited on held-out sessions (default: shadow/<domain>/): "
     "agreement, nats per decision, and the served score's calibration (ECE, Brier).",
 )
-def audit(
-    context: dg.AssetExecutionContext, config: AuditConfig, stretto: StrettoHome
-) -> dg.MaterializeResult:
-    flow = load_flow(config.flow)
-    result = run_audit(flow, read_episodes(config.sessions), config.decider)
-    folder = stretto.layout().report_folder(flow["manifest"]["domain"], "audit")
+def audit(context: dg.AssetExecutionContext, config: AuditConfig, stretto: StrettoHome):
+    layout = stretto.layout()
+    domain = context.partition_key
+    path = served_flow(layout, domain, config.flow)
+    sessions = Path(config.sessions) if config.sessions else layout.shadow / domain
+    reason = missing({"flow": path, "held-out sessions": sessions})
+    if reason:
+        yield skipped(context, reason)
+        return
+    flow = load_flow(path)
+    result = run_audit(flow, read_episodes(sessions), config.decider)
+    folder = layout.report_folder(domain, "audit")
     write_tables(result, folder)
-    plot = base64.b64encode((folder / "reliability.png").read_bytes()).decode()
     totals = result.totals()
-    context.log.info(f"audit of {config.flow}: {folder}")
-    return dg.MaterializeResult(
+    context.log.info(f"audit of {path} on {sessions}: {folder}")
+    yield dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(markdown(result)),
-            "reliability": dg.MetadataValue.md(f"![reliability](data:image/png;base64,{plot})"),
+            "reliability": image(folder / "reliability.png", "reliability"),
             "agreement": totals["agreement"],
             "nats per decision": totals["nats_per_decision"],
             # null when no lookup was served; ECE over the spec's bins (stretto.offline.calibration)
             "ece": _number(totals["ece"]),
             "brier": _number(totals["brier"]),
             "auc": _number(totals["auc"]),
-            "tables": dg.MetadataValue.path(str(folder)),
+            "tables": link(folder),
+            "sessions": link(sessions),
             "sites": dg.MetadataValue.table(
                 records=[dg.TableRecord(row) for row in result.sites()],
                 schema=dg.TableSchema(

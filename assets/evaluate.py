@@ -5,6 +5,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.learn import flow as flow_asset
+from assets.metadata import link, skipped
+from assets.partitions import domains
+from assets.reports import missing
 from assets.resources import StrettoHome
 from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.model.flow import load_flow
@@ -12,11 +16,15 @@ from stretto.offline import evaluate as ev
 
 
 class EvaluationConfig(dg.Config):
-    sessions: str  # a folder of session logs with their flow logs (made with --flow-explore)
+    """Empty: the sessions recorded serving the domain's flow exploring (HOME/explore/<domain>/),
+    with the served flow's tool kinds."""
+
+    sessions: str | None = None  # session logs with their flow logs (made with --flow-explore)
     deciders: list[str] = []  # target deciders, reach and/or habit; empty: the logs' own
     thresholds: list[float] = [DEFAULT_THRESHOLD]  # target thresholds
     flow: str | None = None  # the flow served: tool kinds, and the report's domain
     out: str | None = None  # the tables' folder (default HOME/reports/<domain>/evaluation-<time>)
+    # (`flow` default: the served flow, when there is one)
     min_ess: float = ev.DEFAULT_MIN_ESS
     switch_tau: float = ev.DEFAULT_SWITCH_TAU
     bootstrap: int = ev.DEFAULT_BOOTSTRAP
@@ -24,17 +32,27 @@ class EvaluationConfig(dg.Config):
 
 
 @dg.asset(
-    group_name="learning",
+    group_name="reports",
+    deps=[flow_asset],
+    partitions_def=domains,
+    output_required=False,
     description="Other rules (decider × threshold) evaluated off-policy on exploring flow logs: "
     "lookups, used, detours and turns saved by the labels, the direct method, IPS, SNIPS, DR, "
     "SNDR and Switch-DR, with intervals and weight diagnostics.",
 )
-def evaluation(
-    context: dg.AssetExecutionContext, config: EvaluationConfig, stretto: StrettoHome
-) -> dg.MaterializeResult:
-    flow = load_flow(config.flow) if config.flow else None
+def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stretto: StrettoHome):
+    layout = stretto.layout()
+    domain = context.partition_key
+    sessions = Path(config.sessions) if config.sessions else layout.explore / domain
+    reason = missing({"exploring sessions": sessions})
+    if reason:
+        yield skipped(context, reason)
+        return
+    served = layout.home / "flows" / f"{domain}.flow.json"
+    flow_file = config.flow or (str(served) if served.exists() else None)
+    flow = load_flow(flow_file) if flow_file else None
     kinds = flow["manifest"]["tools"] if flow else None
-    labelled = ev.label_folder(config.sessions, kinds, progress=stretto.progress)
+    labelled = ev.label_folder(str(sessions), kinds, progress=stretto.progress)
     for warning in labelled.warnings:
         context.log.warning(warning)
     targets = ev.targets(labelled, config.deciders, config.thresholds)
@@ -46,12 +64,9 @@ def evaluation(
         bootstrap=config.bootstrap,
         seed=config.seed,
     )
-    domain = flow["manifest"]["domain"] if flow else labelled.domain
-    folder = (
-        Path(config.out) if config.out else stretto.layout().report_folder(domain, "evaluation")
-    )
+    folder = Path(config.out) if config.out else layout.report_folder(domain, "evaluation")
     ev.write_tables(labelled, results, folder)
-    context.log.info(f"evaluation of {config.sessions}: {folder}")
+    context.log.info(f"evaluation of {sessions}: {folder}")
     totals = []
     for result in results:
         total = result["total"]
@@ -64,19 +79,18 @@ def evaluation(
                     **{m: None if value is None else value[m] for m in ev.METRICS},
                 }
             )
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(ev.markdown(results)),
             "sessions": labelled.sessions,
             "decisions": len(labelled.rows),
             "explored": labelled.explored,
             "targets": ", ".join(r["target"]["name"] for r in results),
-            "tables": dg.MetadataValue.path(str(folder)),
+            "tables": link(folder),
             "totals": dg.MetadataValue.table(
-                records=[
-                    dg.TableRecord({k: v for k, v in row.items() if v is not None})
-                    for row in totals
-                ],
+                # every record with every column (Dagster's table requires it); None where an
+                # estimator had no value
+                records=[dg.TableRecord(row) for row in totals],
                 schema=dg.TableSchema(
                     columns=[
                         dg.TableColumn("target", "string"),

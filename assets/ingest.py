@@ -1,34 +1,39 @@
-"""Assets: session logs -> the warehouse's Parquet tables -> steps.
+"""Assets: session logs -> the warehouse's tables (sessions, messages, calls, context, tools,
+quarantine) -> steps.
 
 Thin on purpose: the work is in warehouse/ (SQL) and stretto/ (the turn rule); these attach
-what a person wants to see in the Dagster UI: counts, the identity lines read = ingested +
-quarantined + dropped, and each table's columns.
+what a person wants to see in the Dagster UI: counts, each table's columns with what they mean,
+its first rows, and checks (lines read = ingested + quarantined + dropped, the quarantine's
+share, tool contracts that changed).
 """
 
+import hashlib
 import time
 import uuid
 
 import dagster as dg
 
+from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
+from assets.partitions import known_parts, register
 from assets.resources import StrettoHome
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV, RedactError
 from stretto.logs.sessionlog import LogError
 from stretto.progress import Progress
 from warehouse import discover, ingest, redacted, store
-from warehouse.layout import PARTITION_KEYS, PERSONAL_DATA, TABLES
+from warehouse.layout import Layout
 
 GROUP = "warehouse"
-
-
-def _schema(table: str) -> dg.TableSchema:
-    columns = [*TABLES[table], *PARTITION_KEYS]
-    personal = PERSONAL_DATA.get(table, ())
-    return dg.TableSchema(
-        columns=[
-            dg.TableColumn(name, kind, tags={"personal_data": ""} if name in personal else None)
-            for name, kind in columns
-        ]
-    )
+TABLE_DESCRIPTIONS = {
+    "sessions": "One row per ingested session log: who, when, where the log is, and how its "
+    "lines fared (read = ingested + quarantined + dropped).",
+    "messages": "One row per ingested wire line of a session log.",
+    "calls": "One row per tools/call from the host or the proxy, with its answer and LLM turn.",
+    "context": "One row per conversation line (from: context) of a session log.",
+    "tools": "One row per tool per session: its kind, contract and documentation.",
+    "quarantine": "What could not be ingested: the file, the line and why.",
+}
+# The quarantine's share of the lines a run read above which its check warns.
+QUARANTINE_WARN_SHARE = 0.05
 
 
 def new_ingest_id() -> str:
@@ -40,7 +45,15 @@ def _failure(exc: Exception) -> dg.Failure:
     return dg.Failure(description=str(exc), allow_retries=False)
 
 
-class LogFilesConfig(dg.Config):
+def pending(layout: Layout, logs=None) -> discover.Plan:
+    """The logs under logs/ (or the folder `logs`: the redacted copy) whose content is not in
+    the warehouse yet, by the registry's rule: a path is looked at again unless its size, mtime
+    and ctime say it was not touched since it was last seen, then known by its content hash
+    (warehouse/discover.py)."""
+    return discover.discover(layout, store.known_state(layout), logs=logs)
+
+
+class IngestConfig(dg.Config):
     """`stretto ingest --redact`: ingest a pseudonymised copy of the logs (warehouse/redacted.py;
     the salt is read from the environment variable `salt_env`, never given here)."""
 
@@ -50,114 +63,243 @@ class LogFilesConfig(dg.Config):
     hash_fields: list[str] = []
 
 
-@dg.asset(
+def to_read(layout: Layout, config: IngestConfig, say) -> discover.Plan:
+    """What this run reads: the logs, or with `redact` their pseudonymised copy brought up to
+    date; refused (RedactError) when it would mix redacted and original sessions."""
+    if not config.redact:
+        redacted.check(layout, None)
+        return pending(layout)
+    redaction = redacted.Redaction(config.salt_env, config.keep_shared, tuple(config.hash_fields))
+    redacted.check(layout, redaction)
+    return pending(layout, redacted.redact_logs(layout, redaction, say))
+
+
+def plan_digest(plan: discover.Plan) -> str:
+    text = "\n".join(f"{f.rel} {f.size} {f.content_hash}" for f in plan.read)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+@dg.observable_source_asset(
+    name="logs",
     group_name=GROUP,
-    description="Session logs under logs/ that are new or changed since they were last "
-    "ingested: by size and mtime, then by content hash (a session is its id and content, "
-    "not its path).",
+    description="The session logs under logs/ (written by stretto-proxy). Observed by size and "
+    "content hash, whatever the mtime: its version changes when a log's content is not in "
+    "the warehouse yet.",
 )
-def log_files(
-    context: dg.AssetExecutionContext, config: LogFilesConfig, stretto: StrettoHome
-) -> discover.Plan:
+def logs(context, stretto: StrettoHome) -> dg.ObserveResult:
     layout = stretto.layout()
-    logs = None
-    try:
-        if config.redact:  # read the pseudonymised copy of the logs instead (the salt: env)
-            redaction = redacted.Redaction(
-                config.salt_env, config.keep_shared, tuple(config.hash_fields)
-            )
-            redacted.check(layout, redaction)
-            logs = redacted.redact_logs(layout, redaction, context.log.warning)
-        else:
-            redacted.check(layout, None)
-    except (RedactError, LogError) as exc:
-        raise _failure(exc) from None
-    plan = discover.discover(layout, store.known_state(layout), logs=logs)
-    context.add_output_metadata(
-        {
-            "logs": dg.MetadataValue.path(str(layout.logs)),
-            "files to read": len(plan.read),
-            "files already in (same content)": len(plan.known),
+    plan = pending(layout)
+    return dg.ObserveResult(
+        data_version=dg.DataVersion(f"{plan.commits}-{plan_digest(plan)}"),
+        metadata={
+            "logs": link(layout.logs),
+            "files not in the warehouse yet": len(plan.read),
+            "bytes not in the warehouse yet": sum(f.size for f in plan.read),
             "files unchanged": plan.unchanged,
-            "bytes to read": sum(f.size for f in plan.read),
-        }
+        },
     )
-    return plan
 
 
-@dg.asset(
-    group_name=GROUP,
-    description="The logs as Parquet tables (sessions, messages, "
-    "calls, context, tools, quarantine), partitioned by domain and day, with DuckDB views.",
-)
-def session_tables(
-    context: dg.AssetExecutionContext, stretto: StrettoHome, log_files: discover.Plan
-) -> dg.MaterializeResult:
+# One asset per table, each named as the table (the outputs' names differ: `context` is a
+# reserved name for an output).
+TABLE_OUTS = {
+    f"{table}_table": dg.AssetOut(
+        key=table,
+        group_name=GROUP,
+        description=TABLE_DESCRIPTIONS[table],
+        is_required=False,
+        dagster_type=dg.Nothing,
+        metadata={"dagster/column_schema": column_schema(table)},
+    )
+    for table in ingest.OUTPUT_TABLES
+}
+CHECKS = [
+    dg.AssetCheckSpec(
+        "lines_read_balance",
+        asset="sessions",
+        description="lines read = ingested + quarantined + dropped, for the run's files",
+    ),
+    dg.AssetCheckSpec(
+        "quarantine_share",
+        asset="quarantine",
+        description=f"under {QUARANTINE_WARN_SHARE:.0%} of the lines a run read quarantined",
+    ),
+    dg.AssetCheckSpec(
+        "tool_contracts_seen_before",
+        asset="tools",
+        description="each new session's tools/list contracts were seen before in its domain "
+        "(a tool whose contract changed is named)",
+    ),
+]
+
+
+def nothing_to_check(specs: list[dg.AssetCheckSpec], reason: str):
+    """Check results for an asset that was skipped (Dagster wants one per check): passed,
+    saying why nothing was checked."""
+    for spec in specs:
+        yield dg.AssetCheckResult(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=True,
+            description=f"nothing to check: {reason}",
+        )
+
+
+def table_preview(layout: Layout, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
+    """The first rows of `table` (of one ingest run, if given), long cells cut."""
+    where = f" WHERE ingest_id = '{ingest_id}'" if ingest_id else ""
+    rows = store.query(layout, f"SELECT * FROM {table}{where} LIMIT 5").to_pylist()
+    names = [c for c in (rows[0] if rows else {}) if c != "ingest_id"]
+    return preview(rows, names)
+
+
+def contract_drift(layout: Layout, ingest_id: str) -> list[str]:
+    """Tools of the run's sessions whose contract differs from the one last seen for that tool
+    in the same domain's earlier sessions: `domain: tool`."""
+    rows = store.query(
+        layout,
+        "WITH listed AS (SELECT t.tool, t.contract, t.ingest_id, s.domain, s.started_unix_ms "
+        "FROM tools t JOIN sessions s USING (session)), "
+        "earlier AS (SELECT domain, tool, contract FROM listed "
+        f"WHERE ingest_id <> '{ingest_id}' "
+        "QUALIFY row_number() OVER (PARTITION BY domain, tool ORDER BY started_unix_ms DESC) = 1) "
+        "SELECT DISTINCT n.domain, n.tool FROM listed n JOIN earlier e USING (domain, tool) "
+        f"WHERE n.ingest_id = '{ingest_id}' AND n.contract IS DISTINCT FROM e.contract "
+        "ORDER BY 1, 2",
+    ).to_pylist()
+    return [f"{r['domain']}: {r['tool']}" for r in rows]
+
+
+@dg.multi_asset(outs=TABLE_OUTS, deps=["logs"], check_specs=CHECKS, can_subset=False)
+def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stretto: StrettoHome):
+    """Ingest the new and changed logs (warehouse.store.ingest_run) into the tables."""
     layout = stretto.layout()
+    timings = Timings(context.log.info)
+    if not layout.logs.is_dir() and not layout.warehouse.is_dir():
+        reason = f"no session logs under {layout.logs} yet"
+        for table in ingest.OUTPUT_TABLES:
+            yield skipped(context, reason, table)
+        yield from nothing_to_check(CHECKS, reason)
+        return
+    with timings.phase("finding new logs"):
+        try:
+            plan = to_read(layout, config, context.log.warning)
+        except (RedactError, LogError) as exc:
+            raise _failure(exc) from None
     try:
         with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
             ingest_id = new_ingest_id()
-            bar = Progress(
-                len(log_files.read), "ingesting", " files", enabled=stretto.progress or None
-            )
-            plan, stats = store.ingest_run(
-                layout,
-                log_files,
-                ingest_id,
-                on_batch=lambda batch: bar.advance(batch.files),
-                say=context.log.warning,
-            )
+            bar = Progress(len(plan.read), "ingesting", " files", enabled=stretto.progress or None)
+            said = LogProgress(context.log.info, len(plan.read), "files ingested")
+
+            def advance(batch: ingest.IngestStats) -> None:
+                bar.advance(batch.files)
+                said.advance(batch.files)
+
+            with timings.phase("ingesting"):
+                plan, stats = store.ingest_run(
+                    layout, plan, ingest_id, on_batch=advance, say=context.log.warning
+                )
             bar.close()
+            said.close()
     except store.WarehouseBusy as exc:
         raise _failure(exc) from None
-    if not stats.balanced:
-        raise dg.Failure(
-            f"lines read {stats.lines_read} != ingested {stats.lines_ingested} + "
-            f"quarantined {stats.lines_quarantined} + dropped {stats.lines_dropped}"
-        )
-    metadata: dict = {  # dagster's metadata values, of several types
+    added = register(context.instance, known_parts(layout))
+    if added:
+        context.log.info("new partitions: " + ", ".join(added))
+    totals = {
+        r["t"]: r["n"]
+        for r in store.query(
+            layout,
+            " UNION ALL ".join(
+                f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in ingest.OUTPUT_TABLES
+            ),
+        ).to_pylist()
+    }
+    run: dict = {  # dagster's metadata values, of several types
         "ingest id": ingest_id,
         "files read": stats.files,
+        "files unchanged": plan.unchanged,
         "files already in (same content)": len(plan.known),
         "bytes read": stats.bytes,
         "lines read": stats.lines_read,
         "lines ingested": stats.lines_ingested,
         "lines quarantined": stats.lines_quarantined,
         "lines dropped": stats.lines_dropped,
-        "lines read = ingested + quarantined + dropped": stats.balanced,
-        "warehouse": dg.MetadataValue.path(str(layout.database)),
+        **{f"rows written: {t}": n for t, n in stats.rows.items()},
+        "warehouse": link(layout.database),
+        **timings.metadata(),
     }
-    for table, rows in stats.rows.items():
-        metadata[f"rows written: {table}"] = rows
-    metadata["dagster/column_schema"] = _schema("calls")
-    metadata["schemas"] = dg.MetadataValue.md(
-        "\n\n".join(
-            f"**{t}**: " + ", ".join(f"`{n}` {k}" for n, k in [*TABLES[t], *PARTITION_KEYS])
-            for t in ingest.OUTPUT_TABLES
-        )
+    for table in ingest.OUTPUT_TABLES:
+        metadata = {
+            "dagster/row_count": totals[table],
+            "rows written": stats.rows[table],
+            "preview": table_preview(layout, table, ingest_id if stats.rows[table] else None),
+        }
+        if table == "sessions":
+            metadata.update(run)
+        yield dg.MaterializeResult(asset_key=table, metadata=metadata)
+    yield dg.AssetCheckResult(
+        asset_key="sessions",
+        check_name="lines_read_balance",
+        passed=stats.balanced,
+        description=f"lines read {stats.lines_read} = ingested {stats.lines_ingested} + "
+        f"quarantined {stats.lines_quarantined} + dropped {stats.lines_dropped}"
+        + ("" if stats.balanced else ": DOES NOT HOLD"),
+        metadata={"lines read": stats.lines_read},
     )
-    return dg.MaterializeResult(metadata=metadata)
+    share = stats.lines_quarantined / stats.lines_read if stats.lines_read else 0.0
+    yield dg.AssetCheckResult(
+        asset_key="quarantine",
+        check_name="quarantine_share",
+        passed=share < QUARANTINE_WARN_SHARE,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{stats.lines_quarantined} of {stats.lines_read} lines read quarantined "
+        f'({share:.1%}); see them with stretto sql "SELECT file, line, error FROM quarantine"',
+        metadata={"share": share},
+    )
+    drift = contract_drift(layout, ingest_id) if stats.rows["tools"] else []
+    yield dg.AssetCheckResult(
+        asset_key="tools",
+        check_name="tool_contracts_seen_before",
+        passed=not drift,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            "tools whose contract changed: " + ", ".join(drift)
+            if drift
+            else "every tool's contract was seen before (or the tool is new)"
+        ),
+        metadata={"changed": ", ".join(drift) or "none"},
+    )
 
 
 @dg.asset(
     group_name=GROUP,
-    deps=[session_tables],
-    description="Each session's abstract "
-    "steps (one per tool call, one per assistant reply), the input of learning.",
+    deps=["sessions", "calls"],  # and `context` (a name Dagster reserves for inputs)
+    output_required=False,
+    description="Each session's abstract steps (one per tool call, one per assistant reply), "
+    "the input of learning; derived for the sessions that have none yet.",
+    metadata={"dagster/column_schema": column_schema("steps")},
 )
-def steps(context: dg.AssetExecutionContext, stretto: StrettoHome) -> dg.MaterializeResult:
+def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
     layout = stretto.layout()
+    if not layout.warehouse.is_dir():
+        yield skipped(context, f"no warehouse at {layout.warehouse} yet (nothing ingested)")
+        return
     try:
         with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
-            written = store.derive_steps(layout, new_ingest_id())
+            step_id = new_ingest_id()
+            written = store.derive_steps(layout, step_id)
     except store.WarehouseBusy as exc:
         raise _failure(exc) from None
-    return dg.MaterializeResult(
+    total = store.query(layout, "SELECT count(*) AS n FROM steps").to_pylist()[0]["n"]
+    yield dg.MaterializeResult(
         metadata={
             "rows written": written,
-            "dagster/column_schema": _schema("steps"),
+            "dagster/row_count": total,
+            "preview": table_preview(layout, "steps", step_id if written else None),
         }
     )
 
 
-INGEST_ASSETS = [log_files, session_tables, steps]
+INGEST_ASSETS = [session_tables, steps]

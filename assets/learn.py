@@ -1,26 +1,42 @@
-"""Asset: the flow of each domain, learned from the warehouse's sessions (with an arbiter when
-an oracle or an arbiter file is configured)."""
+"""Assets: each (domain, day)'s counts, and each domain's flow, the sum of its days' counts
+(with an arbiter when an oracle or an arbiter file is configured)."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
-from assets.ingest import steps
+from assets.ingest import nothing_to_check, steps
+from assets.metadata import Timings, link, skipped, table
+from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
 from assets.resources import StrettoHome
-from stretto.model.flow import load_manifest, write_flow
+from stretto.logs.episode import Episode, in_start_order, read_episode
+from stretto.logs.rewards import read_rewards, with_rewards
+from stretto.model.defaults import SURPRISE_WINDOW
+from stretto.model.flow import FlowError, load_flow, load_manifest, validate, write_flow
+from stretto.offline.review import diff
+from warehouse import store
 from warehouse.layout import Layout
-from warehouse.learn import domains, learn_flow
+from warehouse.learn import LearnError, learn_flow
+
+GROUP = "learning"
 
 
 class FlowConfig(dg.Config):
-    """Empty: one flow per domain the logs name. With `domain`: one flow of that name from
-    every session (what `stretto learn --domain` does), written to `out` if given."""
+    """Empty: the partition's domain, from the sessions whose log names it, written to
+    flows/<domain>.flow.json. With `domain` (the partition's): from every session, whatever
+    domain its log names (what `stretto learn --domain` does), written to `out` if given."""
 
     domain: str | None = None
     manifest: str | None = None  # a tool manifest file instead of the logs' tool lists
     out: str | None = None
     constants: bool = False  # learn arguments the agent always passes the same way
+    half_life: float | None = None  # sessions: older ones count less in the habit
+    rewards: str | None = None  # a rewards file (session -> reward), winning over the logs'
+    surprise: float | None = None  # learn a surprise gate at this quantile
+    surprise_window: int = SURPRISE_WINDOW
+    otel: bool = False  # the logs were converted from an OpenTelemetry export
     # The arbiter (docs/oracle.md): fitted on held-out sessions with `oracle`, or taken from
     # `arbiter_from`; none when both are unset (a habit-only flow).
     oracle: str | None = None
@@ -41,59 +57,253 @@ class FlowConfig(dg.Config):
 
 
 def flow_path(home: Path, domain: str) -> Path:
+    """The served flow of a domain."""
     return home / "flows" / f"{domain}.flow.json"
 
 
-@dg.asset(
-    group_name="learning",
-    deps=[steps],
-    description="The flows: "
-    "flows/<domain>.flow.json for each domain, learned from its current sessions.",
-)
-def flow(
-    context: dg.AssetExecutionContext, config: FlowConfig, stretto: StrettoHome
-) -> dg.MaterializeResult:
-    layout = stretto.layout()
-    manifest = load_manifest(config.manifest) if config.manifest else None
-    if config.domain:
-        plan = [(config.domain, False, Path(config.out) if config.out else None)]
-    else:
-        plan = [(d, True, None) for d in domains(layout)]
-    written = {}
-    for domain, only_domain, out in plan:
-        if config.oracle or config.arbiter_from:
-            learned = learn_with_arbiter(layout, domain, config, manifest, only_domain, context)
-        else:
-            learned = learn_flow(
-                layout,
-                domain,
-                manifest=manifest,
-                only_domain=only_domain,
-                with_constants=config.constants,
-                say=context.log.warning,
-            )
-        path = out or flow_path(layout.home, domain)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_flow(learned, path)
-        written[domain] = (str(path), learned)
-        context.log.info(
-            f"learned the {domain} flow from "
-            f"{learned['provenance']['habit_episodes']} sessions: {path}"
+def learner(
+    layout: Layout,
+    domain: str,
+    *,
+    manifest: dict | None = None,
+    only_domain: bool = False,
+    rewards: dict[str, float] | None = None,
+    half_life: float | None = None,
+) -> Callable[[list[Episode]], dict]:
+    """episodes -> the habit-only flow learned from those of the warehouse's sessions (a fold
+    of the surprise gate's, the sessions before one being staged), as the flow asset learns."""
+
+    def learn(episodes: list[Episode]) -> dict:
+        learned = learn_flow(
+            layout,
+            domain,
+            manifest=manifest,
+            only_domain=only_domain,
+            sessions=[e.id for e in episodes],
+            rewards=rewards,
+            half_life=half_life,
         )
-    return dg.MaterializeResult(
+        return with_provenance(learned, half_life)
+
+    return learn
+
+
+def with_provenance(learned: dict, half_life: float | None, otel: bool = False) -> dict:
+    """The learned flow's provenance names the half-life it was weighted with and, for logs
+    converted from an OpenTelemetry export, the conventions they were read by."""
+    if half_life is not None:
+        learned["provenance"]["half_life"] = half_life
+    if otel:
+        from stretto.logs.otel import CONVENTIONS
+
+        learned["provenance"]["conventions"] = CONVENTIONS
+    return learned
+
+
+def warehouse_episodes(
+    layout: Layout, domain: str | None = None, rewards: dict[str, float] | None = None
+) -> list[Episode]:
+    """The warehouse's sessions (of `domain`, else all) read from their logs as episodes, in
+    start order, with the rewards file's rewards."""
+    where = "WHERE domain = $domain" if domain else ""
+    con = store.open_catalogue(layout)
+    try:
+        files = con.execute(
+            f"SELECT file FROM sessions {where}", {"domain": domain} if domain else {}
+        ).fetchall()
+    finally:
+        con.close()
+    return with_rewards(in_start_order(read_episode(layout.home / f) for (f,) in files), rewards)
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[steps],
+    partitions_def=domain_days,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    output_required=False,
+    description="The counts a flow is the sum of, for one domain and day: habit, reach, sites "
+    "and the bindings' tallies of the day's sessions (warehouse/counts/<domain>/<day>/). "
+    "Counted again only when the day's sessions change.",
+)
+def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
+    layout = stretto.layout()
+    if not layout.warehouse.is_dir():
+        yield skipped(context, f"no warehouse at {layout.warehouse} yet")
+        return
+    by_domain: dict[str, set[str]] = {}
+    for key in context.partition_keys:
+        domain, day = split_key(key)
+        by_domain.setdefault(domain, set()).add(day)
+    timings = Timings(context.log.info)
+    for domain, days in sorted(by_domain.items()):
+        with timings.phase(f"counting {domain}"):
+            learn_flow(layout, domain, only_domain=True, only_days=days, say=context.log.info)
+    yield dg.MaterializeResult(
         metadata={
-            "flows": dg.MetadataValue.json({d: p for d, (p, _) in written.items()}),
-            "sessions": sum(f["provenance"]["habit_episodes"] for _, f in written.values()),
-            "tools": sum(len(f["manifest"]["tools"]) for _, f in written.values()),
-            "sites": sum(len(f["sites"]["next"]) for _, f in written.values()),
-            "alpha": dg.MetadataValue.json(
-                {d: f["habit"]["alpha"] for d, (_, f) in written.items()}
-            ),
-            "arbiter": dg.MetadataValue.json(
-                {d: _arbiter_summary(f) for d, (_, f) in written.items() if "arbiter" in f}
-            ),
+            "parts": len(context.partition_keys),
+            "counts": link(layout.warehouse / "counts"),
+            **timings.metadata(),
         }
     )
+
+
+def _extras(layout, domain, only_domain, config, manifest, rewards, learned: dict) -> None:
+    """What `learn`'s options add to a learned flow: the surprise gate (learned by
+    cross-fitting on the same sessions), the half-life and the OpenTelemetry conventions
+    in its provenance."""
+    with_provenance(learned, config.half_life, config.otel)
+    if config.surprise is not None:
+        from stretto.offline.gate import GateError, learn_gate
+
+        learn = learner(
+            layout,
+            domain,
+            manifest=manifest,
+            only_domain=only_domain,
+            rewards=rewards,
+            half_life=config.half_life,
+        )
+        episodes = warehouse_episodes(layout, domain if only_domain else None, rewards)
+        try:
+            gate = learn_gate(episodes, learn, config.surprise, config.surprise_window)
+        except GateError as exc:  # too few or too short sessions: say so, no traceback
+            raise dg.Failure(description=f"the surprise gate: {exc}", allow_retries=False) from None
+        learned["surprise"] = gate
+
+
+def sites_table(flow: dict) -> dg.MetadataValue:
+    """The flow's sites and the lookups it may make at each, as a table."""
+    rows = [
+        {
+            "site": s["after"] + (" (error)" if s["failed"] else ""),
+            "lookup": tool,
+            "seen": n,
+        }
+        for s in flow["sites"]["next"]
+        for tool, n in sorted(s["lookups"].items())
+    ]
+    return table(rows, {"site": "string", "lookup": "string", "seen": "int"})
+
+
+FLOW_CHECKS = [
+    dg.AssetCheckSpec(
+        "flow_validates",
+        asset="flow",
+        description="the flow file passes its JSON Schema and the loader's checks",
+    ),
+    dg.AssetCheckSpec(
+        "flow_diff_against_served",
+        asset="flow",
+        description="what the new flow can do that the flow served before could not: needs "
+        "review (warns, listing why)",
+    ),
+]
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[dg.AssetDep(counts, partition_mapping=ALL_DAYS_OF_DOMAIN)],
+    partitions_def=domains,
+    output_required=False,
+    check_specs=FLOW_CHECKS,
+    description="The domain's flow, flows/<domain>.flow.json (the served flow), learned from "
+    "its current sessions: the sum of its days' counts.",
+)
+def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: StrettoHome):
+    layout = stretto.layout()
+    domain = context.partition_key
+    if config.domain and config.domain != domain:
+        raise dg.Failure(f"`domain` is {config.domain!r} but the partition is {domain!r}")
+    if not layout.warehouse.is_dir():
+        reason = f"no warehouse at {layout.warehouse} yet"
+        yield skipped(context, reason)
+        yield from nothing_to_check(FLOW_CHECKS, reason)
+        return
+    manifest = load_manifest(config.manifest) if config.manifest else None
+    rewards = read_rewards(config.rewards) if config.rewards else None
+    only_domain = not config.domain
+    timings = Timings(context.log.info)
+    try:
+        with timings.phase("learning"):
+            if config.oracle or config.arbiter_from:
+                learned = learn_with_arbiter(
+                    layout, domain, config, manifest, only_domain, context, rewards
+                )
+            else:
+                learned = learn_flow(
+                    layout,
+                    domain,
+                    manifest=manifest,
+                    only_domain=only_domain,
+                    with_constants=config.constants,
+                    rewards=rewards,
+                    half_life=config.half_life,
+                    say=context.log.info,
+                )
+            _extras(layout, domain, only_domain, config, manifest, rewards, learned)
+    except (LearnError, store.NoWarehouse) as exc:
+        if config.domain:  # asked for this flow (stretto learn): not having it is a failure
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
+        yield skipped(context, str(exc))
+        yield from nothing_to_check(FLOW_CHECKS, str(exc))
+        return
+    served = flow_path(layout.home, domain)
+    path = Path(config.out) if config.out else served
+    before = _readable(served)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_flow(learned, path)
+    context.log.info(
+        f"learned the {domain} flow from {learned['provenance']['habit_episodes']} sessions: {path}"
+    )
+    yield dg.MaterializeResult(
+        metadata={
+            "flow": link(path),
+            "sessions": learned["provenance"]["habit_episodes"],
+            "steps": learned["provenance"]["steps"],
+            "tools": len(learned["manifest"]["tools"]),
+            "sites": len(learned["sites"]["next"]),
+            "alpha": learned["habit"]["alpha"],
+            **(
+                {"surprise": dg.MetadataValue.json(learned["surprise"])}
+                if "surprise" in learned
+                else {}
+            ),
+            "sites and lookups": sites_table(learned),
+            **(
+                {"arbiter": dg.MetadataValue.json(_arbiter_summary(learned))}
+                if "arbiter" in learned
+                else {}
+            ),
+            **timings.metadata(),
+        }
+    )
+    try:
+        validate(load_flow(path), str(path))
+        valid, why = True, "the flow file validates"
+    except (FlowError, OSError, ValueError) as exc:
+        valid, why = False, str(exc)
+    yield dg.AssetCheckResult(check_name="flow_validates", passed=valid, description=why)
+    review: list[str] = []
+    if before is None:
+        why = f"no flow was served at {served} before"
+    else:
+        review, _ = diff(before, learned)
+        why = ("needs review: " + "; ".join(review)) if review else "nothing needs review"
+    yield dg.AssetCheckResult(
+        check_name="flow_diff_against_served",
+        passed=not review,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=why,
+        metadata={"needs review": len(review)},
+    )
+
+
+def _readable(path: Path) -> dict | None:
+    try:
+        return load_flow(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _arbiter_summary(flow: dict) -> dict:
@@ -110,8 +320,6 @@ def _arbiter_summary(flow: dict) -> dict:
 def _sessions_by_task(layout: Layout, domain: str, only_domain: bool) -> list[tuple[str, str, str]]:
     """(session, task, log file) of every session the flow may learn from, in start order: a
     session's task is its header's task_id, else the session itself."""
-    from warehouse import store
-
     rows = store.query(
         layout,
         "SELECT session, domain, file, header_extra FROM sessions "
@@ -137,13 +345,13 @@ def learn_with_arbiter(
     manifest: dict | None,
     only_domain: bool,
     context: dg.AssetExecutionContext,
+    rewards: dict[str, float] | None = None,
 ) -> dict:
     """The arbiter step (../shared/spec/algorithms.md §7 steps 3 and 6): with `arbiter_from`,
     the habit from every session and the arbiter taken; else 30% of the tasks held out
     (stretto.oracle.split.learn_split), the habit learned from the others, the arbiter fitted
     on the held-out sessions' decisions (stretto.offline.learn_arbiter), and with
     `refit_habit` the habit learned again from every session."""
-    from stretto.logs.episode import read_episode
     from stretto.offline.learn_arbiter import ArbiterOptions, learn_arbiter
     from stretto.oracle.arbiter import take_arbiter
     from stretto.oracle.errors import OracleError
@@ -157,6 +365,8 @@ def learn_with_arbiter(
             only_domain=only_domain,
             with_constants=config.constants,
             sessions=sessions,
+            rewards=rewards,
+            half_life=config.half_life,
         )
 
     if config.arbiter_from:

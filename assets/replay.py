@@ -1,10 +1,14 @@
-"""Asset: recorded episodes replayed with a flow (stretto.offline.replay), the benchmark's
-tables."""
+"""Asset: a domain's recorded episodes replayed with its flow (stretto.offline.replay), the
+benchmark's tables."""
 
-import base64
+from pathlib import Path
 
 import dagster as dg
 
+from assets.learn import flow as flow_asset
+from assets.metadata import image, link, skipped
+from assets.partitions import domains
+from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
 from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.model.flow import load_flow
@@ -12,7 +16,10 @@ from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, 
 
 
 class ReplayConfig(dg.Config):
-    flow: str  # the flow file
+    """Empty: the domain's served flow on the sessions recorded serving it in shadow mode
+    (HOME/shadow/<domain>/)."""
+
+    flow: str | None = None  # the flow file
     sessions: str | None = None  # a folder of session logs, or
     results: list[str] = []  # τ²-bench results files
     split: str | None = None  # with a split, only its test tasks are replayed
@@ -23,25 +30,39 @@ class ReplayConfig(dg.Config):
 
 @dg.asset(
     name="replay",
-    group_name="benchmark",
-    description="Recorded episodes replayed with a flow: turns saved, detours, the read-only "
-    "ceiling and the share of it taken, and the calibration of the served score.",
+    group_name="reports",
+    deps=[flow_asset],
+    partitions_def=domains,
+    output_required=False,
+    description="The domain's recorded episodes (default: shadow/<domain>/) replayed with its "
+    "flow: turns saved, detours, the read-only ceiling and the share of it taken, and the "
+    "calibration of the served score.",
 )
-def replay_report(
-    context: dg.AssetExecutionContext, config: ReplayConfig, stretto: StrettoHome
-) -> dg.MaterializeResult:
-    flow = load_flow(config.flow)
+def replay_report(context: dg.AssetExecutionContext, config: ReplayConfig, stretto: StrettoHome):
+    layout = stretto.layout()
+    domain = context.partition_key
+    path = served_flow(layout, domain, config.flow)
+    sessions = config.sessions
+    if sessions is None and not config.results:
+        sessions = str(layout.shadow / domain)
+    needs = {"flow": path, **({"sessions": Path(sessions)} if sessions else {})}
+    reason = missing(needs)
+    if reason:
+        yield skipped(context, reason)
+        return
+    flow = load_flow(path)
     try:
-        episodes = load_episodes(config.sessions, config.results, config.split, "test")
+        episodes = load_episodes(sessions, config.results, config.split, "test")
     except NoEpisodes as exc:
-        raise dg.Failure(str(exc)) from exc
+        yield skipped(context, str(exc))
+        return
     result = replay(
         flow, episodes, decider=config.decider, threshold=config.threshold, explore=config.explore
     )
-    folder = stretto.layout().report_folder(flow["manifest"]["domain"], "replay")
+    folder = layout.report_folder(domain, "replay")
     write_tables(result, folder)
     total = result.total()
-    context.log.info(f"replay of {config.flow} on {len(episodes)} episodes: {folder}")
+    context.log.info(f"replay of {path} on {len(episodes)} episodes: {folder}")
     metadata = {
         "report": dg.MetadataValue.md(markdown(result, per_episode=False)),
         "episodes": total["episodes"],
@@ -49,7 +70,7 @@ def replay_report(
         "turns saved share": total["turns_saved_share"],
         "ceiling share": total["ceiling_share"],
         "detours per episode": total["detours"] / total["episodes"],
-        "tables": dg.MetadataValue.path(str(folder)),
+        "tables": link(folder),
     }
     if config.explore is not None:
         calibration = result.calibration()
@@ -58,8 +79,5 @@ def replay_report(
             if calibration["ece"] is None
             else dg.MetadataValue.float(calibration["ece"])
         )
-        plot = base64.b64encode((folder / "reliability.png").read_bytes()).decode()
-        metadata["reliability"] = dg.MetadataValue.md(
-            f"![reliability](data:image/png;base64,{plot})"
-        )
-    return dg.MaterializeResult(metadata=metadata)
+        metadata["reliability"] = image(folder / "reliability.png", "reliability")
+    yield dg.MaterializeResult(metadata=metadata)

@@ -1,68 +1,136 @@
-"""The Dagster Definitions: `dagster dev -m pipeline` shows and materializes them."""
+"""The Dagster Definitions: `dagster dev -m pipeline` shows and materializes them.
 
-import os
+The graph: logs (an observable source) -> the tables (sessions, messages, calls, context,
+tools, quarantine) -> steps -> counts (per domain and day) -> flow (per domain) -> thresholds,
+audit, replay, evaluation, promotion (per domain). Domains and days are dynamic partitions,
+added as their logs are ingested (and by the `partitions` sensor, which launches nothing).
+
+Automation, all off by default but `partitions` and `relearn_after_ingest` (which only act on
+what the others started): `nightly` ingests at 03:00 and `new_logs` when a log's content is
+not in the warehouse yet; when such an ingest succeeds, `relearn_after_ingest` relearns each
+domain's flow and searches its thresholds (one run per domain). `nightly_stage`, instead,
+ingests and stages each served flow's relearned version beside it for review (pipeline/
+lifecycle.py); the `drift` check runs with every ingest. `weekly_compaction` rewrites each
+partition's current rows into one file.
+"""
 
 import dagster as dg
 
 from assets.audit import audit
 from assets.evaluate import evaluation
-from assets.ingest import INGEST_ASSETS
-from assets.learn import flow
+from assets.ingest import INGEST_ASSETS, logs, pending, plan_digest
+from assets.learn import counts, flow
+from assets.partitions import known_parts, register
 from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
 from assets.search import thresholds
+from pipeline.compaction import compact_job, weekly_compaction
+from pipeline.lifecycle import LIFECYCLE_ASSETS, LIFECYCLE_CHECKS, nightly_stage, stage_job
+
+THEN = "stretto/then"  # a tag on an ingest run: what to run once it has succeeded
 
 ingest_job = dg.define_asset_job(
     "ingest",
     selection=dg.AssetSelection.assets(*INGEST_ASSETS),
     description="Ingest new and changed session logs and derive their steps.",
 )
-
+counts_job = dg.define_asset_job(
+    "count_days",
+    selection=dg.AssetSelection.assets(counts),
+    description="Count the chosen days of the chosen domains (those already counted with the "
+    "same sessions are read back).",
+)
 relearn_job = dg.define_asset_job(
     "relearn",
-    selection=dg.AssetSelection.assets(*INGEST_ASSETS, flow, thresholds),
-    description="Ingest new and changed logs, learn every domain's flow again, and search "
-    "its per-site thresholds on its sessions (beside it, for review).",
+    selection=dg.AssetSelection.assets(flow, thresholds),
+    description="Learn a domain's flow again (the sum of its days' counts, counting only the "
+    "days that changed) and search its per-site thresholds for review.",
+)
+reports_job = dg.define_asset_job(
+    "reports",
+    selection=dg.AssetSelection.assets(audit, replay_report, evaluation, promotion),
+    description="A domain's audit, replay, evaluation and promotion reports.",
 )
 
-# Nightly: ingest what came in during the day and relearn the flows from everything.
-nightly = dg.ScheduleDefinition(
-    name="nightly",
-    job=relearn_job,
+
+@dg.schedule(
+    job=ingest_job,
     cron_schedule="0 3 * * *",
     default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Nightly: ingest what came in during the day, then (relearn_after_ingest) "
+    "relearn each domain's flow.",
 )
-
-
-def newest_log_mtime(logs: str) -> int:
-    newest = 0
-    for folder, _, names in os.walk(logs):
-        for name in names:
-            if name.endswith(".jsonl"):
-                newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime_ns)
-    return newest
+def nightly(context: dg.ScheduleEvaluationContext):
+    return dg.RunRequest(tags={THEN: "relearn"})
 
 
 @dg.sensor(
     job=ingest_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
-    description="Starts an ingest run when a log under logs/ is new or has changed.",
+    description="Starts an ingest (then a relearn) when a log under logs/ holds content the "
+    "warehouse does not have: new or changed by size and content hash, whatever its mtime "
+    "(a log copied with cp -p or unpacked from an archive is found too).",
 )
 def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
-    newest = newest_log_mtime(str(stretto.layout().logs))
-    last = int(context.cursor or 0)
-    if newest <= last:
-        return dg.SkipReason("no new or changed session logs")
-    context.update_cursor(str(newest))
-    return dg.RunRequest(run_key=f"logs-{newest}")
+    plan = pending(stretto.layout())
+    if not plan.read:
+        return dg.SkipReason("no session log holds content the warehouse does not have")
+    key = plan_digest(plan)
+    context.log.info(f"{len(plan.read)} log(s) to ingest, e.g. {plan.read[0].rel}")
+    return dg.RunRequest(run_key=f"logs-{plan.commits}-{key}", tags={THEN: "relearn"})
+
+
+@dg.sensor(
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Registers the domains and days the warehouse holds as partitions (launches "
+    "no run), so that Materialize all covers them.",
+)
+def partitions(context: dg.SensorEvaluationContext, stretto: StrettoHome):
+    added = register(context.instance, known_parts(stretto.layout()))
+    return dg.SkipReason("added " + ", ".join(added) if added else "no new domain or day")
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[ingest_job],
+    request_job=relearn_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After an ingest the nightly schedule or the new_logs sensor started: relearn "
+    "every domain (one run per domain partition).",
+)
+def relearn_after_ingest(context: dg.RunStatusSensorContext, stretto: StrettoHome):
+    if context.dagster_run.tags.get(THEN) != "relearn":
+        return dg.SkipReason("an ingest not started to relearn")
+    parts = known_parts(stretto.layout())
+    register(context.instance, parts)
+    wanted = sorted({d for d, _ in parts})
+    return [
+        dg.RunRequest(run_key=f"{context.dagster_run.run_id}-{d}", partition_key=d) for d in wanted
+    ]
 
 
 defs = dg.Definitions(
-    assets=[*INGEST_ASSETS, flow, thresholds, promotion, audit, evaluation, replay_report],
-    jobs=[ingest_job, relearn_job],
-    schedules=[nightly],
-    sensors=[new_logs],
+    assets=[
+        logs,
+        *INGEST_ASSETS,
+        counts,
+        flow,
+        thresholds,
+        promotion,
+        audit,
+        evaluation,
+        replay_report,
+        *LIFECYCLE_ASSETS,
+    ],
+    asset_checks=LIFECYCLE_CHECKS,
+    jobs=[ingest_job, counts_job, relearn_job, reports_job, compact_job, stage_job],
+    schedules=[nightly, nightly_stage, weekly_compaction],
+    sensors=[new_logs, partitions, relearn_after_ingest],
     resources={"stretto": StrettoHome()},
+    # A run's steps in the run's own process: each is cheap to start that way (a process per
+    # step cost seconds for seconds of work); ingest spreads its batches over cores itself.
+    executor=dg.in_process_executor,
 )

@@ -5,38 +5,96 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass, field
 
 import dagster as dg
 
+from assets.partitions import domains, known_parts, register
 from assets.resources import StrettoHome
 
 
+@dataclass
+class Runs:
+    """The in-process runs one `materialize` made (one per partitions definition)."""
+
+    results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.results)
+
+    @property
+    def all_events(self) -> list:
+        return [e for r in self.results for e in r.all_events]
+
+    def get_asset_materialization_events(self) -> list:
+        return [e for r in self.results for e in r.get_asset_materialization_events()]
+
+    def get_asset_check_evaluations(self) -> list:
+        return [e for r in self.results for e in r.get_asset_check_evaluations()]
+
+
 def materialize(
-    assets: list, home: str | None, wait_seconds: float, asset_config: dict | None = None
-) -> dg.ExecuteInProcessResult:
+    assets: list,
+    home: str | None,
+    wait_seconds: float,
+    asset_config: dict | None = None,
+    partition: str | None = None,
+) -> Runs:
     """Materialize `assets` on an ephemeral instance, quietly: the assets' own warnings, one
     line each on stderr; a failure is for the caller to tell (`failure_message`), so Dagster's
     console logger stays silent (it would print a traceback for an expected failure).
-    `asset_config` maps an asset's name to its config."""
+    `asset_config` maps an asset's name (a multi-asset's: its op's) to its config. The
+    unpartitioned assets run first; the domain-partitioned ones then run for `partition`
+    (default: the `flow` config's `domain`, else every domain the warehouse holds), once its
+    domains and days are registered."""
     resource = StrettoHome(home=home, wait_seconds=wait_seconds, progress=sys.stderr.isatty())
     run_config: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     if asset_config:
         run_config["ops"] = {name: {"config": config} for name, config in asset_config.items()}
+    partition = partition or (asset_config or {}).get("flow", {}).get("domain")
     instance = dg.DagsterInstance.ephemeral()
+    plain = [a for a in assets if a.partitions_def is None]
+    by_domain = [a for a in assets if a.partitions_def == domains]
+    runs = Runs()
+    if plain and not _run(runs, instance, plain, None, resource, run_config):
+        return runs
+    if by_domain:  # after the plain ones: for `partition`, else every domain there is then
+        register(instance, known_parts(resource.layout()))
+        known = instance.get_dynamic_partitions("domain")
+        if partition and partition not in known:
+            instance.add_dynamic_partitions("domain", [partition])
+        for key in [partition] if partition else known:
+            if not _run(runs, instance, by_domain, key, resource, run_config):
+                break
+    return runs
+
+
+def _run(runs: Runs, instance, stage: list, key: str | None, resource, run_config: dict) -> bool:
+    """One in-process run of `stage` (for partition `key`), added to `runs`; whether it
+    succeeded."""
+    # an asset's config goes to its op: named as the asset, or a multi-asset's own name
+    names = {n.to_user_string() for a in stage for n in a.keys}
+    names |= {a.node_def.name for a in stage if a.is_executable}
+    config = {**run_config}
+    if "ops" in config:
+        config["ops"] = {k: v for k, v in config["ops"].items() if k in names}
     result = dg.materialize(
-        assets,
+        stage,
         resources={"stretto": resource},
-        run_config=run_config,
+        run_config=config,
         raise_on_error=False,
         instance=instance,
+        partition_key=key,
     )
+    runs.results.append(result)
     for entry in instance.all_logs(result.run_id):
         if not entry.is_dagster_event and entry.level == logging.WARNING:
             print(f"stretto: {entry.step_key}: {entry.user_message}", file=sys.stderr)
-    return result
+    return result.success
 
 
-def output_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+def output_metadata(result: Runs | dg.ExecuteInProcessResult, asset: str) -> dict:
     """The metadata an asset attached to its materialization, as plain values."""
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
@@ -45,7 +103,7 @@ def output_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
     return {}
 
 
-def failure_message(result: dg.ExecuteInProcessResult) -> str:
+def failure_message(result: Runs | dg.ExecuteInProcessResult) -> str:
     """The first step failure's message: a `dg.Failure`'s description (an expected failure,
     one line), else the underlying error with its stack (a bug)."""
     for event in result.all_events:

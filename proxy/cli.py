@@ -45,6 +45,20 @@ def _say(text: str) -> None:
     print(f"stretto-proxy: {text}", file=sys.stderr, flush=True)
 
 
+class Session:
+    """One session's parts, started: the server, its log, the relay, the loop, the flow."""
+
+    def __init__(self, pump, relay, server, log, loader) -> None:
+        self.pump, self.relay, self.server, self.log, self.loader = pump, relay, server, log, loader
+
+    def run(self) -> int:
+        """Forward until the host or the server ends the session; the exit status."""
+        try:
+            return _run(self.pump, self.relay, self.server, self.log, self.loader)
+        finally:
+            self.pump.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     started, started_ns = time.time(), time.monotonic_ns()
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
@@ -57,6 +71,31 @@ def main(argv: list[str] | None = None) -> int:
             _say(f"{flow_path}: cannot read: {exc.strerror or exc}")
             return EXIT_USAGE
 
+    if args.listen:  # hosts over HTTP: a session like this one per MCP session
+        from proxy.listen import serve
+
+        return serve(args, command)
+
+    session = open_session(args, command, started, started_ns)
+    if isinstance(session, tuple):
+        return session[0]
+    session.pump.catch_signals()
+    return session.run()
+
+
+def open_session(
+    args,
+    command: list[str],
+    started: float,
+    started_ns: int,
+    host_in: int = 0,
+    host_out: int = 1,
+    host_session: str | None = None,
+) -> Session | tuple[int, str]:
+    """Start the server and everything that records and serves its session, the host on
+    `host_in`/`host_out`; or, when it cannot start, (exit status, why) (said on stderr).
+    `host_session`: the log header's (with --listen, the MCP session); else the process's
+    (proxy.recorder.host_session_id)."""
     server: HttpUpstream | StdioServer
     http: HttpUpstream | None = None
     try:
@@ -70,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             server = StdioServer(command)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure to start is the proxy's failure
         _say(str(exc))
-        return EXIT_PROXY_FAILED
+        return EXIT_PROXY_FAILED, str(exc)
 
     log = None
     if args.record:
@@ -87,15 +126,16 @@ def main(argv: list[str] | None = None) -> int:
                 server_command=logged,
                 domain=args.domain,
                 agent_model=args.agent_model,
-                host_session=host_session_id(),
+                host_session=host_session or host_session_id(),
                 server_name=args.server_name,
                 started=started,
                 started_monotonic_ns=started_ns,
             )
         except OSError as exc:
-            _say(f"cannot create the session log in {args.record}: {exc}")
+            why = f"cannot create the session log in {args.record}: {exc}"
+            _say(why)
             _abort(server)
-            return EXIT_PROXY_FAILED
+            return EXIT_PROXY_FAILED, why
         if log.kept and not args.flow:  # with a flow: once the flow is accepted
             _say(f"recording to {log.path}")
 
@@ -118,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
     relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
     relay.hold_server_lines = bool(args.flow and not args.flow_shadow)
-    pump = Pump(relay, server)
+    pump = Pump(relay, server, host_in=host_in, host_out=host_out)
     relay.host_has_all = pump.drained
     if http is not None:
         http.set_error_handler(relay.answer_errors)
@@ -129,11 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
         relay.expect_flow()
         loader = FlowLoader(args, relay, pump.to_server, log, pump.wake)
-    pump.catch_signals()
-    try:
-        return _run(pump, relay, server, log, loader)
-    finally:
-        pump.close()
+    return Session(pump, relay, server, log, loader)
 
 
 def _attach(relay, loader, log) -> None:

@@ -28,6 +28,20 @@ EXIT_USAGE = 2
 EXIT_PROXY_FAILED = 125
 
 
+def check_flow(args) -> str | None:
+    """Why `args.flow` cannot be served, or None (`--listen` asks before it listens: each
+    session's loader reads the flow again, and a bad one would refuse every session)."""
+    from stretto.model.flow import FlowError, load_flow
+
+    try:
+        flow = load_flow(os.path.expanduser(args.flow))
+    except FlowError as exc:
+        return str(exc)
+    from proxy.serve import serving_problem
+
+    return serving_problem(flow, args.flow_decider, args.oracle)
+
+
 class FlowLoader:
     """Loads the flow and builds its FlowServer on a thread; `done()` says when it is over,
     then `server` is the FlowServer, or `failure` is (exit status, message)."""
@@ -72,6 +86,7 @@ class FlowLoader:
             self.failure = (EXIT_USAGE, str(exc))
             return
         from proxy.serve import FlowServer, serving_arbiter, serving_problem
+        from stretto.model.surprise import gate_from_flow
 
         problem = serving_problem(flow, args.flow_decider, args.oracle)
         if problem:
@@ -117,6 +132,7 @@ class FlowLoader:
                 session=session,
                 arbiter=arbiter,
                 server_name=args.server_name,
+                gate=gate_from_flow(flow, args.flow_surprise),
             )
         except OSError as exc:
             self.failure = (EXIT_PROXY_FAILED, f"cannot open the flow log {log_path}: {exc}")

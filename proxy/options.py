@@ -165,6 +165,15 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 "at most this many characters appended to a result (%(default)s)",
             ),
             (
+                "--flow-surprise",
+                "value",
+                str,
+                None,
+                "off|T",
+                "the surprise gate: off, or hand back for the rest of the session once the "
+                "agent's steps average above T nats (default: the flow's gate, if it has one)",
+            ),
+            (
                 "--flow-questions",
                 "value",
                 int,
@@ -235,6 +244,36 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
             ),
         ),
     ),
+    (
+        "hosts over HTTP (docs/cli.md)",
+        (
+            (
+                "--listen",
+                "value",
+                str,
+                None,
+                "ADDR",
+                "serve hosts over Streamable HTTP at http://ADDR/mcp (HOST:PORT, port 0: any "
+                "free one): one server, log and flow run per MCP session",
+            ),
+            (
+                "--listen-token-file",
+                "value",
+                str,
+                None,
+                "FILE",
+                "require 'Authorization: Bearer <the token in FILE>' (required off loopback)",
+            ),
+            (
+                "--listen-idle",
+                "value",
+                float,
+                None,
+                "MINUTES",
+                "end a session after this long without a request (240)",
+            ),
+        ),
+    ),
 )
 OPTIONS = {option[0]: option for _, options in GROUPS for option in options}
 
@@ -266,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stretto-proxy",
         usage="stretto-proxy [options] -- <server command...>\n"
-        "       stretto-proxy [options] --upstream URL",
+        "       stretto-proxy [options] --upstream URL\n"
+        "       stretto-proxy --listen ADDR [options] (-- <server command...> | --upstream URL)",
         description="Wrap an MCP server: forward every message between the host (stdin/stdout) "
         "and the server unchanged, and record each session as JSONL.",
         epilog="Own messages go to stderr prefixed 'stretto-proxy:'. Exit status: the server's "
@@ -365,7 +405,20 @@ def _problem(args, command: list[str]) -> str | None:
         return "no server to wrap: give its command after -- (or --upstream URL)"
     if args.upstream_header and not args.upstream:
         return "--upstream-header needs --upstream"
-    flow_options = ("flow_decider", "flow_tools", "flow_log", "flow_shadow", "flow_explore")
+    if (args.listen_token_file or args.listen_idle is not None) and not args.listen:
+        return "--listen-token-file and --listen-idle need --listen"
+    if args.listen and (args.context or args.flow_log):
+        return "--context and --flow-log name one file: not with --listen (many sessions)"
+    if args.listen_idle is not None and not args.listen_idle > 0:
+        return "--listen-idle wants minutes above 0"
+    flow_options = (
+        "flow_decider",
+        "flow_tools",
+        "flow_log",
+        "flow_shadow",
+        "flow_explore",
+        "flow_surprise",
+    )
     if not args.flow and any(getattr(args, o) for o in flow_options):
         return "the --flow-* options need --flow"
     if args.oracle_timeout <= 0 or args.flow_questions < 0:
@@ -376,6 +429,8 @@ def _problem(args, command: list[str]) -> str | None:
         return "--server-name wants letters, digits, '-', '_' or '.' (no '::')"
     if not 0.0 <= args.flow_explore <= 1.0:
         return "--flow-explore wants a probability in [0, 1]"
+    if args.flow_surprise is not None and not _surprise_ok(args.flow_surprise):
+        return "--flow-surprise wants off or a number of nats ≥ 0"
     threshold = args.flow_threshold
     if threshold == threshold and not 0.0 <= threshold <= 1.0:  # nan: the flow's own
         return "--flow-threshold wants a probability in [0, 1]"
@@ -385,3 +440,14 @@ def _problem(args, command: list[str]) -> str | None:
             "or --flow-log FILE"
         )
     return None
+
+
+def _surprise_ok(value: str) -> bool:
+    """`off`, or a finite number ≥ 0 (stretto.model.surprise.gate_from_flow reads it)."""
+    if value == "off":
+        return True
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return 0.0 <= number < float("inf")

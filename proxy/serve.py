@@ -8,6 +8,11 @@ never re-reads its own log. A run
 holds the agent's answer, decides with stretto.model.decide, sends lookups with ids of its own
 (`stretto-<n>`), and writes one line per decision and one per run to the flow log.
 
+With a surprise gate (the flow's `surprise`, or `--flow-surprise T`) each of the agent's steps
+after a result is scored under the habit as stretto.model.surprise says; once the gate closes,
+every later result of the agent's is forwarded as it is, with one hand-back line in the flow log
+giving the gate's reason.
+
 With the arbiter decider (the default for a flow with an arbiter) each decision asks a
 System-One model (stretto.oracle; imported only then, and it loads no numpy). The model never
 holds the agent's answer past `--oracle-timeout`: a run's questions share that much time, each
@@ -37,6 +42,7 @@ from stretto.model.decide import (
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.model.session import SessionView
+from stretto.model.surprise import Gate, habit_prior, step_surprise
 
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 PATIENCE_S = 60.0  # a lookup not answered by then is abandoned
@@ -153,6 +159,7 @@ class FlowServer:
         session: str = "",
         arbiter: ServingArbiter | None = None,
         server_name: str | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.flow = flow
         # A flow learned across servers names tools `server::tool`: this proxy's server's by
@@ -187,6 +194,9 @@ class FlowServer:
         self.waiting: dict[str, _Waiter] = {}  # lookup id -> its waiter
         self.running = False
         self.warned: set[str] = set()
+        self.gate = gate
+        # the site after the last result (history, (tool, failed)), until the agent's next step
+        self._gate_site: tuple[list[str], tuple[str, bool]] | None = None
         self._log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     # what passes through the relay ----------------------------------------------------------
@@ -204,6 +214,7 @@ class FlowServer:
                     arguments = arguments if isinstance(arguments, dict) else {}
                     key = id_key(request_id)
                     name = self.prefix + params["name"]
+                    self._agent_step(name)
                     self.agent_calls[key] = (request_id, name, arguments)
                     self.session_view.sent(name, arguments, key)
                 elif method == "tools/list":
@@ -212,6 +223,8 @@ class FlowServer:
     def said(self, value) -> None:
         role, text = context_message(value)  # read as the episode reader reads it
         with self.lock:
+            if role in ("user", "assistant"):
+                self._agent_step(None)  # a reply, or the user: the step is `respond`
             if role == "user":
                 self.session_view.user_said(text)
             elif role == "assistant":
@@ -231,6 +244,7 @@ class FlowServer:
                 # taken into the view here, in the order the log records the answers
                 failed, text = response_outcome(value)
                 self.session_view.came_back(waiter.tool, failed, text, key)
+                self._gate_site = (list(self.session_view.history), (waiter.tool, failed))
                 waiter.answer = (failed, text)
                 waiter.done.set()
                 return True
@@ -247,7 +261,11 @@ class FlowServer:
             request_id, tool, _ = call
             failed, content = response_outcome(value)
             self.session_view.came_back(tool, failed, content, key)
+            self._gate_site = (list(self.session_view.history), (tool, failed))
             if "result" not in value or self.running or self.session_lookups >= self.per_session:
+                return False
+            if self.gate is not None and self.gate.closed:
+                self._write_log(self._gate_line(request_id))
                 return False
             self.running = True
         threading.Thread(
@@ -257,6 +275,42 @@ class FlowServer:
             daemon=True,
         ).start()
         return True
+
+    # the surprise gate ---------------------------------------------------------------------
+
+    def _agent_step(self, step: str | None) -> None:
+        """The agent's next step after a result (a call's tool, or None: it replied or the
+        user spoke): scored at the site of that result, as stretto.model.surprise scores a
+        recorded session. Holding the lock."""
+        site, self._gate_site = self._gate_site, None
+        if self.gate is None or site is None or self.gate.closed:
+            return
+        probs = habit_prior(self.decider, *site)
+        if probs:  # a site that offers no lookup is not scored: the flow hands back there
+            self.gate.observe(step_surprise(probs, step))
+
+    def _gate_line(self, request_id) -> dict:
+        """The hand-back line of a result the flow does not run after: the gate is closed."""
+        gate = self.gate
+        assert gate is not None and gate.closed_at is not None
+        return {
+            "address": "decide#0",
+            "after": request_id,
+            "decider": self.decider.kind,
+            "site": None,  # the flow no longer decides at any site
+            "probs": {},
+            "prob": None,
+            "binding": None,
+            "shadow": self.shadow,
+            "action": "hand_back",
+            "reason": gate.reason,
+            "gate": {
+                "threshold": gate.threshold,
+                "window": gate.window,
+                "closed_at": gate.closed_at,
+                "mean": gate.closing_mean,
+            },
+        }
 
     # a run -----------------------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
 """Which log files an ingest run reads, and what becomes of each: sessions are identified by
 their session id and content hash, never by their path.
 
-- A path whose size and mtime are as last seen is not opened at all.
+- A path whose size and mtime are as last seen, and whose inode has not changed since (its
+  ctime, which no copy or unpacking can set back, is before the commit that saw it), is not
+  opened at all. Anything else is hashed: a log copied with `cp -p` or unpacked from an
+  archive (an old mtime) is found by its content.
 - A content (BLAKE2b of the bytes) already in the warehouse is not read again, wherever it
   now lies: a log copied to a second folder, moved into archive/, or a whole home copied
   adds nothing (the registry notes the new place; the sessions view shows it).
@@ -125,7 +128,7 @@ def discover(layout: Layout, state: State, threads: int = 4, logs: Path | None =
     for path, stat, hint in _walk(logs or layout.logs):
         rel = layout.relative(path)
         seen = state.paths.get(rel)
-        if seen and seen[:2] == (stat.st_size, stat.st_mtime_ns):
+        if seen and seen[:2] == (stat.st_size, stat.st_mtime_ns) and stat.st_ctime_ns < seen[3]:
             unchanged += 1
         else:
             changed.append((path, stat, hint, rel))

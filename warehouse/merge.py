@@ -12,12 +12,14 @@ Two logs of the same server name that overlap in one host session cannot be told
 their tools' names: that group is not merged (each log is learned on its own), with a warning.
 
 `apply` rewrites the rows on a catalogue connection (warehouse/sql/merge.sql) and points the
-views `calls`, `context`, `tools` and `steps` at them, so everything learning reads downstream
-(counts, bindings, the binding replay) sees merged sessions and knows nothing of this.
+views `sessions`, `calls`, `context`, `tools` and `steps` at them, so everything learning reads
+downstream (the plan and its parts, counts, bindings, the binding replay) sees merged sessions
+and knows nothing of this.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -25,7 +27,15 @@ import pyarrow as pa
 from warehouse.layout import Layout
 from warehouse.sql import statements
 
-MERGED_TABLES = ("calls", "context", "tools")
+MEMBERS_SCHEMA = (
+    ("session", pa.string()),
+    ("unit", pa.string()),
+    ("prefix", pa.string()),
+    ("member_rank", pa.int64()),
+    ("started_unix_ms", pa.int64()),
+    ("reward", pa.float64()),
+)
+MERGED_TABLES = ("sessions", "calls", "context", "tools")
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class Log:
     ended_ms: int
     host_session: str | None
     server_name: str | None
+    reward: float | None = None
 
 
 @dataclass
@@ -101,7 +112,7 @@ def logs_to_learn(con, sessions: list[str]) -> list[Log]:
     con.register("to_learn_arrow", pa.table({"session": pa.array(sessions, pa.string())}))
     try:
         rows = con.execute(
-            "SELECT session, started_unix_ms, host_session, server_name FROM sessions "
+            "SELECT session, started_unix_ms, host_session, server_name, reward FROM sessions "
             "SEMI JOIN to_learn_arrow USING (session)"
         ).fetchall()
         named = [r[0] for r in rows if r[3]]
@@ -118,14 +129,15 @@ def logs_to_learn(con, sessions: list[str]) -> list[Log]:
     finally:
         con.unregister("to_learn_arrow")
     found = {
-        s: Log(s, start or 0, (start or 0) + (last.get(s) or 0), host, server)
-        for s, start, host, server in rows
+        s: Log(s, start or 0, (start or 0) + (last.get(s) or 0), host, server, reward)
+        for s, start, host, server, reward in rows
     }
     return [found[s] for s in sessions if s in found]
 
 
-def apply(con, layout: Layout, units: Units) -> None:
-    """Rewrite the renamed logs' rows as their units' and point the views at them."""
+def apply(con, layout: Layout, units: Units, rewards: Mapping[str, float] | None = None) -> None:
+    """Rewrite the renamed logs' rows as their units' and point the views at them. A unit's
+    reward is its logs' least (each log's from `rewards` when it names the log)."""
     from warehouse.store import table_select
 
     members: dict[str, list] = {
@@ -134,6 +146,7 @@ def apply(con, layout: Layout, units: Units) -> None:
         "prefix": [],
         "member_rank": [],
         "started_unix_ms": [],
+        "reward": [],
     }
     for unit in units.units:
         if not any(log.server_name for log in unit):
@@ -144,7 +157,11 @@ def apply(con, layout: Layout, units: Units) -> None:
             members["prefix"].append(log.server_name)
             members["member_rank"].append(rank)
             members["started_unix_ms"].append(log.started_ms)
-    con.register("members_arrow", pa.table(members))
+            members["reward"].append((rewards or {}).get(log.session, log.reward))
+    con.register(
+        "members_arrow",
+        pa.table(members, schema=pa.schema(MEMBERS_SCHEMA)),
+    )
     con.execute("CREATE OR REPLACE TEMP TABLE members AS SELECT * FROM members_arrow")
     con.unregister("members_arrow")
     for _, sql in statements("merge"):

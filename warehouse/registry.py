@@ -15,6 +15,7 @@ Rows of a registry file (`kind`):
 - `dropped`: a Parquet file a retention run (`stretto ingest --retain-days`) took out of the
   warehouse: its table, path and row count; no reader reads it from that commit on, and the
   file is deleted once the commit is written.
+- `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
 """
 
 from __future__ import annotations
@@ -84,15 +85,18 @@ def commit(
     logs: list[dict],
     data: list[dict],
     dropped: list[dict] | None = None,
+    retired: list[str] = (),  # type: ignore[assignment]
 ) -> Path:
     """Write the run's registry file: from now on its data files are part of the warehouse
-    (and the `dropped` ones are not). Call with the ingest lock held (commit numbers are taken
+    (and the `dropped` ones, files a retention run took out, and the `retired` ones, paths a
+    compaction replaced, are not). Call with the ingest lock held (commit numbers are taken
     in turn)."""
     paths = commit_paths(layout)
     number = int(COMMIT_NAME.fullmatch(paths[-1].name).group(1)) + 1 if paths else 1  # type: ignore[union-attr]
     now = datetime.now(UTC)
     rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
     rows += [{"kind": "dropped", **r} for r in dropped or []]
+    rows += [{"kind": "retired", "path": path} for path in retired]
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     columns["commit_no"] = [number] * len(rows)
     columns["ingest_id"] = [ingest_id] * len(rows)
@@ -107,7 +111,7 @@ def commit(
 class State:
     """What discovery needs to know of the registry."""
 
-    paths: dict[str, tuple[int, int, str]]  # path -> size, mtime_ns, content hash
+    paths: dict[str, tuple[int, int, str, int]]  # path -> size, mtime_ns, hash, seen at (ns)
     contents: dict[str, tuple[str, str | None]]  # content hash -> status, path of its rows
     sessions: dict[str, tuple[str, int, str]]  # session -> content hash, size, its path
     commits: int  # how many runs had committed
@@ -119,9 +123,10 @@ def state(layout: Layout) -> State:
         commits = len(commit_paths(layout))
         load(con, layout)
         paths = {
-            p: (size, mtime, digest)
-            for p, size, mtime, digest in con.execute(
-                "SELECT path, size_bytes, mtime_ns, content_hash FROM path_latest"
+            p: (size, mtime, digest, seen)
+            for p, size, mtime, digest, seen in con.execute(
+                "SELECT path, size_bytes, mtime_ns, content_hash, "
+                "epoch_ns(committed_at) FROM path_latest"
             ).fetchall()
         }
         contents = {

@@ -134,10 +134,11 @@ def commit_run(
     logs: list[dict],
     data: list[dict],
     dropped: list[dict] | None = None,
+    retired: list[str] = (),  # type: ignore[assignment]
 ) -> None:
     """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
     fault("before-commit")
-    registry.commit(layout, ingest_id, logs, data, dropped)
+    registry.commit(layout, ingest_id, logs, data, dropped, list(retired))
     fault("after-commit")
     shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
     write_catalogue(layout)

@@ -1,15 +1,15 @@
 """Which sessions train the habit, and how much each counts: `learn --half-life H` and
 `--rewards FILE` (warehouse/sql/weights.sql; ../shared/spec/algorithms.md §2.4).
 
-Kept apart from learn.py until the learner takes them (issue 18, second round): `wanted`
-replaces learn.py's session query (same columns, plus `agent_model` and `weight`), and the
-weighted `habit` and `reach` replace counts.sql's (equal to them when every weight is 1).
-Sites, bindings and the fit of α stay unweighted, as the reference's.
+warehouse.learn.learn_flow chooses its sessions with `choose_sessions` (the `wanted` table:
+session, agent_model, session_order, weight) and, given a half-life, takes the weighted
+`habit` and `reach` in place of counts.sql's (equal to them when every weight is 1, so they are
+computed only then). Sites, bindings and the fit of α stay unweighted, as the reference's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 
@@ -30,10 +30,10 @@ def choose_sessions(
     con,
     *,
     domain: str | None = None,
-    sessions: list[str] | None = None,
+    sessions: Collection[str] | None = None,
     rewards: Mapping[str, float] | None = None,
     half_life: float | None = None,
-) -> list[tuple[str, str | None, int, float]]:
+) -> list[tuple[str, str, int, float]]:
     """Create the temp table `wanted(session, agent_model, session_order, weight)` on `con`
     (which has the `sessions` view) and return its rows in learning order. `sessions`: only
     these (a staged flow as it was before a session, a fold's flow)."""

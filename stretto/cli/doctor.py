@@ -196,8 +196,9 @@ def _runners(home: Path, given: list[str], network: bool) -> list[Row]:
 def _dagster() -> list[Row]:
     """DAGSTER_HOME, which only the Dagster UI needs: warnings, never problems."""
     how = (
-        "export DAGSTER_HOME=~/.stretto/dagster, make it and copy the project's dagster.yaml "
-        "there (docs/cli.md, the Dagster UI)"
+        "make setup writes .env so that `dagster dev -m pipeline` from the repository's root "
+        "uses HOME/dagster; elsewhere export DAGSTER_HOME=~/.stretto/dagster, make it and "
+        "copy pipeline/dagster.yaml there (docs/cli.md, the Dagster UI)"
     )
     home = os.environ.get("DAGSTER_HOME")
     if not home:

@@ -7,9 +7,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from stretto.cli.learnfolder import (
+    learn_folder,
+    learning_options,
+    otel_logs,
+    resolved,
+)
 from stretto.cli.options import (
     Commands,
     add_home,
+    add_learning_options,
     add_oracle,
     add_wait,
     command,
@@ -20,6 +27,7 @@ from stretto.cli.options import (
     say,
 )
 from stretto.home import Paths, private_dirs
+from stretto.model.defaults import SURPRISE_WINDOW
 
 
 def register(commands: Commands) -> None:
@@ -27,25 +35,32 @@ def register(commands: Commands) -> None:
         commands,
         "learn",
         _learn,
-        summary="learn a flow from recorded sessions",
-        description="Learn a flow from the session logs in DIR: ingest them (into a warehouse "
-        "of their own under HOME/cache/learn/, so that learning again is incremental) and run "
-        "the pipeline's `flow` asset in this process. Every session counts as successful "
-        "but one whose header gives a reward below 1. With --oracle URI, 30% of the tasks "
-        "(a session is its own task unless its header names one) are held out: the habit is "
-        "learned from the others, and the System-One model the URI names is asked at every "
-        "decision of the held-out sessions to fit the flow's arbiter (docs/oracle.md). "
-        "--habit-only asks nothing and learns from every session; --arbiter-from takes the "
-        "arbiter of another flow or an arbiter file.",
+        summary="learn a flow from recorded sessions (or an OpenTelemetry export)",
+        description="Learn a flow from the session logs in DIR (or the traces of an "
+        "OpenTelemetry export, each trace a session): ingest them (into a warehouse of their "
+        "own under HOME/cache/learn/, so that learning again is incremental) and run the "
+        "pipeline's `flow` asset in this process. Every session counts as successful but one "
+        "whose reward (from --rewards, else its header) is below 1. --half-life makes older "
+        "sessions count less in the habit; --surprise learns a surprise gate. With --oracle "
+        "URI, 30% of the tasks (a session is its own task unless its header names one) are "
+        "held out: the habit is learned from the others, and the System-One model the URI "
+        "names is asked at every decision of the held-out sessions to fit the flow's arbiter "
+        "(docs/oracle.md). --habit-only asks nothing and learns from every session; "
+        "--arbiter-from takes the arbiter of another flow or an arbiter file.",
         examples=[
-            "stretto learn --sessions ~/.stretto/logs/notes --domain notes --habit-only "
-            "--out notes.flow.json",
             "stretto learn --sessions logs/ --domain shop --oracle ollama://qwen3:8b "
-            "--out shop.flow.json",
+            "--out shop.flow.json --half-life 200 --rewards rewards.json --surprise 0.95",
+            "stretto learn --otel traces.json --manifest shop.manifest.json --domain shop "
+            "--habit-only --out shop.flow.json",
         ],
     )
-    learn.add_argument(
-        "--sessions", required=True, metavar="DIR", help="a folder of session logs (*.jsonl)"
+    source = learn.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sessions", metavar="DIR", help="a folder of session logs (*.jsonl)")
+    source.add_argument(
+        "--otel",
+        metavar="FILE",
+        help="an OpenTelemetry trace export (OTLP/JSON or protobuf) of GenAI spans, each "
+        "trace a session (needs --manifest)",
     )
     learn.add_argument("--domain", required=True, metavar="NAME", help="the flow's domain")
     learn.add_argument(
@@ -64,6 +79,21 @@ def register(commands: Commands) -> None:
         "--constants",
         action="store_true",
         help="also learn arguments the agent always passes the same way",
+    )
+    add_learning_options(learn)
+    learn.add_argument(
+        "--surprise",
+        type=float,
+        metavar="Q",
+        help="learn a surprise gate: its threshold the Q-quantile (0 < Q ≤ 1) of ordinary "
+        "sessions' peak surprise, by 5-fold cross-fitting (default: no gate)",
+    )
+    learn.add_argument(
+        "--surprise-window",
+        type=int,
+        default=SURPRISE_WINDOW,
+        metavar="N",
+        help="the gate's window: the steps whose mean surprise it watches (%(default)s)",
     )
     learn.add_argument(
         "--refit-habit",
@@ -210,58 +240,6 @@ def register(commands: Commands) -> None:
     )
 
 
-def resolved(path: str | Path) -> Path:
-    return Path(path).expanduser().resolve()
-
-
-def learn_cache(home: str | Path | None, sessions: Path) -> Path:
-    """The warehouse `learn` keeps for a folder of logs, under HOME/cache/learn/."""
-    import hashlib
-
-    key = hashlib.blake2b(str(resolved(sessions)).encode(), digest_size=8).hexdigest()
-    return Paths.at(home).cache / "learn" / key
-
-
-def learn_folder(
-    sessions: Path,
-    domain: str,
-    out: Path,
-    *,
-    home: str | None,
-    wait: float,
-    manifest: str | None = None,
-    constants: bool = False,
-    arbiter: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
-    kept so that learning again is incremental), then run the pipeline's `flow` asset to
-    learn the `domain` flow into `out`. `arbiter`: the asset's arbiter fields (oracle, ...).
-    The asset's metadata, or None (after saying why)."""
-    import os
-
-    from assets.ingest import INGEST_ASSETS
-    from assets.learn import flow
-    from pipeline.run import failure_message, materialize, output_metadata
-
-    sessions = resolved(sessions)
-    cache = learn_cache(home, sessions)
-    private_dirs(cache)
-    logs = cache / "logs"
-    if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
-        logs.unlink()
-    if not logs.exists():
-        logs.symlink_to(sessions, target_is_directory=True)
-    config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
-    if manifest:
-        config["manifest"] = str(resolved(manifest))
-    config.update(arbiter or {})
-    result = materialize([*INGEST_ASSETS, flow], str(cache), wait, {"flow": config})
-    if not result.success:
-        say(f"learn failed: {failure_message(result)}")
-        return None
-    return output_metadata(result, "flow")
-
-
 ORACLE_LEARNING = (
     "oracle",
     "oracle_cache",
@@ -340,8 +318,11 @@ def _arbiter_config(args: argparse.Namespace) -> tuple[dict[str, Any] | None, st
 
 
 def _learn(args: argparse.Namespace) -> int:
-    """Ingest the sessions folder into a warehouse of its own, then learn the flow."""
-    from stretto.model.flow import load_manifest
+    """Ingest the sessions folder (or the export's traces) into a warehouse of its own, then
+    learn the flow."""
+    import hashlib
+
+    from stretto.model.flow import load_flow, load_manifest
 
     arbiter, problem = _arbiter_config(args)
     if problem:
@@ -353,14 +334,33 @@ def _learn(args: argparse.Namespace) -> int:
             "--arbiter-from FILE to take one, or --habit-only to learn without one"
         )
         return 2
-    sessions = resolved(args.sessions)
-    if not sessions.is_dir():
-        say(f"{sessions}: not a directory of session logs")
-        return 1
-    if not _domain_matches(sessions, args.domain):
-        return 1
-    if args.manifest:
-        load_manifest(args.manifest)  # refuse a bad manifest before any work
+    options = learning_options(args)
+    if options is None:
+        return 2
+    manifest = load_manifest(args.manifest) if args.manifest else None  # refused before work
+    if args.otel:
+        if manifest is None:
+            say("--otel needs --manifest FILE: an export does not say which tools are reads")
+            return 2
+        export = resolved(args.otel)
+        try:  # a folder per export's content: another export never mixes with this one's
+            key = hashlib.blake2b(export.read_bytes(), digest_size=8).hexdigest()
+        except OSError as exc:
+            say(f"{export}: cannot read: {exc.strerror or exc}")
+            return 1
+        sessions = Paths.at(args.home).cache / "otel" / key
+        private_dirs(sessions)
+        if not otel_logs(str(export), manifest, args.domain, sessions):
+            say(f"{export}: no trace with a tool call or an LLM turn to learn from")
+            return 1
+        options["otel"] = True
+    else:
+        sessions = resolved(args.sessions)
+        if not sessions.is_dir():
+            say(f"{sessions}: not a directory of session logs")
+            return 1
+        if not _domain_matches(sessions, args.domain):
+            return 1
     out = resolved(args.out)
     learned = learn_folder(
         sessions,
@@ -370,10 +370,18 @@ def _learn(args: argparse.Namespace) -> int:
         wait=args.wait,
         manifest=args.manifest,
         constants=args.constants,
+        options=options,
         arbiter=arbiter,
     )
     if learned is None:
         return 1
+    gate = load_flow(out).get("surprise")
+    if gate:
+        say(
+            f"surprise gate: hands back above {gate['threshold']:.3f} nats per step over "
+            f"{gate['window']} steps (the {gate['quantile']:g} quantile of {gate['sessions']} "
+            "held-out sessions' peaks)"
+        )
     print(
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
         f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"

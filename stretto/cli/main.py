@@ -11,9 +11,9 @@ import signal
 import sys
 
 from stretto import __version__
-from stretto.cli import learning, offline, review, serving, setup, warehouse
+from stretto.cli import learning, lifecycle, offline, review, serving, setup, warehouse
 
-FAMILIES = (warehouse, learning, review, offline, serving, setup)
+FAMILIES = (warehouse, learning, review, offline, lifecycle, serving, setup)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -93,6 +93,23 @@ def add_threshold(parser: argparse.ArgumentParser, help: str, *, repeatable: boo
         )
 
 
+def add_learning_options(parser: argparse.ArgumentParser) -> None:
+    """--half-life and --rewards: which sessions train the habit, and how much each counts."""
+    parser.add_argument(
+        "--half-life",
+        type=float,
+        metavar="SESSIONS",
+        help="a session this many sessions older than the newest counts half in the habit "
+        "(default: every session counts the same)",
+    )
+    parser.add_argument(
+        "--rewards",
+        metavar="FILE",
+        help="a JSON object session id -> reward, winning over the logs' (only sessions with "
+        "a reward of at least 1, or none, train the habit)",
+    )
+
+
 def add_oracle(
     parser: argparse.ArgumentParser,
     oracle_help: str,

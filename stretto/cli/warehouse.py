@@ -49,11 +49,31 @@ def register(commands: Commands) -> None:
         "DuckDB views over them, running the pipeline's Dagster assets in this process. A file "
         "already ingested with the same content is not read again; a changed one replaces its "
         "rows. A malformed line is quarantined with its file, line and error, and the rest of "
-        "its file is still ingested.",
-        examples=["stretto ingest", "stretto ingest --home /srv/stretto --wait 0"],
+        "its file is still ingested. With --otel, the traces of an OpenTelemetry export are "
+        "first written as session logs under HOME/logs/<domain>/, one per trace.",
+        examples=[
+            "stretto ingest --home /srv/stretto --wait 0",
+            "stretto ingest --otel traces.json --manifest shop.manifest.json",
+        ],
     )
     add_home(ingest)
     add_wait(ingest, "another ingest run to finish")
+    ingest.add_argument(
+        "--otel",
+        metavar="FILE",
+        help="first write the traces of this OpenTelemetry export (OTLP/JSON or protobuf) as "
+        "session logs under HOME/logs/<domain>/",
+    )
+    ingest.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="with --otel: the tools' kinds (and the domain) for the logs' tool lists",
+    )
+    ingest.add_argument(
+        "--domain",
+        metavar="NAME",
+        help="with --otel: the sessions' domain (default: the manifest's, else otel)",
+    )
     ingest.add_argument(
         "--redact",
         action="store_true",
@@ -152,6 +172,12 @@ def _ingest(args: argparse.Namespace) -> int:
     if args.keep_shared < 0 or (args.retain_days is not None and args.retain_days < 1):
         say("--keep-shared wants 0 or more, --retain-days 1 or more")
         return 2
+    if args.otel:
+        if not _write_otel(args, layout.logs):
+            return 1
+    elif args.manifest or args.domain:
+        say("--manifest and --domain go with --otel")
+        return 2
     config = {
         "redact": args.redact,
         "salt_env": args.salt_env,
@@ -159,13 +185,12 @@ def _ingest(args: argparse.Namespace) -> int:
         "hash_fields": [f.strip() for spec in args.hash_field for f in spec.split(",")],
     }
     result = materialize(
-        INGEST_ASSETS, str(layout.home), args.wait, asset_config={"log_files": config}
+        INGEST_ASSETS, str(layout.home), args.wait, asset_config={"session_tables": config}
     )
     if not result.success:
         say(f"ingest failed: {failure_message(result)}")
         return 1
-    found = output_metadata(result, "log_files")
-    done = output_metadata(result, "session_tables")
+    found = done = output_metadata(result, "sessions")
     steps = output_metadata(result, "steps")
     print(
         f"stretto: ingested {done['files read']} file(s) ({found['files unchanged']} unchanged): "
@@ -194,6 +219,24 @@ def _retain(layout, days: int, wait: float) -> int:
         return 1
     say(dropped.said(days))
     return 0
+
+
+def _write_otel(args: argparse.Namespace, logs) -> bool:
+    """`ingest --otel`: the export's traces as session logs under HOME/logs/<domain>/."""
+    from stretto.cli.learnfolder import otel_logs
+    from stretto.logs.domain import DomainError, check_domain
+    from stretto.model.flow import load_manifest
+
+    manifest = load_manifest(args.manifest) if args.manifest else None
+    try:
+        domain = check_domain(args.domain or (manifest or {}).get("domain") or "otel")
+    except DomainError as exc:
+        say(str(exc))
+        return False
+    if not otel_logs(args.otel, manifest, domain, logs / domain):
+        say(f"{args.otel}: no trace with a tool call or an LLM turn to ingest")
+        return False
+    return True
 
 
 def _sql(args: argparse.Namespace) -> int:

@@ -33,8 +33,9 @@ from stretto.logs.toollist import WRITE
 from stretto.model.binding import value_text  # noqa: F401 - re-exported
 from stretto.model.decide import DEFAULT_THRESHOLD  # noqa: F401 - re-exported
 from stretto.model.flow import FlowError, load_flow  # noqa: F401 - re-exported
+from stretto.offline import drift as offline_drift
 from stretto.offline import replay as offline_replay
-from stretto.offline import review, search
+from stretto.offline import review, search, stage, versions
 from stretto.offline.walk import BOUND, agent_made
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
@@ -111,6 +112,35 @@ def replay_totals(flow: dict, episodes: list[Episode], threshold: float) -> dict
     total = result.total()
     total["decider"] = result.decider
     return total
+
+
+# --- a flow's life: versions, the staged flow, drift ------------------------------------------
+
+
+HISTORY_SUFFIX = versions.HISTORY  # <name>.history/ beside a flow holds its versions
+
+
+def flow_versions(path: Path) -> list[dict]:
+    """`stretto flow-log --json`: the flow's committed versions and rollbacks, oldest first
+    (ValueError when its history cannot be read)."""
+    return versions.log(path)
+
+
+def stage_report(path: Path) -> dict | None:
+    """The last `stretto stage` report of the flow at `path` (totals, sites, what committing
+    would change), or None when nothing is staged beside it."""
+    report = stage.last_report(path)
+    if report is None:
+        return None
+    out = report.as_json()
+    out["markdown"] = stage.markdown(report)
+    return out
+
+
+def drift_series(flow: dict, episodes: list[Episode]) -> dict:
+    """`stretto drift --json` with its defaults: the three series and the alarm's statistic
+    per session in start order, the alarms, whether it sounds now."""
+    return offline_drift.drift(flow, episodes).as_json()
 
 
 # --- the warehouse ----------------------------------------------------------------------------

@@ -6,35 +6,20 @@ from __future__ import annotations
 import json
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
-from stretto.console import adapter, files, flowview
+from stretto.console import adapter, files, flowview, lifeview
+from stretto.console.endpoint import NAME, Endpoint
+from stretto.console.endpoint import console_of as _console
+from stretto.console.endpoint import flow_entry as _flow
 from stretto.console.jobs import JobError
 from stretto.console.state import ApiError, Console
 
 PAGE_LIMIT = 200  # items on one page of a list or a timeline, at most
 RAW_CHUNK = 1 << 16
-
-
-@dataclass
-class Endpoint:
-    method: str
-    path: str
-    handler: Callable
-    summary: str
-    params: list[tuple[str, str, str]] = field(default_factory=list)  # name, in, description
-    errors: tuple[int, ...] = ()
-    body: str | None = None  # what the JSON body holds, for mutations
-    content: str = "application/json"
-    public: bool = False
-
-
-def _console(request: Request) -> Console:
-    return request.app.state.console
 
 
 def _int(request: Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
@@ -266,18 +251,6 @@ def flows(request: Request) -> Response:
     return JSONResponse({"items": [flowview.listing(e) for e in _console(request).catalog.flows()]})
 
 
-def _flow(request: Request, name: str | None = None, valid: bool = True):
-    name = name if name is not None else request.path_params["name"]
-    if not name:
-        raise ApiError(400, "give a flow by its path in the data directory")
-    entry = _console(request).catalog.flow(name)
-    if entry is None:
-        raise ApiError(404, f"no flow {name!r}")
-    if valid and entry.flow is None:
-        raise ApiError(422, entry.error or "an invalid flow")
-    return entry
-
-
 def flow(request: Request) -> Response:
     console = _console(request)
     entry = _flow(request)
@@ -385,7 +358,6 @@ def events(request: Request) -> Response:
 # --- the table --------------------------------------------------------------------------------
 
 KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
-NAME = ("name", "path", "the flow: its path in the data directory")
 JOB = ("id", "path", "the job's id")
 THRESHOLD = ("threshold", "query", "the served threshold, 0 to 1 (default: the settings')")
 PAGING = [
@@ -462,6 +434,7 @@ ENDPOINTS = [
         [("from", "query", "the old flow"), ("to", "query", "the new flow"), THRESHOLD],
         (400, 404, 422),
     ),
+    *lifeview.ENDPOINTS,  # before /api/flows/{name}: a flow's name holds slashes
     Endpoint(
         "GET",
         "/api/flows/{name}/replay",

@@ -100,6 +100,8 @@ class Catalog:
             if entry.name.startswith("."):
                 continue
             if entry.is_dir(follow_symlinks=False):
+                if entry.name.endswith(adapter.HISTORY_SUFFIX):
+                    continue  # a flow's committed versions: shown on its page, not as flows
                 if depth < MAX_DEPTH and not (depth == 0 and entry.name in self.skip):
                     self._walk(Path(entry.path), depth + 1, logs, flows)
             elif entry.is_file():
@@ -206,13 +208,14 @@ class Catalog:
                 return entry
         return None
 
-    def episodes(self, domain: str) -> list:
-        """The recorded sessions (no flow served) of a domain, as episodes, for replays."""
+    def episodes(self, domain: str, modes: tuple[str, ...] | None = ("recorded",)) -> list:
+        """The sessions of a domain as episodes: by default the recorded ones (no flow
+        served), for replays; `modes` None: every one (recorded, shadow, served), for drift."""
         chosen = [
             e
             for e in self.sessions()
             if e.summary.get("domain") == domain
-            and e.summary.get("mode") == "recorded"
+            and (modes is None or e.summary.get("mode") in modes)
             and not e.summary.get("problem")
         ]
         return [self._episode(e.path) for e in chosen]

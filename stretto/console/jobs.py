@@ -22,8 +22,8 @@ OUTPUT_TAIL = 4000  # characters of output sent with each progress event
 STOP_GRACE_S = 5.0
 # Which Dagster assets each job materializes (the CLI runs them in-process).
 ASSETS = {
-    "ingest": ["log_files", "session_tables", "steps"],
-    "learn": ["log_files", "session_tables", "steps", "flow"],
+    "ingest": ["sessions", "messages", "calls", "context", "tools", "quarantine", "steps"],
+    "learn": ["sessions", "messages", "calls", "context", "tools", "quarantine", "steps", "flow"],
 }
 
 

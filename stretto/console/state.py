@@ -11,7 +11,7 @@ from pathlib import Path
 from stretto.console import adapter, files
 from stretto.console.catalog import Catalog
 from stretto.console.events import PING_S, Events
-from stretto.console.flowview import Replays
+from stretto.console.flowview import Drifts, Replays
 from stretto.console.jobs import Jobs, default_stretto
 from stretto.console.overview import Overview
 
@@ -45,6 +45,7 @@ class Console:
         self.data = options.data.resolve()
         self.catalog = Catalog(self.data)
         self.replays = Replays(self.catalog)
+        self.drifts = Drifts(self.catalog)
         self.overview = Overview(self.catalog, self.replays)
         self.events = Events(self._signature, ping_s=options.ping_s)
         self.jobs = Jobs(self.data, options.stretto or default_stretto(), self.events.publish)

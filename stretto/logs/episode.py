@@ -4,10 +4,12 @@ results, and the server's tool list (docs/formats.md, "From a log to an episode"
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stretto.logs.rewards import successful
 from stretto.logs.sessionlog import SessionLog, list_session_logs, read_session_log
 from stretto.logs.toollist import ToolInfo, tools_from_result
 from stretto.logs.turns import FirstSources, TurnTracker
@@ -61,7 +63,8 @@ class Episode:
     events: list[Event]
     task_id: str = ""
     trial: int = 0
-    reward: float = 0.0
+    reward: float | None = None  # None: a recorded session, which counts as successful
+    started_ms: int = 0  # the header's started_unix_ms
     tools: dict[str, ToolInfo] = field(default_factory=dict)
     # per call id: how many results of its turn had come back when it was sent
     sent_after_results: dict[str, int] = field(default_factory=dict)
@@ -69,7 +72,8 @@ class Episode:
 
     @property
     def succeeded(self) -> bool:
-        return self.reward >= 1 - 1e-9
+        """No reward (a recorded session) or a reward of at least 1 (the warehouse's rule)."""
+        return successful(self.reward)
 
     def calls(self) -> list[ToolCall]:
         return [c for e in self.events if isinstance(e, Assistant) for c in e.calls]
@@ -147,6 +151,7 @@ class _EpisodeBuilder:
             tools=self.tools,
             sent_after_results=self.turns.sent_after,
             source=str(self.log.path),
+            started_ms=header.started_unix_ms,
         )
         # Optional header extras (written by `stretto import-tau2`); absent in proxy logs.
         extra = header.extra
@@ -273,3 +278,9 @@ def read_episodes(directory: Path | str) -> list[Episode]:
     """Every session log in a directory as an episode, sorted by session id."""
     episodes = [read_episode(p) for p in list_session_logs(directory)]
     return sorted(episodes, key=lambda e: e.id)
+
+
+def in_start_order(episodes: Iterable[Episode]) -> list[Episode]:
+    """Episodes in the order their sessions started (header `started_unix_ms`, then id), as
+    drift and staging read them: the learner's order too (the warehouse's `session_order`)."""
+    return sorted(episodes, key=lambda e: (e.started_ms, e.id))

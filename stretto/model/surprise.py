@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from stretto.logs.episode import Assistant, Episode, ToolResult
 from stretto.logs.steps import episode_steps
 from stretto.model.decide import RESPOND, Decider, theta_text
+from stretto.model.defaults import SURPRISE_WINDOW
 
 FLOOR = 1e-6
-DEFAULT_WINDOW = 5
+DEFAULT_WINDOW = SURPRISE_WINDOW
 
 
 def step_surprise(probs: Mapping[str, float], step: str | None) -> float:

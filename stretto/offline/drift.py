@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from stretto.logs.episode import Assistant, Episode, ToolResult
-from stretto.offline.audit import audit
+if TYPE_CHECKING:  # the command's parser reads Settings' defaults: this module stays light
+    from stretto.logs.episode import Episode
 
 SERIES = ("surprise", "disagreement", "unknown")
 KAPPA0, ALPHA0 = 0.1, 1.0
@@ -92,6 +93,8 @@ def trained_tools(flow: dict) -> set[str]:
 def unknown_share(episode: Episode, known: set[str], first: dict[str, int], index: int):
     """The share of the agent's steps after a tool result that follow a tool not in `known`
     (None when there are none); notes each unknown tool's first session in `first`."""
+    from stretto.logs.episode import Assistant, ToolResult
+
     steps = unknown = 0
     events = episode.events
     for i, event in enumerate(events):
@@ -111,6 +114,8 @@ def unknown_share(episode: Episode, known: set[str], first: dict[str, int], inde
 
 def series(flow: dict, episodes: list[Episode], decider: str = "habit"):
     """Per session: its row (without `change`) and its audit decisions."""
+    from stretto.offline.audit import audit
+
     known = trained_tools(flow)
     first: dict[str, int] = {}
     rows, decisions = [], []
@@ -261,12 +266,15 @@ def drift(
     decider: str = "habit",
     settings: Settings | None = None,
 ) -> Drift:
-    """The series, the detector's statistic after each session, and the alarms: each run of
-    sessions after which the alarm sounds, with where the change began and the sites whose
-    surprise rose most (before the change against from it to the end of the alarm)."""
+    """The series (the sessions taken in start order, `started_unix_ms`), the detector's
+    statistic after each session, and the alarms: each run of sessions after which the alarm
+    sounds, with where the change began and the sites whose surprise rose most (before the
+    change against from it to the end of the alarm)."""
+    from stretto.logs.episode import in_start_order
+
     settings = settings or Settings()
     settings.check()
-    rows, decisions, first, kind = series(flow, episodes, decider)
+    rows, decisions, first, kind = series(flow, in_start_order(episodes), decider)
     stats = change_probabilities([[r[s] for r in rows] for s in SERIES], settings)
     for row, stat in zip(rows, stats, strict=True):
         row["change"] = stat["change"]
@@ -390,3 +398,20 @@ def plot(result: Drift, path) -> None:
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
+
+
+def write_report(result: Drift, folder) -> list:
+    """The report (`drift.md`), its data (`drift.json`) and the plot (`drift.png`) in
+    `folder`, private: what `stretto drift` writes, and a pipeline check would."""
+    import json
+    from pathlib import Path
+
+    from stretto.home import private_dirs, private_tree
+
+    folder = private_dirs(Path(folder))
+    written = [folder / "drift.md", folder / "drift.json", folder / "drift.png"]
+    written[0].write_text(markdown(result))
+    written[1].write_text(json.dumps(result.as_json(), indent=1, ensure_ascii=False) + "\n")
+    plot(result, written[2])
+    private_tree(folder)
+    return written

@@ -38,12 +38,11 @@ def learn_gate(
     learn: Learner,
     quantile: float,
     window: int = DEFAULT_WINDOW,
-    successful: Callable[[Episode], bool] = lambda episode: True,
 ) -> dict:
     """The flow's `surprise` record: `{window, threshold, quantile, sessions}` (`sessions`:
-    how many held-out peaks the threshold rests on). `successful` tells the sessions whose
-    peaks count (the same rule the learner uses: a recorded session without a reward is
-    successful, which `Episode.reward`'s default of 0 cannot tell)."""
+    how many held-out peaks the threshold rests on). Only successful sessions give peaks
+    (`Episode.succeeded`, the learner's rule: give the episodes a rewards file's rewards
+    with stretto.logs.rewards.with_rewards)."""
     if not 0 < quantile <= 1:
         raise GateError(f"--surprise wants a quantile in (0, 1], got {quantile}")
     if window < 1:
@@ -52,11 +51,11 @@ def learn_gate(
     for fold in range(FOLDS):
         held_out = [e for e in episodes if fold_of(e) == fold]
         training = [e for e in episodes if fold_of(e) != fold]
-        if not training or not any(successful(e) for e in held_out):
+        if not training or not any(e.succeeded for e in held_out):
             continue
         decider = Decider(learn(training), "habit")
         for episode in held_out:
-            if successful(episode):
+            if episode.succeeded:
                 peak = peak_window_mean(session_surprises(decider, episode), window)
                 if peak is not None:
                     peaks.append(peak)

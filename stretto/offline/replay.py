@@ -76,6 +76,10 @@ class EpisodeCheck:
     ceiling: int = 0  # turns a read-only speculator could have saved (results.md §2.3)
     options: list[dict] = field(default_factory=list)  # calibration rows, when asked
     sites: set[str] = field(default_factory=set)  # where the flow decided
+    # per site, the values its decisions compared with the site's threshold θ (each option's
+    # probability, and probability × chance where it bound): another θ on the same side of
+    # every one of them decides the same way (stretto.offline.search reuses the replay)
+    cuts: dict[str, list[float]] = field(default_factory=dict)
 
 
 TOTAL_FIELDS = (
@@ -113,6 +117,7 @@ class Replay:
         for e in self.episodes:
             row = asdict(e)
             row.pop("options")
+            row.pop("cuts")
             row["sites"] = sorted(row["sites"])
             episodes.append(row)
         out = {
@@ -253,6 +258,11 @@ class _EpisodeReplay:
             self.check.unanswered += decision.unanswered
             if decision.site is not None:
                 self.check.sites.add(decision.site)
+                cuts = self.check.cuts.setdefault(decision.site, [])
+                for option in decision.options:
+                    cuts.append(option.prob)
+                    if option.chance is not None:
+                        cuts.append(option.prob * option.chance)
             if self.epsilon is not None and decision.site is not None:
                 self._options(decision, later)
                 if self.epsilon > 0:

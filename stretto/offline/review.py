@@ -365,6 +365,7 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
                 f"a higher threshold at {site}: {theta_text(before)} -> {theta_text(after)}"
             )
     _diff_promotion(old, new, review, other)
+    _diff_surprise(old.get("surprise"), new.get("surprise"), review, other)
     _diff_arbiter(old.get("arbiter"), new.get("arbiter"), review, other)
     if old["habit"]["alpha"] != new["habit"]["alpha"]:
         other.append(f"α {old['habit']['alpha']:.3f} -> {new['habit']['alpha']:.3f}")
@@ -437,6 +438,36 @@ def _diff_promotion(old: dict, new: dict, review: list[str], other: list[str]) -
         elif before and not after:
             other.append(f"a site not promoted: {site} ({promotion_evidence(entries.get(site))})")
     other.append(f"promotion: {_promotion_summary(old_rec)} -> {_promotion_summary(new_rec)}")
+
+
+def _gate_text(gate: dict) -> str:
+    return f"above {theta_text(gate['threshold'])} nats per step over {gate['window']} steps"
+
+
+def _diff_surprise(old: dict | None, new: dict | None, review: list[str], other: list[str]) -> None:
+    """The surprise gate hands back once the agent leaves its habit: a gate removed, raised
+    or widened trips later or never, so the flow acts where it did not (review); one added,
+    lowered or narrowed only hands back sooner."""
+    if old == new:
+        return
+    if new is None:
+        assert old is not None
+        review.append(
+            f"the surprise gate was removed (it handed back {_gate_text(old)}): the flow keeps "
+            "acting after the agent leaves its habit"
+        )
+    elif old is None:
+        other.append(f"a surprise gate was added: it hands back {_gate_text(new)}")
+    elif new["threshold"] > old["threshold"] or new["window"] > old["window"]:
+        review.append(f"the surprise gate may trip later: {_gate_text(old)} -> {_gate_text(new)}")
+    elif (new["threshold"], new["window"]) != (old["threshold"], old["window"]):
+        other.append(f"the surprise gate trips sooner: {_gate_text(old)} -> {_gate_text(new)}")
+    else:  # the same gate, learned again
+        other.append(
+            f"the surprise gate learned again from {old.get('sessions')} -> "
+            f"{new.get('sessions')} sessions (quantile {old.get('quantile')} -> "
+            f"{new.get('quantile')})"
+        )
 
 
 def _diff_arbiter(old: dict | None, new: dict | None, review: list[str], other: list[str]) -> None:

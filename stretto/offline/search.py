@@ -39,6 +39,16 @@ def searchable_sites(flow: dict) -> list[str]:
     )
 
 
+def same_decisions(theta: float, cuts) -> tuple[float, float]:
+    """The thresholds (low, high] that decide as θ did where the values `cuts` were compared
+    with it (a value v clears θ when v ≥ θ); above 1 a site is off, whatever the values."""
+    if theta > 1:
+        return 1.0, float("inf")
+    low = max((v for v in cuts if v < theta), default=float("-inf"))
+    high = min((v for v in cuts if v >= theta), default=float("inf"))
+    return low, min(high, 1.0)
+
+
 def setting_key(setting: dict[str, float]) -> tuple:
     return tuple(sorted(setting.items()))
 
@@ -96,18 +106,23 @@ class Search:
         self.beta, self.delta = costs
         self.start = {site: flow.get("thresholds", {}).get(site, threshold) for site in self.sites}
         self.progress = progress
-        # per episode: (the thresholds of the searched sites it decided at, its check)
-        self._memo: list[list[tuple[dict[str, float], EpisodeCheck]]] = [[] for _ in episodes]
+        # per episode: (for each searched site it decided at, the thresholds that decide as
+        # the replayed one did, as an interval (low, high]; its check)
+        self._memo: list[list[tuple[dict[str, tuple[float, float]], EpisodeCheck]]] = [
+            [] for _ in episodes
+        ]
         self.scored: dict[tuple, Scored] = {}
         self.replays = 0
 
     # scoring -----------------------------------------------------------------------------------
 
     def _episode(self, index: int, setting: dict[str, float]) -> EpisodeCheck:
-        """One episode under a setting. An episode's replay depends only on the thresholds of
-        the sites it decided at, so an earlier replay that agrees on those is reused."""
+        """One episode under a setting. An episode's replay depends on a site's threshold only
+        through which side of it the values its decisions compared fall on (and whether it is
+        off), so an earlier replay whose sites' thresholds all fall in the same intervals is
+        reused: a sweep replays an episode once per interval, not once per level."""
         for held, check in self._memo[index]:
-            if all(setting[s] == t for s, t in held.items()):
+            if all(low < setting[s] <= high for s, (low, high) in held.items()):
                 return check
         self.decider.thresholds = {**self.flow.get("thresholds", {}), **setting}
         check = replay_episode(
@@ -118,7 +133,11 @@ class Search:
             judges=self.judges,
         )
         self.replays += 1
-        held = {s: setting[s] for s in check.sites if s in setting}
+        held = {
+            s: same_decisions(setting[s], check.cuts.get(s, ()))
+            for s in check.sites
+            if s in setting
+        }
         self._memo[index].append((held, check))
         return check
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stretto.logs.episode import Assistant, Episode, ToolResult
+from stretto.logs.episode import Assistant, Episode, ToolResult, in_start_order
 from stretto.model.binding import same_arguments, value_text
 from stretto.model.flow import dumps, load_flow, write_flow
 from stretto.offline.gate import learn_gate
@@ -196,17 +196,16 @@ def stage(
     *,
     window: int = 50,
     settings: dict | None = None,
-    successful: Callable[[Episode], bool] = lambda episode: True,
     now_ms: int | None = None,
 ) -> Stage:
-    """Stage the flow at `flow_path` from `episodes` (in start order); write the staged flow
+    """Stage the flow at `flow_path` from `episodes` (taken in start order); write the staged flow
     and the scores. `settings` (e.g. the half-life the learner uses) are kept in the state
-    file; `successful` is the learner's rule for the sessions a gate is learned from."""
+    file."""
     flow_path = Path(flow_path)
     if window < 1:
         raise ValueError(f"--window wants at least 1 session, got {window}")
     committed = load_flow(flow_path)
-    episodes = list(episodes)
+    episodes = in_start_order(episodes)
     if not episodes:
         raise ValueError("no sessions to stage from")
     if len({e.id for e in episodes}) != len(episodes):
@@ -230,9 +229,7 @@ def stage(
     staged = keep_committed(committed, learn(episodes))
     gate = committed.get("surprise")
     if gate and "quantile" in gate:
-        staged["surprise"] = learn_gate(
-            episodes, learn, gate["quantile"], gate["window"], successful=successful
-        )
+        staged["surprise"] = learn_gate(episodes, learn, gate["quantile"], gate["window"])
     elif gate:
         staged["surprise"] = gate
     target = staged_path(flow_path)
@@ -252,6 +249,22 @@ def stage(
     ]
     review, other = diff(committed, staged)
     return Stage(staged, target, committed, rows, scored_now, review, other)
+
+
+def last_report(flow_path: str | Path) -> Stage | None:
+    """The report of the last `stage` run, read back from the staged flow and the scores
+    (None when nothing is staged now: never, or committed since)."""
+    flow_path = Path(flow_path)
+    target = staged_path(flow_path)
+    if not target.exists() or not state_path(flow_path).exists():
+        return None
+    state = read_state(flow_path)
+    window = state.get("settings", {}).get("window", 50)
+    scored = sorted(state["sessions"].items(), key=lambda kv: (kv[1]["staged_from"], kv[0]))
+    rows = [{"id": session, **scores} for session, scores in scored[-window:]]
+    committed, staged = load_flow(flow_path), load_flow(target)
+    review, other = diff(committed, staged)
+    return Stage(staged, target, committed, rows, 0, review, other)
 
 
 def _share(t: dict) -> str:

@@ -27,6 +27,8 @@ from pathlib import Path
 from stretto.model.flow import FlowError, validate
 from stretto.offline.review import diff
 
+HISTORY = ".history"  # the folder of a flow's versions: <name>.history/
+
 
 class VersionError(ValueError):
     pass
@@ -39,7 +41,7 @@ def _name(flow_path: Path) -> str:
 
 def history_dir(flow_path: str | Path) -> Path:
     flow_path = Path(flow_path)
-    return flow_path.with_name(f"{_name(flow_path)}.history")
+    return flow_path.with_name(_name(flow_path) + HISTORY)
 
 
 def staged_path(flow_path: str | Path) -> Path:

@@ -156,6 +156,19 @@ def test_the_threshold_slider_changes_the_lookups(page, console, shot):
     assert page.get_by_test_id("threshold-value").inner_text() == "0.60"
 
 
+def test_the_flow_page_shows_versions_the_staged_flow_and_drift(page, console, shot):
+    page.goto(f"{console}/flows/{FLOW}")
+    drift = page.get_by_test_id("drift")
+    drift.wait_for()
+    # the walkthrough's 18 notes sessions, none of them a change of habit
+    assert "The alarm is not sounding after the last session." in drift.inner_text()
+    assert "every readable notes session (18)" in drift.inner_text()
+    page.locator("canvas#drift-chart").wait_for()
+    page.get_by_text("No committed versions").wait_for()
+    page.get_by_text("Nothing staged").wait_for()
+    shot(page, "flow-life")
+
+
 def test_an_audit_job_runs_to_the_end(page, console, shot):
     page.goto(f"{console}/jobs")
     page.locator("#job-kind").select_option("audit")

@@ -12,37 +12,58 @@ import dagster as dg
 
 from assets.resources import StrettoHome
 from pipeline import defs
-from pipeline.definitions import new_logs
+from pipeline.definitions import THEN, new_logs, relearn_after_ingest
 from tests.conftest import REFERENCE_HOME, ROOT
 from tests.warehouse.helpers import rows
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
+TABLES = {"sessions", "messages", "calls", "context", "tools", "quarantine"}
 
 
-def test_definitions_hold_the_assets_job_schedule_and_sensor() -> None:
+def test_definitions_hold_the_graph_jobs_schedules_and_sensors() -> None:
     repo = defs.get_repository_def()
-    keys = {key.to_user_string() for key in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {
-        "log_files",
-        "session_tables",
-        "steps",
-        "flow",
-        "thresholds",
+    graph = repo.asset_graph
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    assert keys == {"logs", *TABLES, "steps", "counts", "flow", "thresholds"} | {
         "promotion",
         "audit",
         "evaluation",
         "replay",
+        "staged_flow",
     }
-    assert defs.resolve_job_def("ingest") is not None
-    assert defs.resolve_schedule_def("nightly").cron_schedule == "0 3 * * *"
-    assert defs.resolve_schedule_def("nightly").job_name == "relearn"
-    assert defs.resolve_sensor_def("new_logs").job_name == "ingest"
+    # linked by what they read: every report hangs off the flow, the flow off the counts
+    parents = {
+        k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
+        for k in graph.get_all_asset_keys()
+    }
+    assert parents["sessions"] == {"logs"} and parents["counts"] == {"steps"}
+    assert parents["flow"] == {"counts"}
+    for report in ("thresholds", "audit", "replay", "evaluation", "promotion"):
+        assert parents[report] == {"flow"}
+    dims = graph.get(dg.AssetKey("counts")).partitions_def.partition_dimension_names
+    assert set(dims) == {"domain", "day"}
+    assert graph.get(dg.AssetKey("flow")).partitions_def.name == "domain"
+    for name in ("nightly", "nightly_stage", "weekly_compaction"):
+        schedule = defs.resolve_schedule_def(name)
+        assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert defs.resolve_schedule_def("nightly").job_name == "ingest"
+    assert defs.resolve_schedule_def("nightly_stage").job_name == "stage"
+    assert defs.resolve_sensor_def("new_logs").default_status == dg.DefaultSensorStatus.STOPPED
+    checks = {c.name for c in repo.asset_graph.asset_check_keys}
+    assert checks == {
+        "lines_read_balance",
+        "quarantine_share",
+        "tool_contracts_seen_before",
+        "flow_validates",
+        "flow_diff_against_served",
+        "drift",
+    }
 
 
 def test_dagster_validates_the_code_location(tmp_path: Path) -> None:
     home = tmp_path / "dagster"
     home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     done = subprocess.run(
         [DAGSTER, "definitions", "validate", "-m", "pipeline"],
@@ -56,75 +77,167 @@ def test_dagster_validates_the_code_location(tmp_path: Path) -> None:
     assert "All code locations passed validation" in done.stderr + done.stdout
 
 
-def test_the_ingest_job_materializes_on_a_persistent_instance(tmp_path: Path) -> None:
+def checks_of(result) -> dict[str, tuple[bool, str]]:
+    return {
+        e.event_specific_data.check_name: (
+            e.event_specific_data.passed,
+            e.event_specific_data.description,
+        )
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+
+
+def test_the_ingest_job_runs_its_checks_and_registers_partitions(tmp_path: Path) -> None:
     stretto_home = tmp_path / "stretto"
     shutil.copytree(REFERENCE_HOME / "logs/shop", stretto_home / "logs/shop")
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", dagster_home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     try:
         with dg.DagsterInstance.get() as instance:
-            job = defs.resolve_job_def("ingest")
-            result = job.execute_in_process(
+            result = defs.resolve_job_def("ingest").execute_in_process(
                 instance=instance,
                 run_config={"resources": {"stretto": {"config": {"home": str(stretto_home)}}}},
             )
             assert result.success
-            learned = instance.get_latest_materialization_event(dg.AssetKey("flow"))
-            assert learned is None  # the ingest job does not learn
-            materialized = instance.get_latest_materialization_event(dg.AssetKey("session_tables"))
-            metadata = materialized.asset_materialization.metadata
+            assert instance.get_latest_materialization_event(dg.AssetKey("flow")) is None
+            event = instance.get_latest_materialization_event(dg.AssetKey("sessions"))
+            metadata = event.asset_materialization.metadata
             assert metadata["files read"].value == 6
-            assert metadata["lines read = ingested + quarantined + dropped"].value is True
-            assert (dagster_home / "storage").is_dir()  # the run was stored under DAGSTER_HOME
+            assert metadata["dagster/row_count"].value == 6
+            assert "| session |" in metadata["preview"].value
+            assert instance.get_dynamic_partitions("domain") == ["shop"]
+            assert len(instance.get_dynamic_partitions("day")) == 1
+            assert (dagster_home / "storage").is_dir()
     finally:
         del os.environ["DAGSTER_HOME"]
+    checks = checks_of(result)
+    assert checks["lines_read_balance"] == (
+        True,
+        "lines read 112 = ingested 112 + quarantined 0 + dropped 0",
+    )
+    assert checks["quarantine_share"][0] and checks["tool_contracts_seen_before"][0]
     assert rows(stretto_home, "SELECT count(*) AS n FROM steps")[0]["n"] > 0
 
 
-def test_the_sensor_asks_for_a_run_only_when_logs_change(tmp_path: Path) -> None:
+def sense(home: Path):
+    return new_logs(dg.build_sensor_context(resources={"stretto": StrettoHome(home=str(home))}))
+
+
+def test_the_sensor_finds_new_content_whatever_the_mtime(tmp_path: Path) -> None:
+    from tests.warehouse.helpers import ingest
+
     home = tmp_path / "stretto"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
-    resources = {"stretto": StrettoHome(home=str(home))}
-    first = new_logs(dg.build_sensor_context(resources=resources))
-    assert isinstance(first, dg.RunRequest)
-    cursor = str(max(p.stat().st_mtime_ns for p in (home / "logs/shop").glob("*.jsonl")))
-    again = new_logs(dg.build_sensor_context(cursor=cursor, resources=resources))
-    assert isinstance(again, dg.SkipReason)
+    first = sense(home)
+    assert isinstance(first, dg.RunRequest) and first.tags[THEN] == "relearn"
+    ingest(home)
+    assert isinstance(sense(home), dg.SkipReason)
+    # a log copied as `cp -p` copies it (its old mtime kept) is found by its content
+    retail = next((REFERENCE_HOME / "logs/retail").glob("*.jsonl"))
+    copied = home / "logs/retail" / retail.name
+    copied.parent.mkdir()
+    shutil.copy2(retail, copied)
+    assert copied.stat().st_mtime_ns == retail.stat().st_mtime_ns
+    assert isinstance(sense(home), dg.RunRequest)
+    ingest(home)
+    assert isinstance(sense(home), dg.SkipReason)
+    # a known log rewritten in place, same size, its mtime set back: found too
+    log = sorted((home / "logs/shop").glob("*.jsonl"))[0]
+    before = log.stat()
+    text = log.read_bytes()
+    log.write_bytes(text.replace(b'"shop"', b'"shoq"', 1))
+    os.utime(log, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert log.stat().st_size == before.st_size
+    assert isinstance(sense(home), dg.RunRequest)
 
 
-def test_the_nightly_relearn_writes_a_flow_per_domain(tmp_path: Path) -> None:
+def test_the_nightly_chain_relearns_every_domain(tmp_path: Path) -> None:
     from stretto.model.flow import load_flow
 
     home = tmp_path / "stretto"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
     shutil.copytree(REFERENCE_HOME / "logs/retail", home / "logs/retail")
-    result = defs.resolve_job_def("relearn").execute_in_process(
-        run_config={"resources": {"stretto": {"config": {"home": str(home)}}}},
-        instance=dg.DagsterInstance.ephemeral(),
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"stretto": {"config": {"home": str(home)}}}
+    ingested = defs.resolve_job_def("ingest").execute_in_process(
+        run_config={"resources": resources}, instance=instance, tags={THEN: "relearn"}
     )
-    assert result.success
+    assert ingested.success
+    context = dg.build_run_status_sensor_context(
+        sensor_name="relearn_after_ingest",
+        dagster_instance=instance,
+        dagster_run=ingested.dagster_run,
+        dagster_event=ingested.get_run_success_event(),
+        resources={"stretto": StrettoHome(home=str(home))},
+    )
+    requests = relearn_after_ingest(context)
+    assert sorted(r.partition_key for r in requests) == ["retail", "shop"]
+    for request in requests:
+        done = defs.resolve_job_def("relearn").execute_in_process(
+            run_config={"resources": resources},
+            instance=instance,
+            partition_key=request.partition_key,
+        )
+        assert done.success
     shop = load_flow(home / "flows/shop.flow.json")
     retail = load_flow(home / "flows/retail.flow.json")
     assert shop["provenance"]["habit_episodes"] == 6 and retail["provenance"]["habit_episodes"] == 1
-    assert shop["manifest"]["domain"] == "shop"
+    # the searched flows are for review, under reports/: flows/ holds only the served ones
+    assert sorted(p.name for p in (home / "flows").iterdir()) == [
+        "retail.flow.json",
+        "shop.flow.json",
+    ]
+    assert list((home / "reports/shop").glob("search-*/shop.searched.flow.json"))
 
 
-def test_the_audit_asset_shows_its_table_and_plot(tmp_path: Path, shop_flow_path: Path) -> None:
+def test_on_a_fresh_home_everything_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    from assets.ingest import INGEST_ASSETS
+    from assets.learn import counts, flow
+    from pipeline.run import materialize, output_metadata
+
+    home = tmp_path / "fresh"
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize(
+        [*INGEST_ASSETS],
+        resources={"stretto": StrettoHome(home=str(home))},
+        instance=instance,
+    )
+    assert result.success
+    reasons = {
+        e.asset_key.to_user_string(): e.materialization.metadata["skipped"].value
+        for e in result.get_asset_materialization_events()
+    }
+    assert reasons["sessions"] == f"no session logs under {home / 'logs'} yet"
+    assert reasons["steps"].startswith("no warehouse at")
+    assert not (home / "warehouse").exists()
+    assert counts.partitions_def is not None
+    runs = materialize([flow], str(home), 10, partition="notes")
+    assert runs.success and "skipped" in output_metadata(runs, "flow")
+
+
+def test_the_audit_asset_reads_the_served_flow_and_shadow_sessions_by_default(
+    tmp_path: Path, shop_flow_path: Path
+) -> None:
     from assets.audit import audit
     from pipeline.run import materialize, output_metadata
 
-    flow_path = shop_flow_path
-    result = materialize(
-        [audit],
-        str(tmp_path / "home"),
-        10,
-        {"audit": {"flow": str(flow_path), "sessions": str(REFERENCE_HOME / "shadow/shop")}},
-    )
+    home = tmp_path / "home"
+    (home / "flows").mkdir(parents=True)
+    shutil.copy(shop_flow_path, home / "flows/shop.flow.json")
+    shutil.copytree(REFERENCE_HOME / "shadow/shop", home / "shadow/shop")
+    result = materialize([audit], str(home), 10, partition="shop")
     assert result.success
     metadata = output_metadata(result, "audit")
     assert metadata["agreement"] == 1.0
     assert metadata["reliability"].startswith("![reliability](data:image/png;base64,")
     assert "| get_order_details | 6 |" in metadata["report"]
-    assert list((tmp_path / "home/reports/shop").glob("audit-*/sites.parquet"))
+    assert list((home / "reports/shop").glob("audit-*/sites.parquet"))
+    # another domain has no flow: skipped, saying why
+    other = materialize([audit], str(home), 10, partition="notes")
+    assert other.success
+    assert output_metadata(other, "audit") == {
+        "skipped": f"no flow at {home / 'flows/notes.flow.json'} yet"
+    }

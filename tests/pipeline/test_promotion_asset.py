@@ -20,7 +20,9 @@ def test_the_promotion_asset_writes_the_flow_and_shows_the_report(
         "shadow": str(REFERENCE_HOME / "shadow/shop"),
         "out": str(out),
     }
-    result = materialize([promotion], str(tmp_path / "home"), 10, {"promotion": config})
+    result = materialize(
+        [promotion], str(tmp_path / "home"), 10, {"promotion": config}, partition="shop"
+    )
     assert result.success, failure_message(result)
     metadata = output_metadata(result, "promotion")
     assert metadata["promoted"] == 3 and metadata["sessions"] == 3
@@ -34,10 +36,14 @@ def test_the_promotion_asset_writes_the_flow_and_shows_the_report(
     assert "promoted" not in load_flow(shop_flow_path)  # the source flow is left alone
 
     strict = dict(config, min_tasks=4, out=str(tmp_path / "strict.flow.json"))
-    result = materialize([promotion], str(tmp_path / "home"), 10, {"promotion": strict})
+    result = materialize(
+        [promotion], str(tmp_path / "home"), 10, {"promotion": strict}, partition="shop"
+    )
     assert result.success and output_metadata(result, "promotion")["promoted"] == 0
 
     bad = dict(config, min_used=2.0)
-    result = materialize([promotion], str(tmp_path / "home"), 10, {"promotion": bad})
+    result = materialize(
+        [promotion], str(tmp_path / "home"), 10, {"promotion": bad}, partition="shop"
+    )
     assert not result.success
     assert "min_used wants a share in [0, 1], got 2.0" in failure_message(result)

@@ -51,7 +51,11 @@ def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flo
 
     config = {"flow": str(retail_flow), "results": [str(TEST)], "split": str(RETAIL_SPLIT)}
     result = materialize(
-        [defs.get_assets_def("replay")], str(tmp_path / "home"), 10, {"replay": config}
+        [defs.get_assets_def("replay")],
+        str(tmp_path / "home"),
+        10,
+        {"replay": config},
+        partition="retail",
     )
     assert result.success, failure_message(result)
     metadata = output_metadata(result, "replay")
@@ -89,18 +93,27 @@ def test_the_replay_asset_writes_the_benchmark_tables(tmp_path: Path, retail_flo
     assert empty.returncode == 1 and "no episodes to replay" in empty.stderr
 
 
-def test_the_relearn_job_searches_thresholds_beside_each_flow(tmp_path: Path) -> None:
+def test_the_relearn_job_searches_thresholds_for_review(tmp_path: Path) -> None:
+    from pipeline.run import materialize
     from stretto.model.flow import load_flow
 
     home = tmp_path / "stretto"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    from assets.ingest import INGEST_ASSETS
+
+    ingested = materialize(INGEST_ASSETS, str(home), 10)
+    assert ingested.success
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("domain", ["shop"])
     result = defs.resolve_job_def("relearn").execute_in_process(
         run_config={"resources": {"stretto": {"config": {"home": str(home)}}}},
-        instance=dg.DagsterInstance.ephemeral(),
+        instance=instance,
+        partition_key="shop",
     )
     assert result.success
     learned = load_flow(home / "flows/shop.flow.json")
-    searched = load_flow(home / "flows/shop.searched.flow.json")
+    (searched_path,) = (home / "reports/shop").glob("search-*/shop.searched.flow.json")
+    searched = load_flow(searched_path)
     assert set(searched["thresholds"]) == {
         s["after"] for s in learned["sites"]["next"] if s["lookups"]
     }
@@ -109,7 +122,7 @@ def test_the_relearn_job_searches_thresholds_beside_each_flow(tmp_path: Path) ->
         for e in result.get_asset_materialization_events()
         if e.event_specific_data.materialization.asset_key == dg.AssetKey("thresholds")
     ][0]
-    assert report["domains"].value["shop"]["turns_saved"] == 18
+    assert report["turns saved"].value == 18
     assert "Pareto front" in report["report"].value
-    assert report["sweep (shop)"].value.startswith("![sweep](data:image/png;base64,")
-    assert (Path(report["domains"].value["shop"]["tables"]) / "settings.parquet").exists()
+    assert report["sweep"].value.startswith("![threshold sweep](data:image/png;base64,")
+    assert (Path(report["tables"].value) / "settings.parquet").exists()

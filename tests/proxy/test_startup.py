@@ -74,7 +74,7 @@ FLOW_PACKAGES = {
     "zlib",
 }
 NEVER = {"dagster", "duckdb", "polars", "pyarrow", "numpy", "pandas", "matplotlib", "rich", "mcp"}
-NEVER |= {"subprocess", "asyncio", "argparse", "signal"}
+NEVER |= {"subprocess", "asyncio", "argparse", "signal", "starlette", "uvicorn"}  # --listen's
 LINE = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
 
 
@@ -126,6 +126,9 @@ def test_help_lists_every_option() -> None:
         "--upstream",
         "--upstream-header",
         "--flow-shadow",
+        "--listen",
+        "--listen-token-file",
+        "--listen-idle",
     ):
         assert option in done.stdout
 

@@ -268,7 +268,7 @@ def test_doctor_checks_dagster_home_with_warnings(
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     status, rows, _ = doctor(capsys, bare)
     assert status == 0 and rows["dagster.yaml"][0] == "warn"
-    shutil.copy(ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", dagster_home / "dagster.yaml")
     status, rows, _ = doctor(capsys, bare)
     assert status == 0 and rows["DAGSTER_HOME"][0] == rows["dagster telemetry off"][0] == "yes"
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")

@@ -134,7 +134,12 @@ def otlp_json(request) -> dict:
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> tuple[Path, Path, dict]:
-    base = tmp_path_factory.mktemp("otel")
+    return write_export(tmp_path_factory.mktemp("otel"))
+
+
+def write_export(base: Path) -> tuple[Path, Path, dict]:
+    """The reference shop sessions as an OTLP/JSON and a protobuf export, and a manifest of
+    their tools (manifest.json), in `base`."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "shop-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -89,3 +89,35 @@ def test_flow_diff_lists_what_needs_review(shop: Path, tmp_path: Path) -> None:
     assert same.returncode == 0
     broken = stretto("flow-diff", shop, tmp_path / "missing.json")
     assert broken.returncode == 2 and "cannot read" in broken.stderr
+
+
+def test_flow_diff_lists_a_changed_surprise_gate(shop: Path) -> None:
+    """Removing the gate, raising its threshold or widening its window lets the flow act
+    where it handed back: review. Adding or tightening it only hands back sooner."""
+    flow = json.loads(shop.read_text())
+    gate = {"window": 5, "threshold": 2.0, "quantile": 0.9, "sessions": 40}
+    gated = changed(flow, lambda f: f.update(surprise=gate))
+
+    def with_gate(**values) -> dict:
+        return changed(flow, lambda f: f.update(surprise={**gate, **values}))
+
+    review, other = diff(gated, flow)
+    assert review == [
+        "the surprise gate was removed (it handed back above 2 nats per step over 5 steps): "
+        "the flow keeps acting after the agent leaves its habit"
+    ]
+    review, other = diff(gated, with_gate(threshold=2.5))
+    assert review == [
+        "the surprise gate may trip later: above 2 nats per step over 5 steps -> above 2.5 "
+        "nats per step over 5 steps"
+    ]
+    review, _ = diff(gated, with_gate(window=8))
+    assert len(review) == 1 and "may trip later" in review[0]
+    for old, new, said in [
+        (flow, gated, "a surprise gate was added: it hands back above 2 nats per step"),
+        (gated, with_gate(threshold=1.5), "the surprise gate trips sooner"),
+        (gated, with_gate(sessions=50), "the surprise gate learned again from 40 -> 50"),
+    ]:
+        review, other = diff(old, new)
+        assert review == [] and any(said in o for o in other), other
+    assert diff(gated, with_gate()) == ([], [])

@@ -119,3 +119,24 @@ def test_search_cli_writes_thresholds_and_flow_diff_lists_them(
         "search", "--flow", shop, "--sessions", sessions, "--site", "close_order", "--dry-run"
     )
     assert unknown.returncode == 1 and "close_order" in unknown.stderr
+
+
+def test_a_reused_replay_scores_as_a_fresh_one(shop: Path, tmp_path: Path) -> None:
+    """A replay is reused for another threshold only when every value its decisions compared
+    falls on the same side of it: each setting the search scored totals as replaying every
+    episode afresh under it does, and the sweeps replayed less than once per level."""
+    from stretto.logs.episode import read_episodes
+    from stretto.offline.search import same_decisions
+
+    flow = load_flow(shop)
+    episodes = read_episodes(one_order_sessions(tmp_path / "s"))
+    search = Search(flow, episodes, decider="reach", costs=(1.0, 5.0))
+    search.run()
+    assert search.replays < len(search.scored) * len(episodes)
+    for scored in search.scored.values():
+        fresh = Search(flow, episodes, decider="reach", costs=(1.0, 5.0)).score(scored.setting)
+        assert vars(fresh) == vars(scored)
+    # the interval: values below θ bound it from below (open), those at or above from above
+    assert same_decisions(0.5, [0.2, 0.5, 0.7]) == (0.2, 0.5)
+    assert same_decisions(0.3, []) == (float("-inf"), 1.0)
+    assert same_decisions(2.0, [0.4]) == (1.0, float("inf"))  # off stays off

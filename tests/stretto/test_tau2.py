@@ -467,7 +467,8 @@ def test_recorded_sessions_without_a_reward_are_learned_from(shop_flow_path: Pat
     logs = list((REFERENCE_HOME / "logs" / "shop").glob("*.jsonl"))
     assert load_flow(shop_flow_path)["provenance"]["habit_episodes"] == len(logs) == 6
     episode = read_episode(logs[0])
-    assert (episode.task_id, episode.trial, episode.reward) == ("", 0, 0.0)
+    assert (episode.task_id, episode.trial, episode.reward) == ("", 0, None)
+    assert episode.succeeded  # no reward: a recorded session, successful
 
 
 def test_the_flow_asset_skips_a_domain_with_only_failed_sessions(

@@ -16,7 +16,7 @@ from warehouse.layout import Layout
 def ingest(home: Path, wait: float = 30.0) -> dict:
     result = materialize(INGEST_ASSETS, str(home), wait)
     assert result.success
-    return output_metadata(result, "session_tables")
+    return output_metadata(result, "sessions")
 
 
 def rows(home: Path, sql: str) -> list[dict]:

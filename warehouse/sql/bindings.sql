@@ -1,6 +1,7 @@
 -- Where each lookup's arguments came from (../shared/spec/algorithms.md §5.1), as joins of
--- argument values to the leaves of earlier results. Input: `wanted(session, session_order)`
--- and `kinds(tool, kind)`.
+-- argument values to the leaves of earlier results. Input: `wanted(session, session_order,
+-- part)` and `kinds(tool, kind)`. Every count is per `part` (counts of disjoint sets of
+-- sessions add up).
 
 -- name: binding_path
 -- A string leaf's json_tree fullkey as a binding path (docs/formats.md §3, read by jsonpath-ng):
@@ -17,31 +18,34 @@ CREATE OR REPLACE TEMP MACRO binding_path(fullkey) AS array_to_string(list_trans
 -- name: read_calls
 -- Every call of a read tool in the sessions learned from.
 CREATE OR REPLACE TEMP TABLE read_calls AS
-SELECT c.session, c.sent_seq, c.sent_sub, c.tool, c.arguments
-FROM calls c SEMI JOIN wanted w USING (session)
+SELECT c.session, w.part, c.sent_seq, c.sent_sub, c.tool, c.arguments
+FROM calls c JOIN wanted w USING (session)
 WHERE c.tool IN (SELECT tool FROM kinds WHERE kind = 'read');
 
 -- name: args
 -- For each lookup: its calls, how many passed no argument at all (`arg` ''), and how many
 -- passed each argument.
-SELECT tool, NULL AS arg, count(*) AS n FROM read_calls GROUP BY tool
+SELECT part, tool, NULL AS arg, count(*) AS n FROM read_calls GROUP BY part, tool
 UNION ALL
-SELECT tool, '', count(*) FROM read_calls WHERE arguments::VARCHAR = '{}' GROUP BY tool
+SELECT part, tool, '', count(*) FROM read_calls WHERE arguments::VARCHAR = '{}'
+GROUP BY part, tool
 UNION ALL
-SELECT r.tool, e.key, count(*) FROM read_calls r, json_each(r.arguments) AS e GROUP BY ALL;
+SELECT r.part, r.tool, e.key, count(*) FROM read_calls r, json_each(r.arguments) AS e
+GROUP BY ALL;
 
 -- name: constants
--- Arguments a lookup always took with one and the same value: the value, and in how many
--- calls (stretto.binding decides which become constants).
-SELECT r.tool, e.key AS arg, any_value(e.value::VARCHAR) AS value, count(*) AS n
+-- Each argument of a lookup: in how many calls, with how many distinct values, and one of
+-- them (an argument that took one and the same value everywhere may become a constant:
+-- stretto.binding decides). Summed over parts: constant where every part saw the one value.
+SELECT r.part, r.tool, e.key AS arg, min(e.value::VARCHAR) AS value, count(*) AS n,
+       count(DISTINCT e.value::VARCHAR) AS distinct_values
 FROM read_calls r, json_each(r.arguments) AS e
-GROUP BY r.tool, e.key
-HAVING count(DISTINCT e.value::VARCHAR) = 1;
+GROUP BY r.part, r.tool, e.key;
 
 -- name: string_values
 -- Each string an argument of a lookup took.
 CREATE OR REPLACE TEMP TABLE string_values AS
-SELECT r.session, r.sent_seq, r.sent_sub, r.tool, e.key AS arg, e.value ->> '$' AS v,
+SELECT r.session, r.part, r.sent_seq, r.sent_sub, r.tool, e.key AS arg, e.value ->> '$' AS v,
        regexp_full_match(e.value ->> '$', '[A-Za-z0-9 _.:#@+,=-]*') AS plain
 FROM read_calls r, json_each(r.arguments) AS e
 WHERE json_type(e.value) = 'VARCHAR';
@@ -80,19 +84,19 @@ WITH outputs AS (
     QUALIFY row_number() OVER (PARTITION BY session, sent_seq, sent_sub, arg
                                ORDER BY answered_seq DESC, position) = 1
 )
-SELECT v.tool, v.arg, count(*) AS "values",
+SELECT v.part, v.tool, v.arg, count(*) AS "values",
        list(struct_pack(source := h.source, path := h.path)) FILTER (WHERE h.source IS NOT NULL)
            AS found
 FROM string_values v
 LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
-GROUP BY v.tool, v.arg;
+GROUP BY v.part, v.tool, v.arg;
 
 -- name: lists
 -- Arguments that took a list of strings: for each such list, the most recent earlier
 -- successful result with a path holding every value of it (the path is found by locating the
 -- list's first value; binding_path; a result that is not JSON is its lines, `$[*]`).
 WITH list_values AS (
-    SELECT r.session, r.sent_seq, r.sent_sub, r.tool, e.key AS arg,
+    SELECT r.session, r.part, r.sent_seq, r.sent_sub, r.tool, e.key AS arg,
            CAST(e.value AS VARCHAR[]) AS items
     FROM read_calls r, json_each(r.arguments) AS e
     WHERE json_type(e.value) = 'ARRAY' AND json_array_length(e.value) > 0
@@ -130,9 +134,9 @@ WITH list_values AS (
     QUALIFY row_number() OVER (PARTITION BY session, sent_seq, sent_sub, arg
                                ORDER BY answered_seq DESC, position) = 1
 )
-SELECT l.tool, l.arg, count(*) AS "values",
+SELECT l.part, l.tool, l.arg, count(*) AS "values",
        list(struct_pack(source := h.source, path := h.path)) FILTER (WHERE h.source IS NOT NULL)
            AS found
 FROM list_values l
 LEFT JOIN first_hit h USING (session, sent_seq, sent_sub, arg)
-GROUP BY l.tool, l.arg;
+GROUP BY l.part, l.tool, l.arg;

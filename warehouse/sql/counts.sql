@@ -1,6 +1,8 @@
 -- The counts a flow is made of (../shared/spec/algorithms.md §2–4), as group-bys over steps.
--- Input: `learn_steps(session, step, action, kind, outcome, session_order)` — the steps of the
--- sessions to learn from, and the order they are learned in — and `kinds(tool, kind)`.
+-- Input: `learn_steps(session, step, action, kind, outcome, session_order, part)` — the steps
+-- of the sessions to learn from, the order they are learned in, and the partition (domain and
+-- day) each session is counted under — and `kinds(tool, kind)`. Every count is per `part`:
+-- counts of disjoint sets of sessions add up (warehouse/daycounts.py sums them).
 -- Histories are readable step names: `tool`, `tool (error)`, `respond` (a reply the user
 -- answered), `respond (end)`; `<start>` pads a history shorter than two steps.
 
@@ -9,7 +11,7 @@
 -- share one; for reach) and the step after it (for sites): one pass over the steps.
 CREATE OR REPLACE TEMP TABLE histories AS
 WITH named AS (
-    SELECT s.session, s.step, s.action, s.kind, s.outcome, s.session_order,
+    SELECT s.session, s.step, s.action, s.kind, s.outcome, s.session_order, s.part,
            CASE WHEN s.kind = 'tool'
                     THEN s.action || CASE WHEN s.outcome = 'failed' THEN ' (error)' ELSE '' END
                 WHEN s.outcome = 'reply' THEN 'respond'
@@ -18,7 +20,7 @@ WITH named AS (
            CASE WHEN s.kind = 'tool' THEN coalesce(k.kind, 'generic') END AS tool_kind
     FROM learn_steps s LEFT JOIN kinds k ON k.tool = s.action
 )
-SELECT session, step, action, is_write, kind, outcome, session_order,
+SELECT session, step, action, is_write, kind, outcome, session_order, part,
        coalesce(lag(symbol, 1) OVER w, '<start>') AS h1,
        coalesce(lag(symbol, 2) OVER w, '<start>') AS h2,
        coalesce(sum(is_write::INTEGER) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
@@ -30,10 +32,10 @@ WINDOW w AS (PARTITION BY session ORDER BY step);
 
 -- name: habit
 -- n(c, a): at each level, how often action a followed history c.
-SELECT CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
+SELECT part, CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
        h2, h1, action, count(*)::DOUBLE AS n
 FROM histories
-GROUP BY GROUPING SETS ((action), (h1, action), (h2, h1, action));
+GROUP BY GROUPING SETS ((part, action), (part, h1, action), (part, h2, h1, action));
 
 -- name: reach
 -- m(c, a): at each level, from how many steps after history c action a occurred (at that
@@ -44,18 +46,24 @@ WITH last_place AS (
     SELECT session, segment, action, max(step) AS last_step
     FROM histories WHERE NOT is_write GROUP BY ALL
 )
-SELECT CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
+SELECT h.part, CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
        h.h2, h.h1, l.action, count(*)::DOUBLE AS n
-FROM (SELECT session, segment, step, h1, h2 FROM histories) h
+FROM (SELECT session, segment, step, h1, h2, part FROM histories) h
 JOIN last_place l ON l.session = h.session AND l.segment = h.segment AND h.step <= l.last_step
-GROUP BY GROUPING SETS ((l.action), (h.h1, l.action), (h.h2, h.h1, l.action));
+GROUP BY GROUPING SETS ((h.part, l.action), (h.part, h.h1, l.action),
+                        (h.part, h.h2, h.h1, l.action));
 
 -- name: sites
 -- After each call that succeeded or failed: the reads the agent made right after it.
-SELECT action AS after, outcome = 'failed' AS failed, next_action AS lookup, count(*) AS n
+SELECT part, action AS after, outcome = 'failed' AS failed, next_action AS lookup,
+       count(*) AS n
 FROM histories
 WHERE kind = 'tool' AND next_kind = 'tool' AND next_tool_kind = 'read'
 GROUP BY ALL;
+
+-- name: part_steps
+-- How many steps each part holds.
+SELECT part, count(*) AS n FROM histories GROUP BY part;
 
 -- name: prequential
 -- For fitting α: the steps of the first sessions (up to $max_steps steps, whole sessions) in

@@ -1,9 +1,32 @@
 -- Several servers in one host session (docs/formats.md §2, "Several servers in one host
 -- session"): the rows of the logs learning merges, rewritten as one session each. Input:
--- `members(session, unit, prefix, member_rank, started_unix_ms)` — every log of a server with
--- a name (`--server-name`), the unit (merged session) it belongs to, the name its tools take
--- (`prefix::tool`) and its place among the unit's logs. Run in order, on the catalogue's views;
--- warehouse/merge.py then points the views at these tables.
+-- `members(session, unit, prefix, member_rank, started_unix_ms, reward)` — every log of a
+-- server with a name (`--server-name`), the unit (merged session) it belongs to, the name its
+-- tools take (`prefix::tool`), its place among the unit's logs and its reward (the rewards
+-- file's, else its header's). Run in order, on the catalogue's views; warehouse/merge.py then
+-- points the views at these tables.
+
+-- name: merged_sessions
+-- The units as sessions, what planning reads (warehouse/partcount.py): the first log's row (its
+-- domain, day, start, model and the rest) under the unit's id, the least reward of its logs,
+-- and an ingest_id of its own: a digest of its logs' ids and ingest runs, so it changes when
+-- any of them is ingested again and is never a log's own (a part's counts, keyed by its
+-- sessions' ids and ingest runs, never mix merged and unmerged rows). The unit's rows below
+-- carry it too.
+CREATE OR REPLACE TEMP TABLE merged_sessions AS
+WITH unit AS (
+    SELECT mb.unit,
+           'merged-' || md5(string_agg(s.session || ' ' || s.ingest_id, ' '
+                                       ORDER BY mb.member_rank)) AS ingest_id,
+           min(mb.reward) AS reward
+    FROM sessions s JOIN members mb USING (session)
+    GROUP BY mb.unit
+)
+SELECT s.* REPLACE (mb.unit AS session, u.ingest_id AS ingest_id, u.reward AS reward)
+FROM sessions s
+JOIN members mb USING (session)
+JOIN unit u USING (unit)
+WHERE mb.member_rank = 0;
 
 -- name: merged_order
 -- Every line of the unit's logs in one order: by wall-clock time (the log's start plus t_ms;
@@ -29,9 +52,10 @@ WITH rewritten AS (
            c.session AS member, c.turn AS member_turn,
            c.sent_after_results, s.merged_seq AS sent_seq, c.sent_sub, s.merged_ms AS sent_ms,
            a.merged_seq AS answered_seq, a.merged_ms AS answered_ms, c.answered_by, c.status,
-           c.cancelled, c.result_text, c.ingest_id, c.domain, c.day
+           c.cancelled, c.result_text, ms.ingest_id, c.domain, c.day
     FROM calls c
     JOIN members mb USING (session)
+    JOIN merged_sessions ms ON ms.session = mb.unit
     JOIN merged_order s ON s.session = c.session AND s.seq = c.sent_seq
     LEFT JOIN merged_order a ON a.session = c.session AND a.seq = c.answered_seq
 ), marked AS (
@@ -57,12 +81,16 @@ WITH speaker AS (
     GROUP BY mb.unit
 )
 SELECT k.unit AS session, s.merged_seq AS seq, s.merged_ms AS t_ms, c.role, c.content,
-       c.ingest_id, c.domain, c.day
+       ms.ingest_id, c.domain, c.day
 FROM context c
 JOIN speaker k USING (session)
+JOIN merged_sessions ms ON ms.session = k.unit
 JOIN merged_order s ON s.session = c.session AND s.seq = c.seq;
 
 -- name: merged_tools
 CREATE OR REPLACE TEMP TABLE merged_tools AS
-SELECT mb.unit AS session, mb.prefix || '::' || t.tool AS tool, t.* EXCLUDE (session, tool)
-FROM tools t JOIN members mb USING (session);
+SELECT mb.unit AS session, mb.prefix || '::' || t.tool AS tool,
+       t.* EXCLUDE (session, tool) REPLACE (ms.ingest_id AS ingest_id)
+FROM tools t
+JOIN members mb USING (session)
+JOIN merged_sessions ms ON ms.session = mb.unit;

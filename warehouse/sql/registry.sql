@@ -5,7 +5,8 @@
 
 -- name: log_entries
 CREATE OR REPLACE {temp} TABLE log_entries AS
-SELECT commit_no, ingest_id, path, size_bytes, mtime_ns, content_hash, session, status, note
+SELECT commit_no, ingest_id, committed_at, path, size_bytes, mtime_ns, content_hash, session,
+       status, note
 FROM registry WHERE kind = 'log';
 
 -- name: path_latest
@@ -43,7 +44,8 @@ WHERE h.content_hash IN (SELECT content_hash FROM path_latest)
                   WHERE c.session = h.session AND c.content_hash = h.content_hash));
 
 -- name: data_files
+-- The data files of each table, less those a retention run dropped (`dropped`) or a
+-- compaction replaced (`retired`).
 CREATE OR REPLACE {temp} TABLE data_files AS
--- The Parquet files of the warehouse: every one a run wrote, but those a retention run dropped.
 SELECT table_name, path, rows, ingest_id, commit_no FROM registry WHERE kind = 'data'
-  AND path NOT IN (SELECT path FROM registry WHERE kind = 'dropped');
+  AND path NOT IN (SELECT path FROM registry WHERE kind IN ('dropped', 'retired'));

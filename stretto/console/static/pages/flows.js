@@ -1,4 +1,5 @@
 import { ApiError, api, el, fill, flowHref, fmt, go, meta, on, page, problem, when } from "../app.js";
+import { lifeSection } from "./flowlife.js";
 
 const flowApi = (name) => `/api${flowHref(name)}`;
 const thresholdText = (t) => Number(t).toFixed(2);
@@ -142,7 +143,8 @@ export async function flowPage(name) {
     el("div", { class: "grid2" },
       el("div", {}, el("h2", {}, "Sites → lookups"), wrap, el("p", { class: "muted" }, "Edge width: reach probability; solid green: looked up at this threshold. Hover a lookup for its bindings.")),
       el("div", {}, el("h2", {}, "Looked up at this threshold"), lookedUp, el("h2", {}, "Replay on the recorded sessions"), replay)),
-    el("h2", {}, "Sites"), sites);
+    el("h2", {}, "Sites"), sites,
+    lifeSection(flowApi(name)));
   let asked = 0;
   const show = async (threshold) => {
     const mine = ++asked;

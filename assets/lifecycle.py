@@ -1,0 +1,133 @@
+"""A flow's life after the first learn, in the pipeline: the drift check after each ingest, and
+the staged relearning the nightly schedule runs (../shared/spec/algorithms.md §11, §17).
+
+Each domain here is one whose flow is served from the home, `flows/<domain>.flow.json`. The
+check and the staging read that domain's sessions from the warehouse; neither ever replaces a
+served flow, but with `auto_commit_if_better` (`stretto stage --auto-commit-if-better`)."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from assets.ingest import steps
+from assets.learn import flow_path, learner, warehouse_episodes
+from assets.metadata import skipped
+from assets.resources import StrettoHome
+from stretto.home import Paths
+from stretto.model.flow import FlowError, load_flow
+from warehouse.layout import Layout
+from warehouse.learn import LearnError, domains
+
+
+def served_flows(layout: Layout) -> dict[str, Path]:
+    """domain -> the flow served for it, for each domain of the warehouse that has one (none
+    before the first ingest)."""
+    if not layout.warehouse.is_dir():
+        return {}
+    found = {d: flow_path(layout.home, d) for d in domains(layout)}
+    return {d: path for d, path in found.items() if path.is_file()}
+
+
+@dg.asset_check(
+    asset=steps,
+    name="drift",
+    blocking=False,
+    description="Has the agent changed its habits since each served flow was learned? "
+    "`stretto drift` on every domain's sessions (its report, data and plot under "
+    "reports/<domain>/drift-<time>/); a warning while the alarm sounds after the last session.",
+)
+def drift_check(stretto: StrettoHome) -> dg.AssetCheckResult:
+    from stretto.offline.drift import drift, write_report
+
+    layout = stretto.layout()
+    per_domain: dict[str, dict] = {}
+    for domain, path in sorted(served_flows(layout).items()):
+        try:
+            served = load_flow(path)
+        except FlowError as exc:
+            per_domain[domain] = {"error": str(exc)}
+            continue
+        episodes = warehouse_episodes(layout, domain)
+        if not episodes:
+            continue
+        result = drift(served, episodes)
+        folder = Paths.at(layout.home).report_folder(domain, "drift")
+        write_report(result, folder)
+        per_domain[domain] = {
+            "sounding": result.sounding,
+            "sessions": len(result.sessions),
+            "alarms": len(result.alarms),
+            "change": result.sessions[-1]["change"],
+            "report": str(folder / "drift.md"),
+        }
+    sounding = sorted(d for d, r in per_domain.items() if r.get("sounding") or "error" in r)
+    return dg.AssetCheckResult(
+        passed=not sounding,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            f"drift sounds for {', '.join(sounding)}: relearn with `stretto stage` and review"
+            if sounding
+            else f"no drift in {len(per_domain)} served flow(s)"
+        ),
+        metadata={"domains": dg.MetadataValue.json(per_domain)},
+    )
+
+
+class StageConfig(dg.Config):
+    window: int = 50  # the sessions scored and reported, the newest
+    half_life: float | None = None  # sessions: older ones count less in the habit
+    auto_commit_if_better: bool = False  # commit when used − detours improved (interval > 0)
+
+
+@dg.asset(
+    group_name="learning",
+    deps=[steps],
+    description="The staged flows: flows/<domain>.staged.flow.json relearned beside each "
+    "served flow from the domain's sessions, each new session scored by the served flow and by "
+    "the staged flow as it was before it (flows/<domain>.stage.json). Committing stays a "
+    "person's decision (`stretto flow-commit`) unless auto_commit_if_better.",
+)
+def staged_flow(
+    context: dg.AssetExecutionContext, config: StageConfig, stretto: StrettoHome
+) -> dg.MaterializeResult:
+    from stretto.offline import stage as staging
+
+    layout = stretto.layout()
+    if not layout.warehouse.is_dir():
+        return skipped(context, f"no warehouse at {layout.warehouse} yet")
+    reports: dict[str, dict] = {}
+    for domain, path in sorted(served_flows(layout).items()):
+        learn = learner(layout, domain, only_domain=True, half_life=config.half_life)
+        try:
+            result = staging.stage(
+                path,
+                warehouse_episodes(layout, domain),
+                learn,
+                window=config.window,
+                settings={"half_life": config.half_life} if config.half_life else None,
+            )
+        except (ValueError, LearnError, FlowError) as exc:
+            raise dg.Failure(f"staging the {domain} flow: {exc}", allow_retries=False) from None
+        totals = result.totals()
+        report = {
+            "staged": str(result.staged_path),
+            "sessions": totals["sessions"],
+            "scored now": result.scored_now,
+            "better": totals["better"],
+            "needs review": result.review,
+            "committed": None,
+        }
+        if config.auto_commit_if_better:
+            entry = staging.commit_if_better(path, result)
+            report["committed"] = entry["version"] if entry else None
+        reports[domain] = report
+        context.log.info(
+            f"staged the {domain} flow from {totals['sessions']} scored sessions "
+            f"({result.scored_now} new); {len(result.review)} change(s) need review"
+        )
+    return dg.MaterializeResult(
+        metadata={
+            "domains": dg.MetadataValue.json(reports),
+            "staged": len(reports),
+        }
+    )

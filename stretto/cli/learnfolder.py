@@ -1,0 +1,114 @@
+"""The warehouse `stretto learn` keeps for a folder of session logs (under HOME/cache/learn/,
+so that learning again is incremental), learning a flow into it with the pipeline's own
+assets, and the options that say which sessions train the flow and how much each counts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from stretto.cli.options import say
+from stretto.home import Paths, private_dirs
+
+
+def resolved(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def learn_cache(home: str | Path | None, sessions: Path) -> Path:
+    """The warehouse `learn` keeps for a folder of logs, under HOME/cache/learn/."""
+    import hashlib
+
+    key = hashlib.blake2b(str(resolved(sessions)).encode(), digest_size=8).hexdigest()
+    return Paths.at(home).cache / "learn" / key
+
+
+def cache_layout(home: str | Path | None, sessions: Path):
+    """The warehouse `learn` keeps for a folder of logs (its `logs` a link to the folder)."""
+    import os
+
+    from warehouse.layout import Layout
+
+    sessions = resolved(sessions)
+    cache = learn_cache(home, sessions)
+    private_dirs(cache)
+    logs = cache / "logs"
+    if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
+        logs.unlink()
+    if not logs.exists():
+        logs.symlink_to(sessions, target_is_directory=True)
+    return Layout.at(cache)
+
+
+def learn_folder(
+    sessions: Path,
+    domain: str,
+    out: Path,
+    *,
+    home: str | None,
+    wait: float,
+    manifest: str | None = None,
+    constants: bool = False,
+    options: dict[str, Any] | None = None,
+    arbiter: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
+    kept so that learning again is incremental), then run the pipeline's `flow` asset to
+    learn the `domain` flow into `out`; `options` are more of the asset's config (half_life,
+    rewards, surprise, surprise_window, otel), `arbiter` its arbiter fields (oracle, ...). The
+    asset's metadata, or None (after saying why)."""
+    from assets.ingest import INGEST_ASSETS
+    from assets.learn import flow
+    from pipeline.run import failure_message, materialize, output_metadata
+
+    layout = cache_layout(home, sessions)
+    config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
+    if manifest:
+        config["manifest"] = str(resolved(manifest))
+    config.update(options or {})
+    config.update(arbiter or {})
+    result = materialize([*INGEST_ASSETS, flow], str(layout.home), wait, {"flow": config})
+    if not result.success:
+        say(f"learn failed: {failure_message(result)}")
+        return None
+    return output_metadata(result, "flow")
+
+
+def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Path) -> int:
+    """Write the traces of an OpenTelemetry export as session logs in `folder`, saying what
+    was read and left out; how many sessions."""
+    from stretto.home import make_private
+    from stretto.logs.otel import read_otel, write_logs
+
+    result = read_otel(export, manifest, domain)
+    private_dirs(folder)
+    for path in write_logs(result, folder):
+        make_private(path)  # session logs hold tool results: private, as the proxy writes them
+    say(result.summary())
+    return len(result.sessions)
+
+
+def learning_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--half-life and --rewards (and --surprise, --surprise-window where the command has
+    them) as the flow asset's config, checked first; None after saying what is wrong."""
+    from stretto.logs.rewards import read_rewards
+
+    options: dict[str, Any] = {}
+    if args.half_life is not None:
+        if not args.half_life > 0 or args.half_life == float("inf"):
+            say(f"--half-life wants a number of sessions above 0, got {args.half_life:g}")
+            return None
+        options["half_life"] = args.half_life
+    if args.rewards:
+        read_rewards(args.rewards)  # a bad file is refused before any work, naming the field
+        options["rewards"] = str(resolved(args.rewards))
+    if getattr(args, "surprise", None) is not None:
+        if not 0 < args.surprise <= 1:
+            say(f"--surprise wants a quantile in (0, 1], got {args.surprise:g}")
+            return None
+        if args.surprise_window < 1:
+            say(f"--surprise-window wants at least 1 step, got {args.surprise_window}")
+            return None
+        options.update(surprise=args.surprise, surprise_window=args.surprise_window)
+    return options

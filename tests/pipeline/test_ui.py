@@ -1,0 +1,195 @@
+"""The Dagster UI in a real browser (Debian's chromium driven by Playwright), served by
+`dagster-webserver` with `dagster-daemon` beside it (the daemon runs backfills and sensors, as
+`dagster dev` would): Materialize all, with no config, succeeds on a fresh home (every asset
+skipped with its reason) and on the walkthrough's home (flows learned, reports written);
+partitions show per domain and day; checks show on their assets.
+
+Screenshots go to a temporary folder, or to $STRETTO_SCREENSHOTS when it is set."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, Walked, free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+BIN = Path(sys.executable).parent
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="no /usr/bin/chromium (Debian's chromium; .ci/run installs it)",
+    ),
+    pytest.mark.timeout(3600),  # a backfill of runs, each a process, on a shared machine
+]
+BACKFILLS = """{ partitionBackfillsOrError { ... on PartitionBackfills {
+  results { id status numCancelable } } } }"""
+RUNS = """{ runsOrError { ... on Runs { results { runId status } } } }"""
+
+
+def graphql(url: str, query: str) -> dict:
+    request = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.loads(answer.read())["data"]
+
+
+@contextmanager
+def dagster_ui(stretto_home: Path, tmp: Path) -> Iterator[str]:
+    """dagster-webserver and dagster-daemon on `stretto_home`, each in a process group of its
+    own, stopped with SIGTERM at the end."""
+    dagster_home = tmp / "dagster"
+    dagster_home.mkdir()
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", dagster_home / "dagster.yaml")
+    env = {**os.environ, "STRETTO_HOME": str(stretto_home), "DAGSTER_HOME": str(dagster_home)}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    started = []
+    for name, command in (
+        ("webserver", [str(BIN / "dagster-webserver"), "-m", "pipeline", "-p", str(port)]),
+        ("daemon", [str(BIN / "dagster-daemon"), "run", "-m", "pipeline"]),
+    ):
+        log = (tmp / f"{name}.log").open("w")
+        started.append(
+            subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+            )
+        )
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/server_info", timeout=5)
+                break
+            except OSError:
+                assert all(p.poll() is None for p in started), (tmp / "webserver.log").read_text()
+                time.sleep(1)
+        yield url
+    finally:
+        for process in started:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            process.wait(timeout=120)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    chosen = os.environ.get("STRETTO_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def materialize_all(page, url: str, shot: Path) -> None:
+    """Click Materialize all on the global lineage, launch the backfill it offers, and wait
+    until every backfill and run has finished; each must have succeeded."""
+    from playwright.sync_api import TimeoutError as Timeout
+
+    page.goto(f"{url}/asset-groups")
+    button = page.get_by_text(re.compile(r"^Materialize all"))  # "Materialize all (14)…"
+    button.wait_for()
+    try:  # Dagster's newsletter prompt, on a first visit
+        page.get_by_text("Skip", exact=True).click(timeout=15_000)
+    except Timeout:
+        pass
+    button.click()
+    page.get_by_text("Launch backfill", exact=True).click()
+    while True:
+        backfills = graphql(url, BACKFILLS)["partitionBackfillsOrError"]["results"]
+        runs = graphql(url, RUNS)["runsOrError"]["results"]
+        busy = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
+        if (
+            backfills
+            and all(b["status"] not in ("REQUESTED",) for b in backfills)
+            and not any(r["status"] in busy for r in runs)
+        ):
+            break
+        time.sleep(3)
+    assert [b["status"] for b in backfills] == ["COMPLETED_SUCCESS"], backfills
+    assert runs and all(r["status"] == "SUCCESS" for r in runs), runs
+    page.goto(f"{url}/runs?show_runs_within_backfills=true")
+    page.get_by_text("Success").first.wait_for()
+    page.screenshot(path=str(shot))
+
+
+def test_materialize_all_on_a_fresh_home_skips_with_reasons(
+    browser, shots: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "fresh"
+    with dagster_ui(home, tmp_path) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(900_000)  # a shared, busy machine
+        materialize_all(page, url, shots / "dagster-fresh-materialize-all.png")
+        page.goto(f"{url}/assets/sessions")  # materialized with the reason it was skipped
+        page.get_by_text(re.compile("no session logs under")).first.wait_for()
+        page.screenshot(path=str(shots / "dagster-fresh-skipped.png"))
+        page.close()
+    assert not (home / "flows").exists()
+
+
+def test_materialize_all_on_the_walkthrough_home(
+    browser, shots: Path, tmp_path: Path, walked: Walked
+) -> None:
+    from dagster import DagsterInstance
+
+    home = tmp_path / "home"
+    shutil.copytree(walked.home, home, symlinks=True)
+    served = home / "flows/notes.flow.json"
+    before = served.stat().st_mtime_ns
+    with dagster_ui(home, tmp_path) as url:
+        # the `partitions` sensor registers the warehouse's domain and days
+        with DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+            while not instance.get_dynamic_partitions("domain"):
+                time.sleep(2)
+            assert instance.get_dynamic_partitions("domain") == ["notes"]
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(900_000)  # a shared, busy machine
+        materialize_all(page, url, shots / "dagster-walkthrough-materialize-all.png")
+        page.goto(f"{url}/assets/counts?view=partitions")
+        page.get_by_text("notes").first.wait_for()
+        page.screenshot(path=str(shots / "dagster-counts-partitions.png"))
+        page.goto(f"{url}/assets/flow?view=checks")
+        page.get_by_text("flow_diff_against_served").first.wait_for()
+        page.get_by_text("flow_validates").first.wait_for()
+        page.screenshot(path=str(shots / "dagster-flow-checks.png"))
+        page.goto(f"{url}/assets/sessions?view=checks")
+        page.get_by_text("lines_read_balance").first.wait_for()
+        page.close()
+    assert served.stat().st_mtime_ns > before  # relearned, in place
+    assert list((home / "reports/notes").glob("search-*/notes.searched.flow.json"))
+    assert list((home / "reports/notes").glob("audit-*/reliability.png"))
+    assert list((home / "reports/notes").glob("promotion-*/notes.promoted.flow.json"))
+    assert list((home / "reports/notes").glob("evaluation-*"))

@@ -1,0 +1,79 @@
+"""A flow is the sum of its days' counts: learning again after a new day counts only that day,
+and gives the flow a full recount gives (apart from its timestamp)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.conftest import REFERENCE_HOME
+from tests.warehouse.helpers import ingest
+from warehouse.daycounts import PartStore
+from warehouse.layout import Layout
+from warehouse.learn import learn_flow
+
+DAY_MS = 86_400_000
+SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
+
+
+def put_log(source: Path, logs: Path, days_later: int) -> None:
+    """The log with its start moved `days_later` days on (so its session lands in that day)."""
+    lines = source.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["started_unix_ms"] += days_later * DAY_MS
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / source.name).write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
+
+
+def learned(home: Path, said: list[str] | None = None) -> dict:
+    notes = said if said is not None else []
+    return learn_flow(Layout.at(home), "shop", only_domain=True, now_ms=0, say=notes.append)
+
+
+def test_a_new_day_is_counted_alone_and_the_sum_is_the_full_recount(tmp_path: Path) -> None:
+    nightly, full = tmp_path / "nightly", tmp_path / "full"
+    for i, log in enumerate(SHOP[:4]):
+        put_log(log, nightly / "logs/shop", i % 2)  # days 0 and 1
+    ingest(nightly)
+    first = learned(nightly)
+    for log in SHOP[4:]:
+        put_log(log, nightly / "logs/shop", 2)  # the new day
+    ingest(nightly)
+    said: list[str] = []
+    again = learned(nightly, said)
+    # only the new day was counted and replayed; days 0 and 1 were read back
+    assert "counting 1 of 3 parts (domain and day); the others are kept" in said
+    assert first["provenance"]["habit_episodes"] == 4
+    assert again["provenance"]["habit_episodes"] == 6
+
+    for i, log in enumerate(SHOP):
+        put_log(log, full / "logs/shop", min(i % 2 if i < 4 else 2, 2))
+    ingest(full)
+    recounted = learned(full)
+    assert json.dumps(again, sort_keys=True) == json.dumps(recounted, sort_keys=True)
+    parts = sorted(
+        p.relative_to(PartStore(Layout.at(full)).root).as_posix()
+        for p in PartStore(Layout.at(full)).root.glob("shop/*")
+    )
+    assert len(parts) == 3
+
+
+def test_a_part_whose_sessions_changed_is_counted_again(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for log in SHOP[:3]:
+        put_log(log, home / "logs/shop", 0)
+    ingest(home)
+    learned(home)
+    put_log(SHOP[3], home / "logs/shop", 0)  # one more session on the same day
+    ingest(home)
+    said: list[str] = []
+    flow = learned(home, said)
+    assert "counting 1 of 1 parts (domain and day); the others are kept" in said
+    assert flow["provenance"]["habit_episodes"] == 4
+    # the older count of that day is gone: one counts file per part
+    folder = PartStore(Layout.at(home)).folder(
+        "shop/" + next(iter(p.name for p in (PartStore(Layout.at(home)).root / "shop").iterdir()))
+    )
+    assert len(list(folder.glob("*.counts-*.json"))) == 1
+    shutil.rmtree(tmp_path)
