@@ -106,6 +106,7 @@ def learn_flow(
     half_life: float | None = None,
     only_days: Collection[str] | None = None,
     say: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
     `only_domain` those whose log header names the domain; with `sessions`, only those), in
@@ -118,13 +119,16 @@ def learn_flow(
     of those days are brought up to date and nothing is learned (the `counts` asset): returns
     {}. With `half_life`, older sessions count less in the habit and reach: those two are
     then counted afresh, weighted (warehouse.weights; a weight depends on the whole set, so
-    weighted counts do not add up by part)."""
+    weighted counts do not add up by part). `say` hears progress; `warn` (else `say`) the
+    logs of one host session that could not be merged (warehouse.merge)."""
     from warehouse.weights import half_life_weights  # it builds on this module's counts
 
     half_life_weights(0, half_life)  # a bad half-life is refused before any work
     con = store.open_catalogue(layout)
     try:
-        plan = learned_units(con, layout, domain if only_domain else None, sessions, rewards, say)
+        plan = learned_units(
+            con, layout, domain if only_domain else None, sessions, rewards, warn or say
+        )
         if not plan.order:
             if only_days is not None:
                 return {}
