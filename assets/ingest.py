@@ -16,8 +16,10 @@ import dagster as dg
 from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
 from assets.partitions import known_parts, register
 from assets.resources import StrettoHome
+from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV, RedactError
+from stretto.logs.sessionlog import LogError
 from stretto.progress import Progress
-from warehouse import discover, ingest, store
+from warehouse import discover, ingest, redacted, store
 from warehouse.layout import Layout
 
 GROUP = "warehouse"
@@ -43,11 +45,33 @@ def _failure(exc: Exception) -> dg.Failure:
     return dg.Failure(description=str(exc), allow_retries=False)
 
 
-def pending(layout: Layout) -> discover.Plan:
-    """The logs under logs/ whose content is not in the warehouse yet, by the registry's rule:
-    a path is looked at again unless its size, mtime and ctime say it was not touched since it
-    was last seen, then known by its content hash (warehouse/discover.py)."""
-    return discover.discover(layout, store.known_state(layout))
+def pending(layout: Layout, logs=None) -> discover.Plan:
+    """The logs under logs/ (or the folder `logs`: the redacted copy) whose content is not in
+    the warehouse yet, by the registry's rule: a path is looked at again unless its size, mtime
+    and ctime say it was not touched since it was last seen, then known by its content hash
+    (warehouse/discover.py)."""
+    return discover.discover(layout, store.known_state(layout), logs=logs)
+
+
+class IngestConfig(dg.Config):
+    """`stretto ingest --redact`: ingest a pseudonymised copy of the logs (warehouse/redacted.py;
+    the salt is read from the environment variable `salt_env`, never given here)."""
+
+    redact: bool = False
+    salt_env: str = SALT_ENV
+    keep_shared: int = KEEP_SHARED
+    hash_fields: list[str] = []
+
+
+def to_read(layout: Layout, config: IngestConfig, say) -> discover.Plan:
+    """What this run reads: the logs, or with `redact` their pseudonymised copy brought up to
+    date; refused (RedactError) when it would mix redacted and original sessions."""
+    if not config.redact:
+        redacted.check(layout, None)
+        return pending(layout)
+    redaction = redacted.Redaction(config.salt_env, config.keep_shared, tuple(config.hash_fields))
+    redacted.check(layout, redaction)
+    return pending(layout, redacted.redact_logs(layout, redaction, say))
 
 
 def plan_digest(plan: discover.Plan) -> str:
@@ -147,18 +171,21 @@ def contract_drift(layout: Layout, ingest_id: str) -> list[str]:
 
 
 @dg.multi_asset(outs=TABLE_OUTS, deps=["logs"], check_specs=CHECKS, can_subset=False)
-def session_tables(context: dg.AssetExecutionContext, stretto: StrettoHome):
+def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stretto: StrettoHome):
     """Ingest the new and changed logs (warehouse.store.ingest_run) into the tables."""
     layout = stretto.layout()
     timings = Timings(context.log.info)
-    with timings.phase("finding new logs"):
-        plan = pending(layout)
     if not layout.logs.is_dir() and not layout.warehouse.is_dir():
         reason = f"no session logs under {layout.logs} yet"
         for table in ingest.OUTPUT_TABLES:
             yield skipped(context, reason, table)
         yield from nothing_to_check(CHECKS, reason)
         return
+    with timings.phase("finding new logs"):
+        try:
+            plan = to_read(layout, config, context.log.warning)
+        except (RedactError, LogError) as exc:
+            raise _failure(exc) from None
     try:
         with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
             ingest_id = new_ingest_id()

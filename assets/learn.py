@@ -240,6 +240,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
                     rewards=rewards,
                     half_life=config.half_life,
                     say=context.log.info,
+                    warn=context.log.warning,  # logs that could not be merged
                 )
             _extras(layout, domain, only_domain, config, manifest, rewards, learned)
     except (LearnError, store.NoWarehouse) as exc:

@@ -12,15 +12,24 @@ from pathlib import Path
 import dagster as dg
 
 from warehouse.columns import columns
+from warehouse.layout import PERSONAL_DATA
 
 PREVIEW_ROWS = 5
 PREVIEW_CELL = 60  # characters shown of a long cell
 
 
 def column_schema(table: str) -> dg.TableSchema:
+    """The table's columns with what they mean; those that can hold personal data tagged
+    `personal_data` (warehouse.layout.PERSONAL_DATA)."""
+    personal = PERSONAL_DATA.get(table, ())
     return dg.TableSchema(
         columns=[
-            dg.TableColumn(name, kind, description=description)
+            dg.TableColumn(
+                name,
+                kind,
+                description=description,
+                tags={"personal_data": ""} if name in personal else None,
+            )
             for name, kind, description in columns(table)
         ]
     )

@@ -44,9 +44,10 @@ def materialize(
     """Materialize `assets` on an ephemeral instance, quietly: the assets' own warnings, one
     line each on stderr; a failure is for the caller to tell (`failure_message`), so Dagster's
     console logger stays silent (it would print a traceback for an expected failure).
-    `asset_config` maps an asset's name to its config. The unpartitioned assets run first; the
-    domain-partitioned ones then run for `partition` (default: the `flow` config's `domain`,
-    else every domain the warehouse holds), once its domains and days are registered."""
+    `asset_config` maps an asset's name (a multi-asset's: its op's) to its config. The
+    unpartitioned assets run first; the domain-partitioned ones then run for `partition`
+    (default: the `flow` config's `domain`, else every domain the warehouse holds), once its
+    domains and days are registered."""
     resource = StrettoHome(home=home, wait_seconds=wait_seconds, progress=sys.stderr.isatty())
     run_config: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     if asset_config:
@@ -72,7 +73,9 @@ def materialize(
 def _run(runs: Runs, instance, stage: list, key: str | None, resource, run_config: dict) -> bool:
     """One in-process run of `stage` (for partition `key`), added to `runs`; whether it
     succeeded."""
+    # an asset's config goes to its op: named as the asset, or a multi-asset's own name
     names = {n.to_user_string() for a in stage for n in a.keys}
+    names |= {a.node_def.name for a in stage if a.is_executable}
     config = {**run_config}
     if "ops" in config:
         config["ops"] = {k: v for k, v in config["ops"].items() if k in names}

@@ -84,10 +84,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def open_session(
-    args, command: list[str], started: float, started_ns: int, host_in: int = 0, host_out: int = 1
+    args,
+    command: list[str],
+    started: float,
+    started_ns: int,
+    host_in: int = 0,
+    host_out: int = 1,
+    host_session: str | None = None,
 ) -> Session | tuple[int, str]:
     """Start the server and everything that records and serves its session, the host on
-    `host_in`/`host_out`; or, when it cannot start, (exit status, why) (said on stderr)."""
+    `host_in`/`host_out`; or, when it cannot start, (exit status, why) (said on stderr).
+    `host_session`: the log header's (with --listen, the MCP session); else the process's
+    (proxy.recorder.host_session_id)."""
     server: HttpUpstream | StdioServer
     http: HttpUpstream | None = None
     try:
@@ -108,7 +116,7 @@ def open_session(
 
     log = None
     if args.record:
-        from proxy.recorder import SessionLog
+        from proxy.recorder import SessionLog, host_session_id
         from proxy.redact import redact_command, redact_url
 
         logged = [redact_url(args.upstream)] if args.upstream else redact_command(command)
@@ -118,6 +126,8 @@ def open_session(
                 server_command=logged,
                 domain=args.domain,
                 agent_model=args.agent_model,
+                host_session=host_session or host_session_id(),
+                server_name=args.server_name,
                 started=started,
                 started_monotonic_ns=started_ns,
             )
@@ -128,6 +138,14 @@ def open_session(
             return EXIT_PROXY_FAILED, why
         if log.kept and not args.flow:  # with a flow: once the flow is accepted
             _say(f"recording to {log.path}")
+
+    if args.retain_days is not None:  # the server is starting meanwhile
+        from proxy.retention import sweep
+        from stretto.oracle.cache import default_cache_dir
+
+        cache = os.path.expanduser(args.oracle_cache) if args.oracle_cache else None
+        record = os.path.expanduser(args.record) if args.record else None
+        _say(sweep(record, cache or str(default_cache_dir()), args.retain_days))
 
     context = None
     if args.context:

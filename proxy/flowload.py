@@ -131,6 +131,7 @@ class FlowLoader:
                 explore_seed=args.flow_explore_seed,
                 session=session,
                 arbiter=arbiter,
+                server_name=args.server_name,
                 gate=gate_from_flow(flow, args.flow_surprise),
             )
         except OSError as exc:

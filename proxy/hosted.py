@@ -120,8 +120,14 @@ class HostedSession:
         """(The session's thread) the stdio session, its host these pipes."""
         status = None
         try:
-            session = open_session(
-                self._args, self._command, time.time(), time.monotonic_ns(), host_in, host_out
+            session = open_session(  # the log's host session: this MCP session
+                self._args,
+                self._command,
+                time.time(),
+                time.monotonic_ns(),
+                host_in,
+                host_out,
+                host_session=self.id,
             )
             if isinstance(session, tuple):
                 status = session[0]

@@ -42,6 +42,25 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 "the agent's model, written in the header",
             ),
             (
+                "--server-name",
+                "value",
+                str,
+                None,
+                "NAME",
+                "this server's name in the host session, written in the header; learning "
+                "names its tools NAME::tool and merges the logs of one host session "
+                "(STRETTO_SESSION) across servers",
+            ),
+            (
+                "--retain-days",
+                "value",
+                int,
+                None,
+                "DAYS",
+                "at start, delete session logs under --record and oracle-cache entries "
+                "last written more than DAYS days ago",
+            ),
+            (
                 "--context",
                 "value",
                 str,
@@ -374,6 +393,11 @@ def parse_args(argv: list[str]) -> tuple[Options | argparse.Namespace, list[str]
     return args, command
 
 
+def _plain_name(name: str) -> bool:
+    """A server name prefixes tool names (`NAME::tool`): a plain word, no separator in it."""
+    return bool(name) and all(c.isalnum() or c in "-_." for c in name)
+
+
 def _problem(args, command: list[str]) -> str | None:
     """What is wrong with these options together, if anything."""
     if args.upstream and command:
@@ -400,6 +424,10 @@ def _problem(args, command: list[str]) -> str | None:
         return "the --flow-* options need --flow"
     if args.oracle_timeout <= 0 or args.flow_questions < 0:
         return "--oracle-timeout wants milliseconds above 0, --flow-questions a count"
+    if args.retain_days is not None and args.retain_days < 1:
+        return "--retain-days wants a whole number of days, 1 or more"
+    if args.server_name is not None and not _plain_name(args.server_name):
+        return "--server-name wants letters, digits, '-', '_' or '.' (no '::')"
     if not 0.0 <= args.flow_explore <= 1.0:
         return "--flow-explore wants a probability in [0, 1]"
     if args.flow_surprise is not None and not _surprise_ok(args.flow_surprise):

@@ -65,6 +65,14 @@ def new_session_id(now: float | None = None, pid: int | None = None) -> str:
     return f"{stamp}.{int(now * 1000) % 1000:03d}Z-{pid}"
 
 
+def host_session_id() -> str:
+    """The host session this proxy runs in: `STRETTO_SESSION` when the host (or a wrapper)
+    sets it, else `host-<parent pid>` — the host process that started every server's proxy;
+    learning merges only logs that also overlap in time, so a reused pid does not join two
+    host sessions."""
+    return os.environ.get("STRETTO_SESSION") or f"host-{os.getppid()}"
+
+
 def make_private_dir(path: str) -> list[str]:
     """Create `path` (and parents) with mode 0700; the folders created, outermost first."""
     missing = []
@@ -99,6 +107,8 @@ class SessionLog:
         started: float,
         started_monotonic_ns: int | None = None,
         session: str | None = None,
+        host_session: str | None = None,
+        server_name: str | None = None,
     ) -> None:
         self._created_dirs = make_private_dir(directory)
         base = session or new_session_id(started)
@@ -132,6 +142,11 @@ class SessionLog:
             "domain": domain,
             "agent_model": agent_model,
         }
+        # written only when known, so a log without them reads as before
+        if host_session is not None:
+            header["host_session"] = host_session
+        if server_name is not None:
+            header["server_name"] = server_name
         failed = self._append([dumps_compact(header).encode() + b"\n"], [])
         if failed is not None:
             # No header, no log: leave no empty file behind, and forward all the same.

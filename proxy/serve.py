@@ -48,6 +48,8 @@ from stretto.model.surprise import Gate, habit_prior, step_surprise
 PATIENCE_S = 60.0  # a lookup (or the proxy's own tools/list) not answered by then is abandoned
 LIST_PAGES = 50  # the proxy's own tools/list follows nextCursor this many pages at most
 DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
+# over stdio a proxy sees one server: another server's lookup is logged, as a shadow decision
+OTHER_SERVER = "another server's lookup (over stdio each proxy makes its own server's only)"
 QUESTIONS = 300  # --flow-questions: the arbiter's questions per session
 ORACLE_TIMEOUT_MS = 2000  # --oracle-timeout
 
@@ -155,9 +157,16 @@ class FlowServer:
         explore_seed: int = 0,
         session: str = "",
         arbiter: ServingArbiter | None = None,
+        server_name: str | None = None,
         gate: Gate | None = None,
     ) -> None:
         self.flow = flow
+        # A flow learned across servers names tools `server::tool`: this proxy's server's by
+        # its --server-name. Its own lookups it makes; another server's it only logs (shadow).
+        named = server_name is not None and any(
+            t.startswith(f"{server_name}::") for t in flow["manifest"]["tools"]
+        )
+        self.prefix = f"{server_name}::" if named else ""
         self.decider = Decider(flow, decider, threshold)
         if self.decider.kind == "arbiter" and arbiter is None:
             raise ValueError("the arbiter decider needs a System-One model (serving_arbiter)")
@@ -205,9 +214,10 @@ class FlowServer:
                     arguments = params.get("arguments")
                     arguments = arguments if isinstance(arguments, dict) else {}
                     key = id_key(request_id)
-                    self._agent_step(params["name"])
-                    self.agent_calls[key] = (request_id, params["name"], arguments)
-                    self.session_view.sent(params["name"], arguments, key)
+                    name = self.prefix + params["name"]
+                    self._agent_step(name)
+                    self.agent_calls[key] = (request_id, name, arguments)
+                    self.session_view.sent(name, arguments, key)
                 elif method == "tools/list":
                     self.list_requests.add(id_key(request_id))
 
@@ -294,7 +304,7 @@ class FlowServer:
         """Take in one page of a tools/list answer (under the lock)."""
         listed = self.listed or {}
         for info in tools_from_result(result):
-            listed[info.name] = info
+            listed[self.prefix + info.name] = info  # named as the flow names them
         self.listed = listed
 
     # the surprise gate ---------------------------------------------------------------------
@@ -402,6 +412,8 @@ class FlowServer:
                     entry.update(action="lookup", tool=tool, arguments=decision.arguments)
                     if decision.shadow:
                         entry["withheld"] = "the site is not promoted"
+                    elif self.prefix and not tool.startswith(self.prefix):
+                        entry.update(shadow=True, withheld=OTHER_SERVER)
                     elif not self.shadow:
                         refusal = self._refusal(tool)
                         unfit = None if refusal else self._unfit(tool, decision.arguments or {})
@@ -514,7 +526,7 @@ class FlowServer:
             result = message.get("result") if message is not None else None
             if not isinstance(result, dict):
                 return None
-            tools.update((info.name, info) for info in tools_from_result(result))
+            tools.update((self.prefix + info.name, info) for info in tools_from_result(result))
             cursor = result.get("nextCursor")
             if not isinstance(cursor, str):
                 break
@@ -530,7 +542,9 @@ class FlowServer:
         return schema_refusal(info.input_schema if info else None, arguments)
 
     def _look_up(self, tool: str, arguments: dict) -> tuple[bool, str]:
-        message = self._ask("tools/call", {"name": tool, "arguments": arguments}, tool)
+        # the server knows its tool by its own name, without the flow's `server::`
+        name = tool.removeprefix(self.prefix)
+        message = self._ask("tools/call", {"name": name, "arguments": arguments}, tool)
         if message is None:
             return False, "(no answer in time; abandoned)"
         failed, text = message["answer"]
@@ -563,7 +577,10 @@ class FlowServer:
         """The server's answer with the lookups' item added, its bytes as they are."""
         if not isinstance(answer.get("result"), dict):
             raise SpliceError("the answer's `result` is not an object")
-        return append_content(line, lookups_item(made, self.budget))
+        shown = [
+            (tool.removeprefix(self.prefix), *rest) for tool, *rest in made
+        ]  # as the agent knows them
+        return append_content(line, lookups_item(shown, self.budget))
 
     def _write_log(self, entry: dict) -> None:
         clean = {k: v for k, v in entry.items() if v is not None or k in ("binding", "prob")}

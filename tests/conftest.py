@@ -33,6 +33,11 @@ def docs_server(*extra: str) -> list[str]:
     return [PYTHON, str(SERVERS / "docs_server.py"), *extra]
 
 
+def index_server() -> list[str]:
+    """A documentation index (tests/servers/index_server.py): another server of one host session."""
+    return [PYTHON, str(SERVERS / "index_server.py")]
+
+
 def echo_server() -> list[str]:
     return [PYTHON, str(SERVERS / "echo_server.py")]
 

@@ -28,6 +28,9 @@ DOCS: dict[str, dict[str, str]] = {
         "torn_last_line": "the last line was cut off (a crash mid-write)",
         "tools_snapshot": "MD5 of each tools/list answer's tool list, in log order",
         "header_extra": "header fields other than the standard six",
+        "host_session": "the header's host_session: the host session the proxy ran in "
+        "(STRETTO_SESSION, the MCP session with --listen, else host-<parent pid>)",
+        "server_name": "the header's server_name (stretto-proxy --server-name; null if none)",
         "reward": "the header's reward; null for recorded sessions",
         "ingest_id": INGEST_ID,
     },

@@ -93,7 +93,7 @@ def compact(
     finally:
         con.close()
     if retired:
-        store.commit_run(layout, compact_id, [], written, retired)
+        store.commit_run(layout, compact_id, [], written, retired=retired)
     else:
         store.abandon_run(layout, compact_id)
     done["files retired"] = len(retired)

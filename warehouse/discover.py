@@ -50,6 +50,7 @@ class Plan:
     known: list[dict]  # registry rows of files whose content is already in (not read)
     unchanged: int  # files not opened (size and mtime as last seen)
     commits: int = 0  # registry commits when it was made: a later commit makes it stale
+    logs: Path | None = None  # the folder it read, when not HOME/logs (the redacted copy)
 
 
 def file_hash(path: str, limit: int | None = None) -> str:
@@ -97,13 +98,13 @@ def hash_and_header(path: str) -> tuple[str, str | None]:
     return digest.hexdigest(), header_session(start)
 
 
-def _walk(layout: Layout) -> list[tuple[str, os.stat_result, str]]:
+def _walk(logs: Path) -> list[tuple[str, os.stat_result, str]]:
     found: list[tuple[str, os.stat_result, str]] = []
-    if not layout.logs.is_dir():
+    if not logs.is_dir():
         return found
-    for folder, dirs, names in os.walk(layout.logs):
+    for folder, dirs, names in os.walk(logs):
         dirs.sort()
-        hint = Path(folder).relative_to(layout.logs).parts
+        hint = Path(folder).relative_to(logs).parts
         for name in sorted(names):
             path = os.path.join(folder, name)
             if is_session_log(Path(path)) and os.path.isfile(path):
@@ -119,10 +120,12 @@ def _identify(path: str, stat: os.stat_result, hint: str, rel: str) -> LogFile |
     return LogFile(path, rel, stat.st_size, stat.st_mtime_ns, digest, session, hint)
 
 
-def discover(layout: Layout, state: State, threads: int = 4) -> Plan:
+def discover(layout: Layout, state: State, threads: int = 4, logs: Path | None = None) -> Plan:
+    """The plan for the logs under HOME/logs (or `logs`, a folder under the home: the
+    redacted copy, warehouse/redacted.py)."""
     changed = []
     unchanged = 0
-    for path, stat, hint in _walk(layout):
+    for path, stat, hint in _walk(logs or layout.logs):
         rel = layout.relative(path)
         seen = state.paths.get(rel)
         if seen and seen[:2] == (stat.st_size, stat.st_mtime_ns) and stat.st_ctime_ns < seen[3]:
@@ -132,7 +135,9 @@ def discover(layout: Layout, state: State, threads: int = 4) -> Plan:
     # hashing releases the GIL: a few threads keep the disk busy
     with ThreadPoolExecutor(max_workers=threads) as pool:
         files = [f for f in pool.map(lambda args: _identify(*args), changed) if f]
-    return plan(layout, state, files, unchanged)
+    found = plan(layout, state, files, unchanged)
+    found.logs = logs
+    return found
 
 
 def _known(f: LogFile, note: str, session: str | None = None) -> dict:

@@ -44,6 +44,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("tools_snapshot", "VARCHAR"),
         ("header_extra", "JSON"),
         ("reward", "DOUBLE"),
+        ("host_session", "VARCHAR"),
+        ("server_name", "VARCHAR"),
         ("ingest_id", "VARCHAR"),
     ],
     "messages": [
@@ -119,6 +121,22 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     ],
 }
 PARTITION_KEYS = [("domain", "VARCHAR"), ("day", "DATE")]
+
+# The columns that can hold personal data: what the agent, the user and the servers said
+# (arguments, results, the conversation, whole wire lines) and what the header kept of the
+# server's command line and the host's extras. Tagged in the catalogue (a column comment,
+# PERSONAL_COMMENT, in stretto.duckdb and every reader's views) and in the assets' column
+# schemas (tag `personal_data`), so a user can drop or check them before sharing a warehouse.
+# `stretto ingest --redact` pseudonymises the values of all but `sessions`' header columns,
+# which it keeps as `stretto redact` keeps the header. Documented in docs/formats.md §2.
+PERSONAL_DATA: dict[str, tuple[str, ...]] = {
+    "sessions": ("server_command", "header_extra"),
+    "messages": ("body",),
+    "calls": ("arguments", "result_text"),
+    "context": ("content",),
+    "quarantine": ("raw", "error"),
+}
+PERSONAL_COMMENT = "personal data: can hold what the agent, the user or a server said"
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ import numpy as np
 from stretto.logs.domain import is_valid_domain
 from stretto.model.flow import build_flow
 from stretto.model.habit import fit_alpha
-from warehouse import store
+from warehouse import merge, store
 from warehouse.daycounts import PartCounts, add_up, levels
 from warehouse.layout import Layout
 from warehouse.partcount import (
     ALPHA_FIT_STEPS,
     SUCCESS_REWARD,
+    Plan,
     agreement_of,
     bindings_from,
     count_parts,
@@ -106,6 +107,7 @@ def learn_flow(
     half_life: float | None = None,
     only_days: Collection[str] | None = None,
     say: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict:
     """Learn the `domain` flow from the warehouse's successful sessions (all of them, or with
     `only_domain` those whose log header names the domain; with `sessions`, only those), in
@@ -118,13 +120,16 @@ def learn_flow(
     of those days are brought up to date and nothing is learned (the `counts` asset): returns
     {}. With `half_life`, older sessions count less in the habit and reach: those two are
     then counted afresh, weighted (warehouse.weights; a weight depends on the whole set, so
-    weighted counts do not add up by part)."""
+    weighted counts do not add up by part). `say` hears progress; `warn` (else `say`) the
+    logs of one host session that could not be merged (warehouse.merge)."""
     from warehouse.weights import half_life_weights  # it builds on this module's counts
 
     half_life_weights(0, half_life)  # a bad half-life is refused before any work
     con = store.open_catalogue(layout)
     try:
-        plan = plan_sessions(con, domain if only_domain else None, sessions, rewards)
+        plan = learned_units(
+            con, layout, domain if only_domain else None, sessions, rewards, warn or say
+        )
         if not plan.order:
             if only_days is not None:
                 return {}
@@ -173,6 +178,29 @@ def learn_flow(
         now_ms=now_ms,
         read_by_operator=read_by_operator,
     )
+
+
+def learned_units(
+    con,
+    layout: Layout,
+    domain: str | None,
+    sessions: Collection[str] | None,
+    rewards: Mapping[str, float] | None,
+    say: Callable[[str], None],
+) -> Plan:
+    """The plan of the sessions learning sees. The logs of several servers of one host session
+    (a header's `server_name`) are merged into one session first, at the catalogue
+    (warehouse.merge: the views `sessions`, `calls`, `context`, `tools` and `steps` then give
+    the merged sessions), so planning, the parts' digests and every count see only those; a
+    log without a server name is planned as it is, and without any the plan is untouched."""
+    plan = plan_sessions(con, domain, sessions, rewards)
+    units = merge.plan(merge.logs_to_learn(con, plan.order))
+    for warning in units.warnings:
+        say(f"warning: {warning}")
+    if not units.renamed:
+        return plan
+    merge.apply(con, layout, units, rewards)
+    return plan_sessions(con, domain, {units.unit_id(u) for u in units.units}, rewards)
 
 
 def _weighted(con, plan, kinds: dict[str, str], rewards, half_life: float) -> tuple[dict, dict]:

@@ -12,6 +12,9 @@ Rows of a registry file (`kind`):
   whole), `known` (content already in the warehouse, or an earlier version of it: nothing
   written); `note` says why.
 - `data`: a Parquet file the run wrote: its table, path and row count.
+- `dropped`: a Parquet file a retention run (`stretto ingest --retain-days`) took out of the
+  warehouse: its table, path and row count; no reader reads it from that commit on, and the
+  file is deleted once the commit is written.
 - `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
 """
 
@@ -81,15 +84,18 @@ def commit(
     ingest_id: str,
     logs: list[dict],
     data: list[dict],
+    dropped: list[dict] | None = None,
     retired: list[str] = (),  # type: ignore[assignment]
 ) -> Path:
     """Write the run's registry file: from now on its data files are part of the warehouse
-    (and the `retired` ones, paths a compaction replaced, are not). Call with the ingest lock
-    held (commit numbers are taken in turn)."""
+    (and the `dropped` ones, files a retention run took out, and the `retired` ones, paths a
+    compaction replaced, are not). Call with the ingest lock held (commit numbers are taken
+    in turn)."""
     paths = commit_paths(layout)
     number = int(COMMIT_NAME.fullmatch(paths[-1].name).group(1)) + 1 if paths else 1  # type: ignore[union-attr]
     now = datetime.now(UTC)
     rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
+    rows += [{"kind": "dropped", **r} for r in dropped or []]
     rows += [{"kind": "retired", "path": path} for path in retired]
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     columns["commit_no"] = [number] * len(rows)

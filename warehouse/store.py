@@ -24,7 +24,7 @@ from warehouse import registry
 from warehouse.discover import Plan, discover
 from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
 from warehouse.ingest import IngestStats, ingest_files, write_parquet
-from warehouse.layout import PARTITION_KEYS, TABLES, Layout
+from warehouse.layout import PARTITION_KEYS, PERSONAL_COMMENT, PERSONAL_DATA, TABLES, Layout
 from warehouse.sql import statements
 
 # Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
@@ -108,6 +108,19 @@ def recover(layout: Layout) -> list[str]:
     return cleaned
 
 
+def delete_dropped(layout: Layout) -> int:
+    """Delete the data files a committed retention run dropped that are still there (its
+    own, or those of a run that crashed after its commit); how many."""
+    table = registry.read(layout)
+    kinds, paths = table.column("kind").to_pylist(), table.column("path").to_pylist()
+    deleted = 0
+    for kind, path in zip(kinds, paths, strict=True):
+        if kind == "dropped" and layout.absolute(path).exists():
+            layout.absolute(path).unlink()
+            deleted += 1
+    return deleted
+
+
 def begin_run(layout: Layout, ingest_id: str) -> None:
     """Mark a run as started (its staging folder): until it commits, a crash is undone by
     `recover`."""
@@ -120,11 +133,12 @@ def commit_run(
     ingest_id: str,
     logs: list[dict],
     data: list[dict],
+    dropped: list[dict] | None = None,
     retired: list[str] = (),  # type: ignore[assignment]
 ) -> None:
     """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
     fault("before-commit")
-    registry.commit(layout, ingest_id, logs, data, list(retired))
+    registry.commit(layout, ingest_id, logs, data, dropped, list(retired))
     fault("after-commit")
     shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
     write_catalogue(layout)
@@ -149,9 +163,10 @@ def ingest_run(
     what it read."""
     for crashed in recover(layout):
         say(f"removed the uncommitted files of the crashed run {crashed}")
+    delete_dropped(layout)
     state = known_state(layout)
     if state.commits != plan.commits:
-        plan = discover(layout, state)
+        plan = discover(layout, state, logs=plan.logs)
     begin_run(layout, ingest_id)
     stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch)
     if stats.logs or plan.known:
@@ -172,7 +187,7 @@ def _empty_select(table: str) -> str:
     )
 
 
-def _table_select(con, layout: Layout, table: str) -> str:
+def table_select(con, layout: Layout, table: str) -> str:
     files = [
         str(layout.absolute(path))
         for (path,) in con.execute(
@@ -218,7 +233,9 @@ def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
     registry.load(con, layout, temp=temp)
     kind = "TEMP VIEW" if temp else "VIEW"
     for table in TABLES:
-        con.execute(f"CREATE OR REPLACE {kind} {table} AS {_table_select(con, layout, table)}")
+        con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
+        for column in PERSONAL_DATA.get(table, ()):  # the tag: duckdb_columns().comment
+            con.execute(f"COMMENT ON COLUMN {table}.{column} IS {_quote(PERSONAL_COMMENT)}")
 
 
 def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
@@ -265,6 +282,7 @@ def derive_steps(layout: Layout, steps_id: str) -> int:
         con.execute(
             "CREATE OR REPLACE TEMP TABLE pending_steps AS "
             "SELECT s.session, s.ingest_id FROM session_current s "
+            "SEMI JOIN sessions v USING (session, ingest_id) "  # not those retention dropped
             "WHERE NOT EXISTS (SELECT 1 FROM steps t WHERE t.session = s.session "
             "AND t.ingest_id = s.ingest_id)"
         )

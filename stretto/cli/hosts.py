@@ -105,10 +105,14 @@ def server_entry(
     decider: str | None = None,
     shadow: bool = False,
     explore: float | None = None,
+    server_name: str | None = None,
 ) -> dict:
     """The host's entry for the server: stretto-proxy recording into `record` (and serving
-    `flow`), then the server's command."""
+    `flow`), then the server's command. `server_name`: one of several servers of the domain
+    `name` (`stretto init --server`), named so in its logs."""
     args = ["--record", record, "--domain", name]
+    if server_name:
+        args += ["--server-name", server_name]
     if flow:
         args += ["--flow", flow]
         if decider:
@@ -127,10 +131,40 @@ def printed(host: str, name: str, entry: dict) -> dict:
     return entry if host == "claude-code" else {HOSTS[host].table: {name: entry}}
 
 
+def parse_servers(specs: list[str]) -> dict[str, list[str]]:
+    """`--server NAME=COMMAND` (the command as a shell would split it), each name once."""
+    import shlex
+
+    servers: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, command = spec.partition("=")
+        if not sep or not NAME.fullmatch(name) or "::" in name:
+            raise InitError(
+                f"--server {spec!r}: give NAME=COMMAND, NAME of letters, digits, '_', '.' "
+                "and '-' (e.g. --server 'github=npx -y @modelcontextprotocol/server-github')"
+            )
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise InitError(f"--server {name}: its command does not split: {exc}") from None
+        if not words:
+            raise InitError(f"--server {name}: no command after '='")
+        if name in servers:
+            raise InitError(f"--server {name}: given twice")
+        servers[name] = words
+    return servers
+
+
 def write_entry(path: Path, host: str, name: str, entry: dict, *, force: bool) -> str:
-    """Merge the server's entry into the host's configuration file at `path` (created when
-    missing), keeping everything else in it and a backup of the file as it was. A different
-    entry of the same name is replaced only with `force`. What was done, in words."""
+    """`write_entries` for one server."""
+    return write_entries(path, host, {name: entry}, force=force)
+
+
+def write_entries(path: Path, host: str, entries: dict[str, dict], *, force: bool) -> str:
+    """Merge the servers' entries into the host's configuration file at `path` (created when
+    missing), keeping everything else in it and a backup of the file as it was, in one write.
+    A different entry of the same name is replaced only with `force`. What was done, in
+    words."""
     table_key = HOSTS[host].table
     config: dict = {}
     if path.exists():
@@ -143,18 +177,24 @@ def write_entry(path: Path, host: str, name: str, entry: dict, *, force: bool) -
     table = config.setdefault(table_key, {})
     if not isinstance(table, dict):
         raise InitError(f"{path}: field `{table_key}`: expected an object of servers")
-    if table.get(name) == entry:
-        return f"{path} already has this `{name}` server; nothing written"
-    if name in table and not force:
-        raise InitError(
-            f"{path}: field `{table_key}.{name}`: a different server of that name is there; "
-            "give --force to replace it (the file is backed up first), or another --name"
+    names = ", ".join(f"`{n}`" for n in entries)
+    if all(table.get(n) == e for n, e in entries.items()):
+        return f"{path} already has {'this' if len(entries) == 1 else 'these'} {names} " + (
+            "server; nothing written" if len(entries) == 1 else "servers; nothing written"
         )
-    replaced = name in table
-    table[name] = entry
+    for name, entry in entries.items():
+        if name in table and table[name] != entry and not force:
+            raise InitError(
+                f"{path}: field `{table_key}.{name}`: a different server of that name is "
+                "there; give --force to replace it (the file is backed up first), or another "
+                "name"
+            )
+    replaced = [n for n in entries if n in table]
+    table.update(entries)
     backup = _backup(path) if path.exists() else None
     _write_atomically(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-    done = f"{'replaced' if replaced else 'added'} the `{name}` server in {path}"
+    plural = "server" if len(entries) == 1 else "servers"
+    done = f"{'replaced' if replaced else 'added'} the {names} {plural} in {path}"
     return done + (f" (the file as it was: {backup})" if backup else "")
 
 

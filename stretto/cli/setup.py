@@ -22,17 +22,28 @@ def register(commands: Commands) -> None:
         "the steps from there to a served flow. HOME is --home, else $STRETTO_HOME, else "
         "~/.stretto. For Claude Code it prints the JSON `claude mcp add-json NAME` takes.",
         usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] [--decider {reach,habit}] "
-        "[--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] -- SERVER COMMAND...",
+        "[--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] "
+        "(-- SERVER COMMAND... | --server NAME=COMMAND...)",
         examples=[
             "stretto init --name notes -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
-            "stretto init --host claude-code --flow notes.flow.json --write .mcp.json "
-            "-- node server.js",
+            "stretto init --host claude-code --flow work.flow.json --write .mcp.json "
+            "--server 'github=npx -y @modelcontextprotocol/server-github' "
+            "--server 'docs=node docs-server.js'",
         ],
     )
     init.add_argument("--host", choices=tuple(HOSTS), default="claude-desktop")
     init.add_argument(
         "--name",
         help="the server's name and domain (default: the flow's domain, else from its command)",
+    )
+    init.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="one of several servers of the same host session (repeatable; instead of the "
+        "command after --): each behind its own proxy with --server-name NAME, all recording "
+        "into the domain --name, so learning merges their sessions",
     )
     init.add_argument("--flow", metavar="FLOW", help="serve this flow")
     init.add_argument(
@@ -62,7 +73,7 @@ def register(commands: Commands) -> None:
         action="store_true",
         help="with --write: replace a different server of the same name",
     )
-    init.add_argument("server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    init.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     doctor = command(
         commands,
@@ -100,8 +111,19 @@ def _init(args: argparse.Namespace) -> int:
 
     from stretto.cli import hosts
 
-    server = args.server[1:] if args.server[:1] == ["--"] else args.server
-    if not server:
+    server = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        several = hosts.parse_servers(args.server)
+    except hosts.InitError as exc:
+        say(str(exc))
+        return 2
+    if several and server:
+        say("give either --server NAME=COMMAND (repeatable) or one server's command after --")
+        return 2
+    if several and not (args.name or args.flow):
+        say("--server needs --name: the domain the servers' sessions are recorded and learned as")
+        return 2
+    if not server and not several:
         say(
             "give the server's command after --, e.g. "
             "stretto init -- npx -y @modelcontextprotocol/server-filesystem ~/notes"
@@ -131,27 +153,33 @@ def _init(args: argparse.Namespace) -> int:
         return 2
     home = hosts.home_text(args.home)
     record = hosts.record_folder(home, name, shadow=args.shadow, explore=args.explore)
-    entry = hosts.server_entry(
-        args.host,
-        server,
-        name=name,
-        record=record,
-        flow=flow,
-        decider=args.decider,
-        shadow=args.shadow,
-        explore=args.explore,
-    )
+    entries = {
+        server_name: hosts.server_entry(
+            args.host,
+            command,
+            name=name,
+            record=record,
+            flow=flow,
+            decider=args.decider,
+            shadow=args.shadow,
+            explore=args.explore,
+            server_name=server_name if several else None,
+        )
+        for server_name, command in (several or {name: server}).items()
+    }
     if args.write:
         try:
-            done = hosts.write_entry(
-                Path(args.write).expanduser(), args.host, name, entry, force=args.force
+            done = hosts.write_entries(
+                Path(args.write).expanduser(), args.host, entries, force=args.force
             )
         except hosts.InitError as exc:
             say(str(exc))
             return 1
         say(done)
+    elif several:  # the servers under the host's table (Claude Code's .mcp.json has that too)
+        print(json.dumps({hosts.HOSTS[args.host].table: entries}, indent=2))
     else:
-        print(json.dumps(hosts.printed(args.host, name, entry), indent=2))
+        print(json.dumps(hosts.printed(args.host, name, entries[name]), indent=2))
     steps = hosts.next_steps(
         args.host,
         name,

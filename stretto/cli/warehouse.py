@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stretto.cli.options import Commands, add_home, add_wait, command, say
+from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
 
 if TYPE_CHECKING:
     import polars as pl
@@ -73,6 +74,41 @@ def register(commands: Commands) -> None:
         metavar="NAME",
         help="with --otel: the sessions' domain (default: the manifest's, else otel)",
     )
+    ingest.add_argument(
+        "--redact",
+        action="store_true",
+        help="ingest a pseudonymised copy of the logs (stretto redact's rules, into "
+        "HOME/warehouse/redacted/): no original value reaches the warehouse; a home is "
+        "redacted or not for good",
+    )
+    ingest.add_argument(
+        "--salt-env",
+        metavar="VAR",
+        default=SALT_ENV,
+        help="with --redact: the environment variable holding the salt (%(default)s)",
+    )
+    ingest.add_argument(
+        "--keep-shared",
+        type=int,
+        metavar="N",
+        default=KEEP_SHARED,
+        help="with --redact: keep a value seen in N or more sessions of a folder; 0: none "
+        "(%(default)s)",
+    )
+    ingest.add_argument(
+        "--hash-field",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --redact: always hash the values of JSON keys NAME (repeatable, or a,b)",
+    )
+    ingest.add_argument(
+        "--retain-days",
+        type=int,
+        metavar="DAYS",
+        help="then drop, in one commit, the warehouse's data of sessions that started more "
+        "than DAYS days ago (UTC days), and say what went",
+    )
 
     sql = command(
         commands,
@@ -129,13 +165,28 @@ def _ingest(args: argparse.Namespace) -> int:
     from warehouse.layout import Layout
 
     layout = Layout.at(args.home)
+    redaction_options = args.keep_shared != KEEP_SHARED or args.hash_field
+    if not args.redact and (redaction_options or args.salt_env != SALT_ENV):
+        say("--salt-env, --keep-shared and --hash-field go with --redact")
+        return 2
+    if args.keep_shared < 0 or (args.retain_days is not None and args.retain_days < 1):
+        say("--keep-shared wants 0 or more, --retain-days 1 or more")
+        return 2
     if args.otel:
         if not _write_otel(args, layout.logs):
             return 1
     elif args.manifest or args.domain:
         say("--manifest and --domain go with --otel")
         return 2
-    result = materialize(INGEST_ASSETS, str(layout.home), args.wait)
+    config = {
+        "redact": args.redact,
+        "salt_env": args.salt_env,
+        "keep_shared": args.keep_shared,
+        "hash_fields": [f.strip() for spec in args.hash_field for f in spec.split(",")],
+    }
+    result = materialize(
+        INGEST_ASSETS, str(layout.home), args.wait, asset_config={"session_tables": config}
+    )
     if not result.success:
         say(f"ingest failed: {failure_message(result)}")
         return 1
@@ -150,6 +201,23 @@ def _ingest(args: argparse.Namespace) -> int:
     )
     if done["lines quarantined"]:
         say('see them with: stretto sql "SELECT file, line, error FROM quarantine"')
+    if args.retain_days is not None:
+        return _retain(layout, args.retain_days, args.wait)
+    return 0
+
+
+def _retain(layout, days: int, wait: float) -> int:
+    """Drop the warehouse's data older than `days`, with the ingest lock held."""
+    from assets.ingest import new_ingest_id
+    from warehouse import retention, store
+
+    try:
+        with store.ingest_lock(layout, wait, say):
+            dropped = retention.drop_older(layout, days, new_ingest_id())
+    except store.WarehouseBusy as exc:
+        say(str(exc))
+        return 1
+    say(dropped.said(days))
     return 0
 
 

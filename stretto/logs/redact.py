@@ -48,6 +48,7 @@ class Report:
     short: int = 0  # kept because they are 3 characters or fewer
     left_out: list[str] = field(default_factory=list)  # side files not copied, and why
     torn: list[str] = field(default_factory=list)  # files whose cut-off last line was dropped
+    written: list[Path] = field(default_factory=list)  # the files of the copy
 
 
 def salt_from_env(name: str = SALT_ENV) -> str:
@@ -145,6 +146,17 @@ def write_private(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _write_new(path: Path, data: bytes, report: Report) -> None:
+    """`write_private`, unless the file already holds these bytes (a copy made again)."""
+    report.written.append(path)
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    write_private(path, data)
+
+
 @dataclass
 class _Plan:
     """The folder read once: each session log by its output name, the flow log beside it."""
@@ -154,16 +166,24 @@ class _Plan:
     census: Census = field(default_factory=Census)
 
 
-def _plan(sessions: Path, hash_fields: Iterable[str], report: Report) -> _Plan:
+def _plan(
+    sessions: Path, hash_fields: Iterable[str], report: Report, lenient: bool = False
+) -> _Plan:
     """The census of every session log in `sessions` (the first pass), every log and flow log
-    read and refused if malformed."""
+    read and refused if malformed — or, `lenient`, left out (`report.left_out` says why)."""
     fields = frozenset(fold(f.strip()) for f in hash_fields if f.strip())
     plan = _Plan(census=Census(hash_fields=fields))
     paths = list_session_logs(sessions)
     if not paths:
         raise RedactError(f"{sessions}: no session logs (*.jsonl) to redact")
     for index, path in enumerate(paths):
-        log = _read(path, report)[1]
+        try:
+            log = _read(path, report)[1]
+        except (LogError, OSError) as exc:
+            if not lenient:
+                raise
+            report.left_out.append(f"{path.name} (cannot be read, so not redacted: {exc})")
+            continue
         name = output_name(log.header.session)
         if name in plan.logs:  # one output file per session
             raise RedactError(
@@ -204,15 +224,17 @@ def redact_folder(
     salt: str,
     keep_shared: int = KEEP_SHARED,
     hash_fields: Iterable[str] = (),
+    lenient: bool = False,
 ) -> Report:
     """Write a redacted copy of every session log in `sessions` (and the flow log beside
     each) to `out`, one file per session named by its id. Every log is read, and refused if
-    malformed, before anything is written; each file is written whole (0600, in a 0700
-    folder)."""
+    malformed (`lenient`: left out, and said in the report), before anything is written; each
+    file is written whole (0600, in a 0700 folder), and only when it is not there already
+    with the same bytes."""
     sessions, out = Path(sessions), Path(out)
     check_request(sessions, out, keep_shared)
     report = Report(out)
-    plan = _plan(sessions, hash_fields, report)
+    plan = _plan(sessions, hash_fields, report, lenient)
     pseudonyms = Pseudonyms(salt, plan.census, keep_shared)
     for key in plan.census.sessions:
         if pseudonyms.hashed(key):
@@ -229,12 +251,12 @@ def redact_folder(
         walk = Walk(pseudonyms)
         lines = [_wire_text(walk.line(line)) + "\n" for line in log.lines]
         header = next(piece for piece in data.split(b"\n") if piece.strip())
-        write_private(out / f"{name}.jsonl", header + b"\n" + "".join(lines).encode("utf-8"))
+        _write_new(out / f"{name}.jsonl", header + b"\n" + "".join(lines).encode("utf-8"), report)
         report.sessions += 1
         if name in plan.flow_logs:
             entries = [walk.flow_entry(e) for e in _flow_entries(plan.flow_logs[name], report)]
             text = "".join(dumps(e, sort_keys=True) + "\n" for e in entries)
-            write_private(out / f"{name}.flow.jsonl", text.encode("utf-8"))
+            _write_new(out / f"{name}.flow.jsonl", text.encode("utf-8"), report)
             report.flow_logs += 1
     fd = os.open(out, os.O_RDONLY)
     try:

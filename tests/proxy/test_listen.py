@@ -264,6 +264,8 @@ def test_each_message_passes_with_its_own_bytes_as_json_or_sse(logs: Path) -> No
         assert status == 200 and headers["content-type"].startswith("text/event-stream")
         (sse_answer,) = sse_data(as_sse)
     raw = next(logs.glob("*.jsonl")).read_bytes()
+    # the log's host session is the MCP session (every session of one proxy shares its env)
+    assert json.loads(raw.splitlines()[0])["host_session"] == session
     # The server read the message as it was posted (a line break, white space in JSON, became
     # a space: the server reads lines) ...
     assert b'"message":' + odd.replace(b"\n", b" ") + b"}\n" in raw

@@ -356,3 +356,70 @@ def test_doctor_checks_each_runner_and_never_prints_a_key(
     network = next(line for line in asked.splitlines() if line.startswith("oracle openai://"))
     assert asked_status == 0 and "answered a question (get_order_status at 1.00" in network
     assert not (bare / "oracle-cache").exists()
+
+
+# --- init --server: several servers of one host session ------------------------------------
+
+
+def test_init_configures_several_servers_at_once(tmp_path: Path, no_home, capsys) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
+    servers = [
+        "--server",
+        "github=npx -y @modelcontextprotocol/server-github",
+        "--server",
+        "docs=node '/srv/my docs/server.js' --port 3",
+    ]
+    status, out, err = init(capsys, "--name", "work", *servers)
+    assert status == 0
+    printed = json.loads(out)["mcpServers"]
+    assert list(printed) == ["github", "docs"]
+    assert printed["github"] == {
+        "command": PROXY,
+        "args": [
+            "--record",
+            "~/.stretto/logs/work",
+            "--domain",
+            "work",
+            "--server-name",
+            "github",
+            "--",
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-github",
+        ],
+    }
+    assert printed["docs"]["args"][4:] == [
+        "--server-name",
+        "docs",
+        "--",
+        "node",
+        "/srv/my docs/server.js",
+        "--port",
+        "3",
+    ]
+
+    # written in one go beside what the file had, one backup
+    status, _, err = init(capsys, "--name", "work", "--write", str(path), *servers)
+    assert status == 0 and f"added the `github`, `docs` servers in {path}" in err
+    config = json.loads(path.read_text())["mcpServers"]
+    assert config["other"] == {"command": "x"} and config["github"] == printed["github"]
+    assert config["docs"] == printed["docs"]
+    assert len(list(tmp_path.glob("*.bak"))) == 1
+    status, _, err = init(capsys, "--name", "work", "--write", str(path), *servers)
+    assert status == 0 and "already has these `github`, `docs` servers; nothing written" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--server", "github=npx srv"], "--server needs --name"),
+        (["--name", "w", "--server", "git::hub=npx srv"], "give NAME=COMMAND"),
+        (["--name", "w", "--server", "github="], "--server github: no command after '='"),
+        (["--name", "w", "--server", "a=x", "--server", "a=y"], "--server a: given twice"),
+        (["--name", "w", "--server", "a=x", "--", "node", "s.js"], "give either --server"),
+    ],
+)
+def test_init_refuses_servers_given_wrongly(capsys, no_home, argv, said) -> None:
+    status, out, err = init(capsys, *argv)
+    assert status == 2 and out == "" and said in err

@@ -37,9 +37,13 @@ SELECT m.session,
        m.rel AS file, m.content_hash, m.size_bytes,
        n.lines_read, n.lines_ingested, n.lines_quarantined, n.lines_dropped, n.torn_last_line,
        ts.snapshot AS tools_snapshot,
-       json_merge_patch(m.header, '{"stretto_mcp_log":null,"session":null,"started_unix_ms":null,"server_command":null,"domain":null,"agent_model":null}') AS header_extra,
+       json_merge_patch(m.header, '{"stretto_mcp_log":null,"session":null,"started_unix_ms":null,"server_command":null,"domain":null,"agent_model":null,"host_session":null,"server_name":null}') AS header_extra,
        CASE WHEN json_type(m.header, '$.reward') IN ('DOUBLE', 'UBIGINT', 'BIGINT')
             THEN (m.header ->> '$.reward')::DOUBLE END AS reward,
+       CASE WHEN json_type(m.header, '$.host_session') = 'VARCHAR'
+            THEN m.header ->> '$.host_session' END AS host_session,
+       CASE WHEN json_type(m.header, '$.server_name') = 'VARCHAR'
+            THEN m.header ->> '$.server_name' END AS server_name,
        m.ingest_id, m.domain,
        CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
 FROM file_meta m

@@ -44,7 +44,8 @@ WHERE h.content_hash IN (SELECT content_hash FROM path_latest)
                   WHERE c.session = h.session AND c.content_hash = h.content_hash));
 
 -- name: data_files
--- The data files of each table, less those a compaction replaced (`retired`).
+-- The data files of each table, less those a retention run dropped (`dropped`) or a
+-- compaction replaced (`retired`).
 CREATE OR REPLACE {temp} TABLE data_files AS
 SELECT table_name, path, rows, ingest_id, commit_no FROM registry WHERE kind = 'data'
-  AND path NOT IN (SELECT path FROM registry WHERE kind = 'retired');
+  AND path NOT IN (SELECT path FROM registry WHERE kind IN ('dropped', 'retired'));
