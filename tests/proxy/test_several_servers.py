@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.serve import APPENDIX, OTHER_SERVER
+from proxy.serve import OTHER_SERVER
+from proxy.splice import APPENDIX
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
 from tests.builders import stretto
