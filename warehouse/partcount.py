@@ -300,25 +300,47 @@ def session_events(con):
         yield part_of, events
 
 
+def replayed_by_part(
+    con,
+    layout: Layout,
+    plan: Plan,
+    what: str,
+    doing: str,
+    replay: Callable[[list], dict],
+    say: Callable[[str], None],
+) -> dict[str, dict]:
+    """part -> `replay` of its sessions' events (session_events), stored as `what`: read back
+    for a part replayed before with the same sessions, else replayed now (`doing` is said)."""
+    store = PartStore(layout)
+    found, stale = _fresh(store, plan, what, plan.parts)
+    if stale:
+        say(f"{doing} in {len(stale)} of {len(plan.parts)} parts")
+        set_wanted(con, plan.rows_of(stale))
+        by_part: dict[str, list] = {p: [] for p in stale}
+        for part, events in session_events(con):
+            by_part[part].append(events)
+        for part in stale:
+            found[part] = replay(by_part[part])
+            store.save(part, plan.keys[part], what, found[part])
+    return found
+
+
 def agreement_of(
     con, layout: Layout, plan: Plan, bindings: dict, reads: set[str], say: Callable[[str], None]
 ) -> dict[str, list[list[int]]]:
     """The bindings' agreement (stretto.model.binding.agreement) over every session: each
     part's tally under these rules is read back when it was replayed under the same rules,
     else replayed now; the tallies add up."""
-    store = PartStore(layout)
-    what = f"agreed-{digest([bindings, sorted(reads)])}"
-    found, stale = _fresh(store, plan, what, plan.parts)
-    if stale:
-        say(f"replaying the bindings' picks in {len(stale)} of {len(plan.parts)} parts")
-        set_wanted(con, plan.rows_of(stale))
-        rules = Rules.from_flow(bindings)
-        by_part: dict[str, list] = {p: [] for p in stale}
-        for part, events in session_events(con):
-            by_part[part].append(events)
-        for part in stale:
-            found[part] = agreement(rules, by_part[part], reads)
-            store.save(part, plan.keys[part], what, found[part])
+    rules = Rules.from_flow(bindings)
+    found = replayed_by_part(
+        con,
+        layout,
+        plan,
+        f"agreed-{digest([bindings, sorted(reads)])}",
+        "replaying the bindings' picks",
+        lambda sessions: agreement(rules, sessions, reads),
+        say,
+    )
     total: dict[str, list[list[int]]] = {}
     for part in plan.parts:
         for tool, buckets in found[part].items():
@@ -337,19 +359,16 @@ def named_other_of(
     the tallies add up (they are sums over sessions)."""
     from stretto.model.named import named_other
 
-    store = PartStore(layout)
-    what = f"named-{digest([bindings])}"
-    found, stale = _fresh(store, plan, what, plan.parts)
-    if stale:
-        say(f"replaying the picks beside named values in {len(stale)} of {len(plan.parts)} parts")
-        set_wanted(con, plan.rows_of(stale))
-        rules = Rules.from_flow(bindings)
-        by_part: dict[str, list] = {p: [] for p in stale}
-        for part, events in session_events(con):
-            by_part[part].append(events)
-        for part in stale:
-            found[part] = named_other(rules, by_part[part])
-            store.save(part, plan.keys[part], what, found[part])
+    rules = Rules.from_flow(bindings)
+    found = replayed_by_part(
+        con,
+        layout,
+        plan,
+        f"named-{digest([bindings])}",
+        "replaying the picks beside named values",
+        lambda sessions: named_other(rules, sessions),
+        say,
+    )
     total: dict[str, list[int]] = {}
     for part in plan.parts:
         for tool, (used, picks) in found[part].items():
