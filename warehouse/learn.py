@@ -70,15 +70,7 @@ def domains(layout: Layout) -> list[str]:
     """The domains with a session to learn from (a successful one). Only valid domain names
     (stretto.logs.domain): each names a flow file (a warehouse written before the rule could
     hold another)."""
-    return [
-        r["domain"]
-        for r in store.query(
-            layout,
-            "SELECT DISTINCT domain FROM sessions "
-            f"WHERE reward IS NULL OR reward >= {SUCCESS_REWARD!r} ORDER BY domain",
-        ).to_pylist()
-        if is_valid_domain(r["domain"])
-    ]
+    return sorted({domain for domain, _ in domain_days(layout)})
 
 
 def domain_days(layout: Layout) -> list[tuple[str, str]]:

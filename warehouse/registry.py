@@ -21,6 +21,7 @@ Rows of a registry file (`kind`):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,7 +86,7 @@ def commit(
     logs: list[dict],
     data: list[dict],
     dropped: list[dict] | None = None,
-    retired: list[str] = (),  # type: ignore[assignment]
+    retired: Sequence[str] = (),
 ) -> Path:
     """Write the run's registry file: from now on its data files are part of the warehouse
     (and the `dropped` ones, files a retention run took out, and the `retired` ones, paths a

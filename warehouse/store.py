@@ -13,7 +13,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -134,7 +134,7 @@ def commit_run(
     logs: list[dict],
     data: list[dict],
     dropped: list[dict] | None = None,
-    retired: list[str] = (),  # type: ignore[assignment]
+    retired: Sequence[str] = (),
 ) -> None:
     """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
     fault("before-commit")

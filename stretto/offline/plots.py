@@ -28,6 +28,16 @@ def _pyplot():
     return plt
 
 
+def _save(fig, path: str | Path, title: str | None = None) -> Path:
+    """Lay the figure out (under `title`, if given) and write it as a PNG."""
+    if title is not None:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, format="png")
+    return out
+
+
 def reliability_diagram(
     rows: Sequence[dict], path: str | Path, *, title: str, what: str = "used"
 ) -> Path:
@@ -65,9 +75,7 @@ def reliability_diagram(
         )
         ax.legend(loc="upper left", fontsize=8)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, format="png")
+        out = _save(fig, path)
     finally:
         plt.close(fig)
     return out
@@ -136,10 +144,7 @@ def threshold_sweep(
             ax.set(xlabel="detours", ylabel="turns saved", title="turns saved against detours")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8, loc="lower right")
-        fig.suptitle(title)
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, format="png")
+        out = _save(fig, path, title)
     finally:
         plt.close(fig)
     return out
@@ -177,10 +182,7 @@ def learning_curve(
             ax.set(xlabel="successful sessions learned from", ylabel=label)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8, loc="best")
-        fig.suptitle(title)
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, format="png")
+        out = _save(fig, path, title)
     finally:
         plt.close(fig)
     return out
