@@ -72,6 +72,9 @@ FLOW_PACKAGES = {
     *("textwrap", "threading", "token", "tokenize", "traceback", "types", "typing"),
     *("typing_extensions", "unicodedata", "urllib", "uuid", "warnings", "weakref", "zipfile"),
     "zlib",
+    # jsonschema's format checkers import these when installed (moto brings them): beside the
+    # forwarding thread, with the flow
+    *("_locale", "calendar", "jsonpointer", "locale", "rfc3339_validator", "six"),
 }
 NEVER = {"dagster", "duckdb", "polars", "pyarrow", "numpy", "pandas", "matplotlib", "rich", "mcp"}
 NEVER |= {"subprocess", "asyncio", "argparse", "signal", "starlette", "uvicorn"}  # --listen's
