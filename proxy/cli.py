@@ -26,7 +26,30 @@ EXIT_USAGE = 2
 
 FLOW_START_S = 1.0  # the flow starts loading at the server's first line, or this late
 SHUTDOWN_GRACE_S = 2.0  # after the host leaves: how long the server gets to exit by itself
+BUSY_GRACE_S = 10.0  # ... or, while it is still working (a loaded machine), at most this long
 DRAIN_S = 2.0  # after the server exits: how long its last output gets to reach the host
+
+
+def _run_until_exit(pump, exited, server, patient: bool) -> bool:
+    """Forward until the server exits, SHUTDOWN_GRACE_S at most; if `patient`, past that for
+    as long as the server is still working (running, or its CPU time moving: on a loaded
+    machine a server's own shutdown can take longer), up to BUSY_GRACE_S. One that sits idle
+    with its input closed is not waited for."""
+    if pump.run_until(exited, SHUTDOWN_GRACE_S):
+        return True
+    progress = getattr(server, "progress", None)
+    if not patient or progress is None:
+        return False
+    deadline = time.monotonic() + BUSY_GRACE_S - SHUTDOWN_GRACE_S
+    before = progress()
+    while before is not None and time.monotonic() < deadline:
+        if pump.run_until(exited, 0.25):
+            return True
+        now = progress()
+        if now is None or not (now[0] or now[1] > before[1]):
+            return False
+        before = now
+    return exited()
 
 
 def _upstream_headers(specs: list[str]) -> dict[str, str]:
@@ -254,7 +277,7 @@ def _run(pump, relay, server, log, loader) -> int:
             server.terminate()
         else:
             pump.close_server_input()  # the host has gone: let the server finish by itself
-        if not pump.run_until(exited, SHUTDOWN_GRACE_S):
+        if not _run_until_exit(pump, exited, server, patient=not (refused or pump.signals)):
             server.terminate()
             if not pump.run_until(exited, SHUTDOWN_GRACE_S):
                 server.kill()

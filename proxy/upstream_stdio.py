@@ -115,6 +115,18 @@ class StdioServer:
                 return
         self.kill()
 
+    def progress(self) -> tuple[bool, int] | None:
+        """Whether the server is running or waiting for a CPU, and the CPU ticks it has used
+        (None without /proc): a server on its way out shows one or the other moving, one that
+        ignores its closed input sits asleep."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return None
+        fields = stat[stat.rfind(b")") + 2 :].split()  # from "state", field 3
+        return fields[0] == b"R", int(fields[11]) + int(fields[12])  # utime + stime
+
     def _group_alive(self) -> bool:
         """Whether a process of the group still runs (zombies waiting to be reaped don't)."""
         try:

@@ -94,6 +94,32 @@ def test_a_server_that_ignores_eof_is_ended(logs: Path) -> None:
     assert [line.sender for line in read_session_log(log_path).lines] == ["client", "server"]
 
 
+# Reads its input to the end, then works for 3 s of CPU (a shutdown on a loaded machine), then
+# exits with status 7.
+SLOW_TO_EXIT = [
+    PYTHON,
+    "-c",
+    "import sys, time\n"
+    "for line in sys.stdin.buffer: sys.stdout.buffer.write(line); sys.stdout.flush()\n"
+    "end = time.process_time() + 3\n"
+    "while time.process_time() < end: pass\n"
+    "sys.exit(7)",
+]
+
+
+def test_a_server_still_working_on_its_exit_is_waited_for(logs: Path) -> None:
+    """Past the 2 s grace, a server using the CPU is let finish (up to 10 s); one that sits
+    idle is ended (the test above)."""
+    done = subprocess.run(
+        proxy("--record", str(logs), server=SLOW_TO_EXIT),
+        input=request(1, "fine"),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 7, done.stderr
+    assert done.stdout == request(1, "fine")
+
+
 def test_a_server_that_cannot_start_leaves_no_log(logs: Path) -> None:
     done = subprocess.run(
         proxy("--record", str(logs), server=["/no/such/server"]), capture_output=True, timeout=30
