@@ -9,7 +9,7 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node/node_modules/.installed
 export STRETTO_HOME ?= $(HOME)/.stretto
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test test-slow lint bench clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -29,8 +29,13 @@ $(NODE_STAMP): node/package.json node/package-lock.json
 run: setup
 	$(BIN)/python scripts/walkthrough.py
 
+# The quick suite on two workers (a file's tests stay together, so its fixtures are built
+# once); the slow tests (marked `slow`) one at a time: several start processes and race them.
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not slow" -n 2 --dist loadfile
+
+test-slow: setup
+	$(BIN)/pytest -m slow
 
 # ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]).
 lint: setup

@@ -23,9 +23,13 @@ from tests.console.conftest import TOKEN, served
 FLOW = "flows/notes.flow.json"  # learned from the walkthrough's first 8 sessions
 NEW_FLOW = "flows/notes.new.flow.json"  # learned again from all 12
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="no /usr/bin/chromium (Debian's chromium; .ci/run installs it)"
-)
+pytestmark = [
+    pytest.mark.slow,  # the console driven in Chromium on the walkthrough's home
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="no /usr/bin/chromium (Debian's chromium; .ci/run installs it)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import stat
 import time
 
+import pytest
+
 from tests.console.conftest import AUTH, WRITE
 
 SHOP_FLOW = "flows/shop.flow.json"
@@ -55,6 +57,7 @@ def test_a_job_can_be_cancelled(client):
     assert finished(client, job["id"])["state"] == "cancelled"
 
 
+@pytest.mark.slow  # a learn job in a subprocess
 def test_a_learn_job_writes_the_flow_it_was_asked_to(client, home):
     params = {"sessions": "logs/shop", "domain": "shop", "out": SHOP_FLOW}
     answer = client.post("/api/jobs", headers=WRITE, json={"kind": "learn", "params": params})
@@ -122,6 +125,7 @@ def test_bad_job_requests(client):
     assert client.post("/api/jobs/nope/cancel", headers=WRITE).status_code == 404
 
 
+@pytest.mark.slow  # a job in a subprocess
 def test_dagster_links_when_the_ui_is_set(client):
     client.put("/api/settings", headers=WRITE, json={"dagster_url": "http://localhost:3000"})
     job = client.post("/api/jobs", headers=WRITE, json={"kind": "ingest"}).json()

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
 
 from stretto.console.cli import main
 from stretto.console.doctor import can_start, checks
@@ -66,6 +67,7 @@ def test_events_send_changes_jobs_and_pings(home: Path):
         stop.set()
 
 
+@pytest.mark.slow  # fifty readers racing an ingest
 def test_fifty_readers_while_an_ingest_runs(home: Path):
     paths = ["/api/overview", "/api/sessions", "/api/flows", "/api/meta"]
     paths += [

@@ -15,6 +15,9 @@ from stretto.offline.evaluate.labelling import label_folder
 from tests.conftest import Walked
 from tests.console.conftest import AUTH, client_for
 
+# reads the walkthrough's home: runs `make run`'s walkthrough first
+pytestmark = pytest.mark.slow
+
 FLOWS = ["flows/notes.flow.json", "flows/notes.new.flow.json", "flows/notes.promoted.flow.json"]
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from assets.resources import StrettoHome
 from pipeline import defs
@@ -126,6 +127,7 @@ def sense(home: Path):
     return new_logs(dg.build_sensor_context(resources={"stretto": StrettoHome(home=str(home))}))
 
 
+@pytest.mark.slow  # sensor ticks and ingest runs
 def test_the_sensor_finds_new_content_whatever_the_mtime(tmp_path: Path) -> None:
     from tests.warehouse.helpers import ingest
 
@@ -154,6 +156,7 @@ def test_the_sensor_finds_new_content_whatever_the_mtime(tmp_path: Path) -> None
     assert isinstance(sense(home), dg.RunRequest)
 
 
+@pytest.mark.slow  # the nightly chain of Dagster runs
 def test_the_nightly_chain_relearns_every_domain(tmp_path: Path) -> None:
     from stretto.model.flow import load_flow
 

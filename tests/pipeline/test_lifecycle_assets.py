@@ -42,6 +42,7 @@ def test_the_ingest_job_runs_the_drift_check_and_the_nightly_stage_schedule_stag
     assert defs.resolve_schedule_def("nightly_stage").job_name == "stage"
 
 
+@pytest.mark.slow  # Dagster runs over two periods
 def test_drift_is_quiet_on_the_usual_agent_and_warns_once_it_changed(home: Path) -> None:
     quiet = check(home)
     assert quiet.passed
@@ -59,6 +60,7 @@ def test_drift_is_quiet_on_the_usual_agent_and_warns_once_it_changed(home: Path)
     assert report.with_name("drift.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow  # Dagster runs, learn and stage
 def test_the_staged_flow_is_learned_beside_the_served_one_which_stays(home: Path) -> None:
     served = (home / "flows/shop.flow.json").read_bytes()
     write_sessions(home / "logs/shop", ["changed"] * 4, seed=22, start=30)

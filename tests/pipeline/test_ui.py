@@ -27,6 +27,7 @@ from tests.conftest import CHROMIUM, ROOT, Walked, free_port
 
 BIN = Path(sys.executable).parent
 pytestmark = [
+    pytest.mark.slow,  # the Dagster UI driven in Chromium, Materialize all on whole homes
     pytest.mark.skipif(
         not CHROMIUM.exists(),
         reason="no /usr/bin/chromium (Debian's chromium; .ci/run installs it)",

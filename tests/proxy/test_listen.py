@@ -205,6 +205,7 @@ def a_search(proxy: Listening, notes: Path, pattern: str) -> tuple[str, dict]:
     return session, answer_of(proxy, session, search)
 
 
+@pytest.mark.slow  # records over HTTP, learns, serves
 def test_sessions_recorded_over_http_teach_a_flow_served_to_each_session(tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -15,6 +15,9 @@ from stretto.stdio_client import StdioClient
 from tests.conftest import demo_server, free_port, proxy
 from tests.oracle.apiserver import HANG, ApiServer, look_up_first, openai_chat
 
+# learns an arbiter from a model server, serves it end to end
+pytestmark = pytest.mark.slow
+
 MODEL = "openai://demo-model"
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 

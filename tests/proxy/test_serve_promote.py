@@ -18,6 +18,9 @@ from stretto.stdio_client import StdioClient, result_text
 from tests.builders import stretto
 from tests.conftest import demo_server, proxy
 
+# records exploring and shadow sessions, learns and promotes
+pytestmark = pytest.mark.slow
+
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 
 

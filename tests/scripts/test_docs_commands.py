@@ -221,6 +221,7 @@ def test_commands_are_read_as_the_shell_reads_them() -> None:
     assert second.text == "stretto learn --a \\\n    --b" and second.expected == 0
 
 
+@pytest.mark.slow  # runs every command block of the docs
 @pytest.mark.parametrize("doc", list(DOCS))
 def test_every_command_runs_as_the_docs_say(
     doc: str, walked: Walked, tmp_path: Path, monkeypatch

@@ -8,11 +8,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from stretto.logs.episode import read_episodes
 from stretto.model.flow import load_flow
 from tests.conftest import PYTHON, REFERENCE_HOME, ROOT
 from tests.scripts.conftest import Walked, newcomer_env
 from tests.warehouse.helpers import mismatches, rows
+
+# the walkthrough end to end, as `make run` runs it
+pytestmark = pytest.mark.slow
 
 
 def test_the_walkthrough_runs_the_whole_loop(walked: Walked) -> None:

@@ -773,6 +773,7 @@ def served(tmp_path_factory) -> dict:
     return {"base": base, "logs": logs, "flow": flow, "paths": paths}
 
 
+@pytest.mark.slow  # records exploring sessions through real proxies
 def test_the_command_labels_and_evaluates_a_real_proxys_exploring_logs(served, tmp_path) -> None:
     out = tmp_path / "tables"
     done = stretto(

@@ -194,6 +194,7 @@ ORCHESTRA_RETAIL = (
 )
 
 
+@pytest.mark.slow  # fits five arbiters
 @pytest.mark.parametrize("pooled, folds", [(False, 5), (True, 1)])
 def test_compile_cross_fits_five_arbiters_unless_pooled(tmp_path, capsys, pooled, folds) -> None:
     out = tmp_path / "retail.flow.json"

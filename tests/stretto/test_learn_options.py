@@ -49,6 +49,7 @@ def level(flow: dict, part: str, history: list[str]) -> dict[str, float]:
     return {}
 
 
+@pytest.mark.slow  # two whole learns
 def test_a_half_life_weighs_older_sessions_less(sessions, plain, tmp_path) -> None:
     flow = learn_folder(sessions, tmp_path / "w.flow.json", tmp_path / "home", "--half-life", "2")
     weights = half_life_weights(USUAL + CHANGED, 2.0)
@@ -118,6 +119,7 @@ def test_bad_options_are_refused_before_any_work(sessions, tmp_path) -> None:
     assert not out.exists() and not (tmp_path / "home").exists()
 
 
+@pytest.mark.slow  # cross-fits the gate over many folds
 def test_a_surprise_gate_is_learned_and_kept_in_the_flow(sessions, tmp_path) -> None:
     code, _, err = run(
         "learn", "--sessions", str(sessions), "--domain", "shop", "--habit-only",
@@ -152,6 +154,7 @@ def export(tmp_path_factory) -> tuple[Path, Path]:
     return path, path.with_name("manifest.json")
 
 
+@pytest.mark.slow  # two whole learns, traces and logs
 def test_learn_otel_learns_the_flow_the_proxy_logs_learn(export, tmp_path) -> None:
     path, manifest = export
     home = tmp_path / "home"

@@ -41,6 +41,7 @@ def trained(tmp_path_factory) -> Path:
 # --- drift -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ingests and learns twice
 def test_drift_exits_1_while_the_changed_agent_sounds_the_alarm(trained, tmp_path) -> None:
     write_sessions(tmp_path / "logs", ["usual"] * 30 + ["changed"] * 5, seed=9, start=4000)
     out = tmp_path / "report"
@@ -132,6 +133,7 @@ def test_drift_reads_an_otel_export_with_the_flows_manifest(tmp_path) -> None:
 # --- stage and versions ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ingests, learns and stages
 def test_stage_commit_log_and_rollback_round_trip(trained, tmp_path) -> None:
     flows = tmp_path / "flows"
     flows.mkdir()

@@ -172,6 +172,7 @@ def test_cross_fitted_rows_never_replay_an_episode_with_a_flow_learned_from_it(
     assert {r["episode"] for r in out} == {e.id for e in episodes}
 
 
+@pytest.mark.slow  # cross-fitted calibration on tau2-bench episodes
 def test_compile_calibrate_writes_the_map(tmp_path: Path, capsys) -> None:
     """compile --calibrate on ten training tasks of a real τ²-bench run."""
     split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
@@ -194,6 +195,7 @@ def test_compile_calibrate_writes_the_map(tmp_path: Path, capsys) -> None:
     assert any(r.startswith("a calibration map for reach added") for r in review)
 
 
+@pytest.mark.slow  # a whole ingest and learn
 def test_learn_calibrate_says_why_it_did_not_calibrate(tmp_path: Path, capsys) -> None:
     """The reference's shop logs: the agent made every option the replays scored."""
     out = tmp_path / "shop.flow.json"

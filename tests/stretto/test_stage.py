@@ -33,6 +33,7 @@ def setup(tmp_path) -> tuple[Path, Path]:
     return flow_path, sessions
 
 
+@pytest.mark.slow  # learns once per new session
 def test_stage_scores_each_new_session_out_of_sample_and_reports(setup, tmp_path) -> None:
     flow_path, sessions = setup
     committed = load_flow(flow_path)

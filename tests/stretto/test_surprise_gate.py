@@ -131,6 +131,7 @@ def test_a_bad_surprise_record_is_refused_by_field(flow) -> None:
             validate({**flow, "surprise": bad})
 
 
+@pytest.mark.slow  # statistical: cross-fitting over many folds
 def test_the_threshold_is_learned_by_cross_fitting(tmp_path) -> None:
     write_sessions(tmp_path / "sessions", ["usual"] * 15, seed=3, customers=2)
     episodes = read_episodes(tmp_path / "sessions")

@@ -21,6 +21,9 @@ from tests.warehouse.helpers import ingest, mismatches, rows
 from warehouse import registry, store
 from warehouse.layout import Layout
 
+# crash and kill recovery: every test starts and kills ingest processes
+pytestmark = pytest.mark.slow
+
 STRETTO = str(Path(sys.executable).parent / "stretto")
 COUNTS = (
     "SELECT (SELECT count(*) FROM sessions) AS sessions, (SELECT count(*) FROM messages) AS "

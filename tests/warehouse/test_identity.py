@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import ingest, mismatches, rows
@@ -24,6 +25,7 @@ def shop_home(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # several ingest runs
 def test_a_log_copied_into_several_folders_is_one_session(tmp_path: Path) -> None:
     once = shop_home(tmp_path / "once")
     ingest(once)
@@ -55,6 +57,7 @@ def test_moving_or_archiving_logs_changes_nothing(tmp_path: Path) -> None:
     assert mismatches(home) == []
 
 
+@pytest.mark.slow  # several ingest runs
 def test_another_content_with_the_same_session_id_is_quarantined_with_the_reason(
     tmp_path: Path,
 ) -> None:
@@ -85,6 +88,7 @@ def test_another_content_with_the_same_session_id_is_quarantined_with_the_reason
     assert mismatches(home) == []
 
 
+@pytest.mark.slow  # several ingest runs
 def test_a_log_that_grew_replaces_its_rows_wherever_it_is_and_earlier_copies_add_nothing(
     tmp_path: Path,
 ) -> None:
@@ -116,6 +120,7 @@ def test_a_log_that_grew_replaces_its_rows_wherever_it_is_and_earlier_copies_add
     assert mismatches(home) == []
 
 
+@pytest.mark.slow  # ingests, moves and ingests again
 def test_the_whole_home_can_be_moved_or_copied(tmp_path: Path) -> None:
     home = shop_home(tmp_path / "home")
     ingest(home)

@@ -152,6 +152,7 @@ def test_lines_with_unicode_are_cut_by_characters_not_bytes(tmp_path: Path) -> N
     assert [r["result_text"] for r in got] == texts
 
 
+@pytest.mark.slow  # three ingest runs
 def test_a_second_run_reads_nothing_and_a_changed_file_replaces_its_rows(tmp_path: Path) -> None:
     home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
     first = ingest(home)
@@ -223,6 +224,7 @@ def test_bad_lines_are_quarantined_and_nothing_is_lost(tmp_path: Path) -> None:
     assert rows(home, "SELECT count(*) AS n FROM sessions")[0]["n"] == 6
 
 
+@pytest.mark.slow  # two ingest processes racing
 def test_a_second_run_at_once_waits_or_fails_clearly(tmp_path: Path) -> None:
     home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
     layout = Layout.at(home)
@@ -296,6 +298,7 @@ def test_every_table_is_a_view_even_before_it_has_rows(tmp_path: Path, table: st
     assert rows(home, f"SELECT count(*) AS n FROM {table}") == [{"n": 0}]
 
 
+@pytest.mark.slow  # worker processes against one process
 def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkeypatch) -> None:
     from warehouse import ingest as engine
 

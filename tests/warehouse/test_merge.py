@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.builders import HEADER, LogBuilder
 from tests.warehouse.helpers import ingest
 from warehouse.layout import Layout
@@ -150,6 +152,7 @@ def test_a_merged_session_interleaves_its_servers_by_time(tmp_path: Path) -> Non
     ]
 
 
+@pytest.mark.slow  # several ingest runs
 def test_merged_sessions_are_planned_as_units_whose_parts_are_kept_until_a_log_changes(
     tmp_path: Path,
 ) -> None:

@@ -97,6 +97,7 @@ def run_with_umask(args: list[str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # ingests under several umasks
 def test_everything_ingest_writes_is_private_whatever_the_umask(tmp_path: Path) -> None:
     home = tmp_path / "home"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
@@ -117,6 +118,7 @@ def test_a_warehouse_written_before_is_made_private_by_the_next_run(tmp_path: Pa
     assert modes(home / "warehouse") == {}
 
 
+@pytest.mark.slow  # a whole ingest and learn under a strict umask
 def test_the_learn_cache_and_imported_logs_are_private(tmp_path: Path) -> None:
     home = tmp_path / "home"
     out = tmp_path / "shop.flow.json"

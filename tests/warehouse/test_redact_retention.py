@@ -186,6 +186,7 @@ def test_ingest_redact_leaves_no_original_value(tmp_path: Path) -> None:
     assert again.returncode == 1 and "STRETTO_REDACT_SALT is not set" in again.stderr
 
 
+@pytest.mark.slow  # two warehouses, two learns
 def test_a_redacted_warehouse_learns_the_same_flow(tmp_path: Path) -> None:
     """The same sites, counts and binding sources from the redacted warehouse as from the
     recorded one (stretto redact's promise, kept through ingest)."""
@@ -238,6 +239,7 @@ def test_redaction_options_go_with_redact(tmp_path: Path, option: str) -> None:
 # --- ingest --retain-days --------------------------------------------------------------
 
 
+@pytest.mark.slow  # several ingest runs
 def test_ingest_retain_days_drops_old_sessions_in_one_commit(tmp_path: Path) -> None:
     home = tmp_path / "home"
     now_ms = int(time.time() * 1000)
