@@ -343,30 +343,15 @@ variant(Variant("base", "the current flow (main's code; reach at θ 0.3)"))
 variant(Variant("habit", "the next-step rule at θ 0.3", decider="habit"))
 variant(Variant("ours", "this branch's learning (named_other), uncalibrated", learn=our_flow))
 
-
-def with_keyed(bindings: dict, sources: list) -> dict:
-    """The members of one object merged into one keyed source (binding.keyed_sources), and
-    `named_other` learned again under the new rules when the flow has it."""
-    from stretto.model.binding import keyed_sources
-
-    keyed = [{**e, "found": keyed_sources(e["found"])} for e in bindings.get("sources", [])]
-    bindings = {**bindings, "sources": keyed}
-    if "named_other" in bindings:
-        bindings = with_named_other(
-            {k: v for k, v in bindings.items() if k != "named_other"}, sources
-        )
-    return bindings
-
-
-BINDING_CHANGES = {"named": with_named_other, "keyed": with_keyed}
+BINDING_CHANGES = {"named": with_named_other}
 
 
 def parse(spec: str) -> Variant:
     """A variant named by its parts: `named+cal@*` = main's flow with named_other learned,
     calibrated, served at θ*; `@0.2` a threshold; `ra1` reach's α set to 1; `habit` the
     next-step rule; `ours` this branch's learning instead of main's (`cur`: main's at CURRENT);
-    `keyed` the members of one object merged into one keyed source; `search` per-site
-    thresholds searched on the training episodes (after `cal`). A registered name is
+    `search` per-site thresholds searched on the training episodes (after `cal`). A
+    registered name is
     that variant."""
     if spec in VARIANTS:
         return VARIANTS[spec]

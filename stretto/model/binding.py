@@ -22,7 +22,6 @@ from stretto.model.shape import Shape
 REQUIRED_SHARE = 0.9  # an argument passed in this share of a lookup's calls is required
 MIN_SOURCE_FOUND = 2  # a source is usable when found this often ...
 MIN_SOURCE_SHARE = 0.1  # ... and for this share of the argument's values
-KEYED_VALUES = 2  # members merge into a keyed source with a distinct key per this many values
 MIN_MENTION = 4  # a sibling this long, named by the customer, marks its value as named
 
 PICKED, OTHER, DESCRIBED, NONE = "picked", "other", "described", "none"
@@ -48,14 +47,7 @@ def parse_output(content: str) -> Any:
         return lines if len(lines) >= 2 else content
 
 
-# A compiled path: a member's name, None for every element of an array, or MEMBERS (only as the
-# last step, written `.*`) for every member of an object.
-class _Members(str):
-    """The `.*` step: told apart from a member named `*` (`."*"`) by its type."""
-
-
-MEMBERS = _Members("*")
-Steps = tuple[str | None, ...]
+Steps = tuple[str | None, ...]  # a compiled path: a member's name, or None for every element
 
 
 class PathError(ValueError):
@@ -77,9 +69,8 @@ def _parser():
 def compile_path(path: str) -> Steps:
     """A binding path, read by jsonpath-ng, as the steps `values_at` follows: `$.orders[*].id`
     -> ("orders", None, "id"). A binding path is the root followed by members (`.name`,
-    `."any key"`) and `[*]` (every element of an array), and may end in `.*` (every member of
-    an object: a keyed source); anything else — an index, a slice, `..`, a filter — is
-    refused. Each path is read once per process."""
+    `."any key"`) and `[*]` (every element of an array); anything else — an index, a slice,
+    `..`, a filter — is refused. Each path is read once per process."""
     from jsonpath_ng.exceptions import JSONPathError
     from jsonpath_ng.jsonpath import Child, Fields, Root, Wildcard
 
@@ -103,9 +94,7 @@ def compile_path(path: str) -> Steps:
         if i > 0 and isinstance(node, Fields) and len(node.fields) == 1:
             steps.append(node.fields[0])
         elif i > 0 and isinstance(node, Wildcard):
-            # jsonpath-ng reads `[*]` and `.*` alike; a binding path's last `.*` is its members
-            keyed = i == len(nodes) - 1 and path.rstrip().endswith(".*")
-            steps.append(MEMBERS if keyed else None)
+            steps.append(None)
         else:
             bare = i == 0 and isinstance(node, Fields | Wildcard)
             what = "it does not start with $" if bare else f"it has `{node}`"
@@ -131,36 +120,28 @@ def binding_paths(bindings: dict):
 
 def values_at(document: Any, steps: Sequence[str | None]) -> list[tuple[str, list[str]]]:
     """The string values at a path, in document order, each with its siblings: the other
-    string values of the object it belongs to. A last step MEMBERS (`.*`) takes every member
-    of an object, each named by its key alone (`{"T-Shirt": "9523456873", ...}`: the key is
-    its only sibling, the other members being values of the same kind)."""
+    string values of the object it belongs to."""
     out: list[tuple[str, list[str]]] = []
 
-    def walk(node: Any, index: int, parent: dict | None, key: str | None) -> None:
+    def walk(node: Any, index: int, parent: dict | None) -> None:
         if index == len(steps):
             if isinstance(node, str):
-                if key is not None:
-                    siblings = [key]
-                elif parent is not None:
-                    siblings = [v for v in parent.values() if isinstance(v, str) and v is not node]
-                else:
-                    siblings = []
+                siblings = (
+                    [v for v in parent.values() if isinstance(v, str) and v is not node]
+                    if parent is not None
+                    else []
+                )
                 out.append((node, siblings))
             return
         step = steps[index]
-        last = index + 1 == len(steps)
         if step is None:
             if isinstance(node, list):
                 for item in node:
-                    walk(item, index + 1, None, None)
-        elif isinstance(step, _Members):
-            if isinstance(node, dict):
-                for name, item in node.items():
-                    walk(item, index + 1, None, name)
+                    walk(item, index + 1, None)
         elif isinstance(node, dict) and step in node:
-            walk(node[step], index + 1, node if last else None, None)
+            walk(node[step], index + 1, node if index + 1 == len(steps) else None)
 
-    walk(document, 0, None, None)
+    walk(document, 0, None)
     return out
 
 
@@ -393,62 +374,12 @@ def learn_constants(
 
 
 def usable_sources(entry: dict) -> list[tuple[str, Steps]]:
-    """A `sources` or `lists` entry's sources found often enough to bind from. A keyed source
-    (its path ends in `.*`: every member of an object, each named by its key) needs no share
-    of the argument's values: a pick there is the member the customer named, so how seldom
-    the agent took one does not say how often it is wrong (the binding's chance does)."""
+    """A `sources` or `lists` entry's sources found often enough to bind from."""
     return [
         (f["source"], compile_path(f["path"]))
         for f in entry["found"]
-        if f["count"] >= MIN_SOURCE_FOUND
-        and (f["count"] >= MIN_SOURCE_SHARE * entry["values"] or keyed_path(f["path"]))
+        if f["count"] >= MIN_SOURCE_FOUND and f["count"] >= MIN_SOURCE_SHARE * entry["values"]
     ]
-
-
-def keyed_path(path: str) -> bool:
-    """A path to every member of an object (`$.*`, `$.catalog.*`)."""
-    return path.endswith(".*")
-
-
-def keyed_sources(found: list[dict]) -> list[dict]:
-    """Found sources with the members of one object merged: paths of one source that end in
-    different member keys after the same prefix (`$."T-Shirt"`, `$."Mechanical Keyboard"`)
-    become one keyed path (`$.*`) counting them all, when the keys are data rather than a
-    record's fields: the object is reached by members alone (not an element of a list of
-    records), with at least two keys, and at least one for every KEYED_VALUES values found at
-    them (a record's fields repeat: `$.origin` 15 times and `$.destination` 8 stay apart).
-    Sorted by (source, path), as the flow stores them."""
-    keys: dict[tuple[str, str], set[str]] = {}
-    counts: dict[tuple[str, str], int] = {}
-    for f in found:
-        prefix, key = _member_split(f["path"])
-        if key is not None:
-            keys.setdefault((f["source"], prefix), set()).add(key)
-            counts[(f["source"], prefix)] = counts.get((f["source"], prefix), 0) + f["count"]
-
-    def keyed(group: tuple[str, str]) -> bool:
-        n = len(keys[group])
-        return n >= 2 and n * KEYED_VALUES >= counts[group]
-
-    merged: dict[tuple[str, str], int] = {}
-    for f in found:
-        prefix, key = _member_split(f["path"])
-        path = f["path"]
-        if key is not None and keyed((f["source"], prefix)):
-            path = prefix + ".*"
-        merged[(f["source"], path)] = merged.get((f["source"], path), 0) + f["count"]
-    return [{"source": s, "path": p, "count": n} for (s, p), n in sorted(merged.items())]
-
-
-def _member_split(path: str) -> tuple[str, str | None]:
-    """(prefix, key) of a path of members alone (`$.a."b c"` -> (`$."a"`, `b c`)), else
-    (path, None)."""
-    steps = compile_path(path)
-    if not steps or None in steps or isinstance(steps[-1], _Members):
-        return path, None
-    rest = steps[:-1]
-    prefix = "$" + "".join("." + json.dumps(s, ensure_ascii=False) for s in rest)
-    return prefix, steps[-1]
 
 
 def _pick_list(usable, state: SessionState, arg: str, used: set) -> list[str] | str:

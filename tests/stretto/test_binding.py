@@ -14,10 +14,8 @@ from stretto.model.binding import (
     Rules,
     SessionState,
     chance,
-    keyed_sources,
     parse_path,
     pick,
-    usable_sources,
     values_at,
 )
 from stretto.model.shape import shown
@@ -176,67 +174,6 @@ def test_a_flow_learned_before_shapes_binds_nothing_from_results() -> None:
     assert pick(rules, state, "get_account").error == (
         "`account` has no learned shape (a flow learned before shapes: learn it again)"
     )
-
-
-def test_a_keyed_path_takes_every_member_named_by_its_key() -> None:
-    catalog = {"Desk Lamp": "1001", "T-Shirt": "1002", "sizes": ["S"], "note": {"a": "b"}}
-    assert parse_path("$.*") == ["*"] and parse_path('$."*"') == ["*"]
-    assert values_at(catalog, parse_path("$.*")) == [("1001", ["Desk Lamp"]), ("1002", ["T-Shirt"])]
-    named_star = {"*": "x", "y": "z"}  # a member named *, not every member
-    assert values_at(named_star, parse_path('$."*"')) == [("x", ["z"])]
-    assert values_at(["1001"], parse_path("$.*")) == []  # an array's elements are not members
-    assert values_at({"c": catalog}, parse_path("$.c.*"))[1] == ("1002", ["T-Shirt"])
-
-
-def test_members_of_one_object_become_one_keyed_source() -> None:
-    found = [
-        {"source": "catalog", "path": '$."T-Shirt"', "count": 2},
-        {"source": "catalog", "path": '$."Mechanical Keyboard"', "count": 1},
-        {"source": "order", "path": "$.items[*].product_id", "count": 20},
-        {"source": "order", "path": "$.user_id", "count": 1},
-    ]
-    assert keyed_sources(found) == [
-        {"source": "catalog", "path": "$.*", "count": 3},
-        {"source": "order", "path": "$.items[*].product_id", "count": 20},
-        {"source": "order", "path": "$.user_id", "count": 1},  # one key alone stays
-    ]
-    # usable when found twice, whatever its share of the argument's values (3 of 60 here)
-    entry = {"tool": "get_product", "arg": "id", "values": 60, "found": keyed_sources(found)}
-    assert [(s, list(p)) for s, p in usable_sources(entry)] == [
-        ("catalog", ["*"]),
-        ("order", ["items", None, "product_id"]),
-    ]
-
-
-def test_a_keyed_source_binds_the_member_the_customer_named() -> None:
-    bindings = {
-        "args": {"get_product": {"calls": 4, "passed": {"id": 4}}},
-        "sources": [
-            {
-                "tool": "get_product",
-                "arg": "id",
-                "values": 40,
-                "found": [{"source": "catalog", "path": "$.*", "count": 2}],
-            }
-        ],
-        "agreed": {"get_product": [[0, 1], [3, 3]]},
-        "shapes": [
-            {
-                "tool": "get_product",
-                "arg": "id",
-                "values": 40,
-                "classes": ["digit"],
-                "symbols": "",
-                "length": [4, 4],
-            }
-        ],
-    }
-    rules = Rules.from_flow(bindings)
-    state = SessionState()
-    state.add_user("What t-shirts do you have?")
-    state.add_result("catalog", True, '{"Desk Lamp": "1001", "T-Shirt": "1002"}')
-    result = pick(rules, state, "get_product")
-    assert (result.arguments, result.mention) == ({"id": "1002"}, PICKED)
 
 
 def test_a_value_the_customer_named_comes_first() -> None:
