@@ -8,7 +8,7 @@ did not answer, classed by why:
   picked other values, or could not bind);
 - `bound, below θ`: bound to the agent's arguments, but served below θ;
 - `bound, above θ`: bound and served at θ or more, yet not made (the per-call or per-episode
-  cap, or a stand-in answered first).
+  cap).
 
     .venv/bin/python bench/missed.py [--domain retail] [--variant ours+cal@*]
 """
@@ -29,7 +29,7 @@ from stretto.logs.episode import Assistant  # noqa: E402
 from stretto.model.decide import Decider  # noqa: E402
 from stretto.model.program import FlowDistributions  # noqa: E402
 from stretto.offline.ceiling import ceiling_turns  # noqa: E402
-from stretto.offline.replay import _EpisodeReplay  # noqa: E402
+from stretto.offline.replay import PER_CALL, PER_EPISODE, _EpisodeReplay  # noqa: E402
 from stretto.offline.walk import call_key  # noqa: E402
 
 REASONS = ("no decision", "not an option", "other values", "bound, below θ", "bound, above θ")
@@ -96,8 +96,9 @@ def why(trace: Traced, at: int, call, theta: float) -> tuple[str, str]:
     return ("bound, above θ" if max(right) >= theta else "bound, below θ"), site
 
 
-def missed(domain_name: str, spec: str) -> tuple[Counter, Counter, int, int]:
-    domain = load_domain(domain_name)
+def missed(domain, spec: str) -> tuple[Counter, Counter, int, int]:
+    """The variant's replay of the domain's test episodes: the missed ceiling turns by reason
+    and by (reason, site, lookup), the ceiling's turns, and those of them saved."""
     v = parse(spec)
     flow = v.learn(domain, domain.train_ok)
     theta = v.threshold(domain)
@@ -106,7 +107,7 @@ def missed(domain_name: str, spec: str) -> tuple[Counter, Counter, int, int]:
     kinds = flow["manifest"]["tools"]
     by_reason, by_lookup, ceiling, saved = Counter(), Counter(), 0, 0
     for _, episode in domain.test:
-        trace = Traced(episode, decider, dists, kinds, 8, 40, 0.0, 0)
+        trace = Traced(episode, decider, dists, kinds, PER_CALL, PER_EPISODE, 0.0, 0)
         trace.replay()
         counted = ceiling_calls(episode, kinds)
         for at, turn in trace.turns:
@@ -123,13 +124,43 @@ def missed(domain_name: str, spec: str) -> tuple[Counter, Counter, int, int]:
     return by_reason, by_lookup, ceiling, saved
 
 
+def section(q, spec: str = "ours+cal@*", top: int = 6) -> list[str]:
+    """docs/results.md's breakdown of the ceiling's missed turns, per domain (`q`:
+    bench.quality)."""
+    lines = [
+        "## Where the missed share goes",
+        "",
+        "The served flow's replay of the test episodes (all agents): each turn the read-only "
+        "ceiling counts and the flow did not save, by the first of its calls the flow did not "
+        "answer (bench/missed.py), from the agent's last write to the turn: *no decision* — "
+        "the flow decided nowhere; *not an option* — the lookup never followed the site in "
+        "training; *other values* — an option, never bound to the agent's arguments; *bound, "
+        "below θ* — bound to them, served below θ*; *bound, above θ* — the per-call or "
+        "per-episode cap. Percentages of the missed turns.",
+        "",
+        "| domain | ceiling turns | saved | "
+        + " | ".join(REASONS)
+        + " | largest (why: last site → lookup, turns) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ("retail", "airline", "telecom"):
+        by_reason, by_lookup, ceiling, saved = missed(q.domain(name), spec)
+        lost = max(ceiling - saved, 1)
+        cells = [f"{by_reason[r]} ({100 * by_reason[r] / lost:.0f}%)" for r in REASONS]
+        largest = "; ".join(
+            f"{r}: {site} → {lookup}, {n}" for (r, site, lookup), n in by_lookup.most_common(top)
+        )
+        lines.append(f"| {name} | {ceiling} | {saved} | " + " | ".join(cells) + f" | {largest} |")
+    return lines + [""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", default="retail")
     parser.add_argument("--variant", default="ours+cal@*")
     parser.add_argument("--top", type=int, default=12)
     args = parser.parse_args()
-    by_reason, by_lookup, ceiling, saved = missed(args.domain, args.variant)
+    by_reason, by_lookup, ceiling, saved = missed(load_domain(args.domain), args.variant)
     lost = ceiling - saved
     print(f"{args.domain} {args.variant}: ceiling {ceiling} turns, saved {saved}, missed {lost}")
     print("\n| why missed | turns | share of the missed |\n|---|---|---|")
