@@ -136,7 +136,9 @@ def section(q, spec: str = "ours+cal@*", top: int = 6) -> list[str]:
         "the flow decided nowhere; *not an option* — the lookup never followed the site in "
         "training; *other values* — an option, never bound to the agent's arguments; *bound, "
         "below θ* — bound to them, served below θ*; *bound, above θ* — the per-call or "
-        "per-episode cap. Percentages of the missed turns.",
+        "per-episode cap. Percentages of the missed turns. (*saved* counts the ceiling's "
+        "turns saved; the share of the ceiling above counts every turn saved, a few of which "
+        "the ceiling does not count.)",
         "",
         "| domain | ceiling turns | saved | "
         + " | ".join(REASONS)

@@ -43,7 +43,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import missed  # noqa: E402
 from bench.tried import NOT_KEPT, NOT_TRIED, TRIED  # noqa: E402
 from stretto.model.flow import load_flow  # noqa: E402
 from stretto.offline.judging import OracleOptions  # noqa: E402
@@ -434,6 +433,7 @@ def main() -> None:
     parser.add_argument("--oracle", metavar="URI", help="also an arbiter row, asking this runner")
     parser.add_argument("--oracle-base-url", metavar="URL", help="the runner's server")
     args = parser.parse_args()
+    from bench import missed
     from bench import quality as q
 
     started = time.time()
