@@ -10,6 +10,10 @@ for reach (the log-likelihood of each read's use before the next write, a Bernou
 at every step).
 
     .venv/bin/python bench/features.py [--domain retail]
+    .venv/bin/python bench/features.py --domain retail --replay "get_order_details:Len(items)"
+
+With `--replay`, the field's effect on decisions: reach at θ 0.3 with the step names carrying
+it against without, both counted here, judged by the paired bootstrap (replay_with).
 """
 
 from __future__ import annotations
@@ -151,10 +155,85 @@ def held_out(episodes, featured, alpha, vocab, writes, reads) -> tuple[float, fl
     return total_h, total_r
 
 
+def levels(counts_by_history, totals=None) -> list[list[dict]]:
+    """Counts as a flow's `habit`/`reach` levels (docs/formats.md §3)."""
+    out: list[list[dict]] = [[], [], []]
+    for history, counts in sorted(counts_by_history.items()):
+        total = totals[history] if totals is not None else sum(counts.values())
+        out[len(history)].append(
+            {"history": list(history), "counts": dict(sorted(counts.items())), "total": total}
+        )
+    return out
+
+
+def with_counts(flow: dict, episodes, featured, writes, reads) -> dict:
+    """The flow with its habit and reach counts made here (the step names with the chosen
+    fields), α kept."""
+    habit, reach, totals = counts(episodes, featured, writes, reads)
+    return {
+        **flow,
+        "habit": {**flow["habit"], "levels": levels(habit)},
+        "reach": {**flow["reach"], "levels": levels(reach, totals)},
+    }
+
+
+def replay_with(name: str, field: tuple[str, str], draws: int) -> None:
+    """Reach at θ 0.3 (uncalibrated) with and without the field in the step names, both
+    counted here from the successful training episodes, replayed on the test episodes and
+    judged by the paired bootstrap over tasks (bench/paired.py). The decider's history gets
+    the field by the same rule as training (SessionView.came_back, wrapped here only)."""
+    from bench.paired import MEASURES, paired, replayed
+    from bench.quality import THETA, current_flow
+    from stretto.model import session
+
+    d = load(name)
+    flow = current_flow(d, d.train_ok)
+    kinds = flow["manifest"]["tools"]
+    writes = {t for t, k in kinds.items() if k == "write"}
+    reads = sorted(t for t, k in kinds.items() if k == "read")
+    episodes = [e for e in d.train if e.succeeded]
+    base = replayed(d, with_counts(flow, episodes, set(), writes, reads), "reach", THETA)
+    original = session.SessionView.came_back
+
+    def came_back(self, tool, failed, content, call_id=None):
+        original(self, tool, failed, content, call_id)
+        if not failed and tool == field[0]:
+            features = {"class": result_class(content)}
+            features.update({f"Len({k})": n for k, n in length_fields(content).items()})
+            step = (tool, "tool", features, self.history[-1])
+            self.history[-1] = named(step, {field})
+
+    session.SessionView.came_back = came_back  # type: ignore[method-assign]
+    try:
+        other = replayed(d, with_counts(flow, episodes, {field}, writes, reads), "reach", THETA)
+    finally:
+        session.SessionView.came_back = original  # type: ignore[method-assign]
+    agents = sorted({a for a, _ in d.test})
+    first = paired(base, other, d.costs, None, 10)
+    print(f"\n## {name}: reach at θ {THETA} with {field[0]} {field[1]} against without\n")
+    print(
+        "without: "
+        + ", ".join(f"{m} {first[m][0]:.3f}" for m in MEASURES)
+        + f"; options {len(base.scores)} (with it: {len(other.scores)})\n"
+    )
+    print("| agents | " + " | ".join(MEASURES) + " |\n|---|" + "---|" * len(MEASURES))
+    for agent in [None, *agents]:
+        c = paired(base, other, d.costs, agent, draws)
+        cells = [f"{c[m][2]:+.3f} [{c[m][3]:+.3f}, {c[m][4]:+.3f}]" for m in MEASURES]
+        print(f"| {agent or 'all'} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", action="append")
+    parser.add_argument("--replay", metavar="TOOL:FIELD", help="replay with this field")
+    parser.add_argument("--draws", type=int, default=1000)
     args = parser.parse_args()
+    if args.replay:
+        tool, _, field = args.replay.partition(":")
+        for name in args.domain or ["retail"]:
+            replay_with(name, (tool, field), args.draws)
+        return
     for name in args.domain or ["retail", "airline", "telecom"]:
         d = load(name)
         flow = our_flow(d, d.train_ok)

@@ -110,8 +110,12 @@ NOT_KEPT = [
         "tool's class at once +4.0. Airline: every candidate loses (search_direct_flight's "
         "class −22.2, every class at once −33.9). Telecom: one class everywhere",
         "not built: the spec's learning would select no field in any domain, so the flow "
-        "and its decisions would not change; the warehouse's steps would need a result "
-        "column for it",
+        "and its decisions would not change. Forced in anyway (bench/features.py --replay: "
+        "counts made in Python, which reproduce main's reach at θ 0.3 in retail — share 82.0, "
+        "1.04 detours — and the field in the served history), retail's best fields change "
+        "nothing: get_order_details `Len(items)` and get_user_details' class no decision "
+        "(Brier +0.001 [+0.000, +0.003] and +0.000), `Len(payment_history)` detours −0.03 "
+        "[−0.08, +0.00]",
     ),
     (
         "list sources ranked by position (spec §5): the element of a list source the agent "
