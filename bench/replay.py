@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.tried import NOT_KEPT, NOT_TRIED, TRIED  # noqa: E402
+from bench.tried import NOT_KEPT, NOT_TRIED, ROUND1, TRIED  # noqa: E402
 from stretto.model.flow import load_flow  # noqa: E402
 from stretto.offline.judging import OracleOptions  # noqa: E402
 
@@ -253,11 +253,14 @@ def tried_section(draws: int, q) -> tuple[list[str], dict]:
         "## What was tried",
         "",
         "Each change judged on the test episodes by a paired bootstrap over tasks "
-        f"({draws} draws) against the flow before it (the current flow: main's code at "
-        f"{q.MAIN}, reach at θ 0.3; `cur`: the served flow as main's code at {q.CURRENT} "
-        "learns it), pooled over agents; *losses* names every agent with a "
-        "significant loss (its 95% interval below 0) in any measure. bench/quality.py "
-        "prints the full tables, per agent.",
+        f"({draws} draws) against the flow before it, pooled over agents; *losses* names "
+        "every agent with a significant loss (its 95% interval below 0) in any measure. "
+        "bench/quality.py prints the full tables, per agent. This round's changes are "
+        f"judged against `cur+cal@*`, the flow main's code at {q.CURRENT} serves "
+        "(calibrated, at θ*). The first round's rows follow as they were printed then, "
+        f"against main's code at {q.MAIN} (reach at θ 0.3): its flows predate the binding's "
+        "learned shapes, which the binding now needs to bind from results, so they cannot "
+        "be replayed again.",
         "",
         "| change | against | domain | Δ share of ceiling | Δ detours / ep | Δ ECE | "
         "Δ utility / ep | significant losses | kept |",
@@ -275,6 +278,8 @@ def tried_section(draws: int, q) -> tuple[list[str], dict]:
                 f"{diff(p['detours/ep'], 2)} | {diff(p['ece'], 3)} | {diff(p['utility/ep'], 0)}"
                 f" | {losses} | {kept}{': ' + why if why and name == 'retail' else ''} |"
             )
+    lines += ["", "First round (as printed then):", ""]
+    lines += ROUND1.read_text().splitlines()
     lines += [
         "",
         "Not kept (their code was removed) or not built (a measurement said it would not "
@@ -300,7 +305,7 @@ def curve_section(draws: int, plots: Path, q) -> tuple[list[str], dict]:
         "n; all of them once), each replayed on every test episode of its domain. *Saving* = "
         "turns saved %; *of all* = the mean saving at n over the saving from every training "
         "episode. The served flow (calibrated on the n episodes' own cross-fitted replays, "
-        "reach at θ*) against the current flow (reach at 0.3). Plot: "
+        "reach at θ*) against the same learning uncalibrated (reach at 0.3). Plot: "
         "![learning curve](learning-curve.png)",
         "",
         "| domain | flow | n | saving % (mean; range) | of all | share of ceiling % | "
@@ -311,7 +316,7 @@ def curve_section(draws: int, plots: Path, q) -> tuple[list[str], dict]:
     ratios: dict = {}
     for name in ("retail", "airline", "telecom"):
         domain = q.domain(name)
-        for label, spec in (("served", "ours+cal@*"), ("current", "base")):
+        for label, spec in (("served", "ours+cal@*"), ("uncalibrated", "ours")):
             rows = q.curve(domain, q.parse(spec), sizes, draws)
             curves[f"{name}, {label}"] = rows
             full = [r for r in rows if r["n"] == max(x["n"] for x in rows)][0]["saved %"]
@@ -367,12 +372,12 @@ def goals_section(figures: dict, ratios: dict, judged: dict) -> list[str]:
         )
     for name in ("retail", "airline", "telecom"):
         ratio = ratios.get((name, "served"))
-        current = ratios.get((name, "current"))
+        current = ratios.get((name, "uncalibrated"))
         if ratio is None:
             continue
         lines.append(
             f"| {name}: 10 episodes give ≥ {100 * CURVE_SHARE:.0f}% of the saving from all | "
-            f"{100 * ratio:.0f}% (current flow: {100 * current:.0f}%) | "
+            f"{100 * ratio:.0f}% (uncalibrated: {100 * current:.0f}%) | "
             f"{'yes' if ratio >= CURVE_SHARE else 'no'} |"
         )
     losses = [
@@ -381,7 +386,7 @@ def goals_section(figures: dict, ratios: dict, judged: dict) -> list[str]:
         for a, m in judged.get(("ours+cal@*", name), {}).get("losses", [])
     ]
     lines.append(
-        "| nothing worse elsewhere (the served flow against the current flow, per domain and "
+        "| nothing worse elsewhere (the served flow against main's, per domain and "
         f"agent) | significant losses: {'; '.join(losses) or 'none'} | "
         f"{'no' if losses else 'yes'} |"
     )
