@@ -152,19 +152,19 @@ class Learner:
         return flow
 
 
-def _main_flow(domain: Domain, ids: list[str]) -> dict:
+def _main_flow(domain: Domain, ids: list[str], commit: str = MAIN) -> dict:
     """The flow main's code learns (`stretto compile`'s path, learn_folder) from these
-    episodes: its source at MAIN, unpacked once, run in a process of its own."""
+    episodes: its source at `commit`, unpacked once, run in a process of its own."""
     import subprocess
 
-    source = CACHE / f"main-{MAIN}"
+    source = CACHE / f"main-{commit}"
     if not (source / "stretto").is_dir():
         source.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", MAIN], capture_output=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
     key = digest(sorted(ids))
     logs = write_training_logs(domain, ids, CACHE / domain.name / "logs" / key)
-    out = CACHE / domain.name / "tmp" / f"main-{key}.flow.json"
+    out = CACHE / domain.name / "tmp" / f"main-{commit}-{key}.flow.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     script = (
         "import sys; from stretto.cli.learning import learn_folder; from pathlib import Path; "
@@ -197,6 +197,11 @@ def _our_flow(domain: Domain, ids: list[str]) -> dict:
 
 
 main_flow = Learner(f"main-{MAIN}", _main_flow)
+# main's learning when this round of issue 19 began (`cur`): the served flow's code before it
+CURRENT = "b670eec"
+current_flow = Learner(
+    f"main-{CURRENT}", lambda domain, ids: _main_flow(domain, ids, commit=CURRENT)
+)
 our_flow = Learner(f"ours-{source_digest()}", _our_flow)
 
 
@@ -307,6 +312,23 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     return Learner(f"{inner.key}+cal{penalty or 'cv'}", make)
 
 
+def searched(inner: Learner) -> Learner:
+    """`inner`'s flow with per-site thresholds from `stretto search` (NSGA-II from θ*, at the
+    domain's costs) on the successful training episodes it learned from."""
+    from stretto.offline.search import Search, with_thresholds
+
+    def make(domain: Domain, ids: list[str]) -> dict:
+        flow = inner(domain, ids)
+        chosen = set(ids)
+        train = [e for e in domain.train if e.id in chosen]
+        found = Search(
+            flow, train, decider="reach", threshold=theta_star(domain), costs=domain.costs
+        ).run()
+        return with_thresholds(flow, found.setting)
+
+    return Learner(f"{inner.key}+search", make)
+
+
 def reach_alpha(inner: Learner, alpha: float) -> Learner:
     """`inner`'s flow with the reach model's α set to `alpha` (the habit's is kept)."""
 
@@ -327,7 +349,9 @@ BINDING_CHANGES = {"named": with_named_other}
 def parse(spec: str) -> Variant:
     """A variant named by its parts: `named+cal@*` = main's flow with named_other learned,
     calibrated, served at θ*; `@0.2` a threshold; `ra1` reach's α set to 1; `habit` the
-    next-step rule; `ours` this branch's learning instead of main's. A registered name is
+    next-step rule; `ours` this branch's learning instead of main's (`cur`: main's at CURRENT);
+    `search` per-site thresholds searched on the training episodes (after `cal`). A
+    registered name is
     that variant."""
     if spec in VARIANTS:
         return VARIANTS[spec]
@@ -336,6 +360,8 @@ def parse(spec: str) -> Variant:
     learn, decider = main_flow, "reach"
     if "ours" in parts:
         learn = our_flow
+    if "cur" in parts:
+        learn = current_flow
     changes = [p for p in parts if p in BINDING_CHANGES]
     if changes:
         learn = rebound(learn, "+".join(changes), both(*(BINDING_CHANGES[c] for c in changes)))
@@ -344,11 +370,15 @@ def parse(spec: str) -> Variant:
             learn = reach_alpha(learn, float(part[2:]))
     if "cal" in parts:
         learn = calibrated(learn)
+    if "search" in parts:
+        learn = searched(learn)
     if "habit" in parts:
         decider = "habit"
     unknown = {p for p in parts if not p.startswith("ra")} - {
         "ours",
+        "cur",
         "cal",
+        "search",
         "habit",
         *BINDING_CHANGES,
     }

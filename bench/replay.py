@@ -16,7 +16,8 @@ training episodes and judged on the test episodes, and a threshold sweep pooled 
 From bench/quality.py (learned flows cached under ~/.cache/stretto-quality/): the goals of
 issue 19 with the figures reached, every change tried, judged against the current flow (main's
 code at bench.quality.MAIN) by a paired bootstrap over tasks, and the learning curve
-(docs/learning-curve.png). Prints the page and writes it to docs/results.md.
+(docs/learning-curve.png), and where the served flow's missed share goes (bench/missed.py). The
+changes tried are recorded in bench/tried.py. Prints the page and writes it to docs/results.md.
 
 With `--oracle URI` each domain's flow also gets an arbiter (`stretto compile --oracle URI`:
 fitted on the test tasks' episodes, five folds cross-fitted by task group, so each test
@@ -42,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.tried import NOT_KEPT, NOT_TRIED, ROUND1, TRIED  # noqa: E402
 from stretto.model.flow import load_flow  # noqa: E402
 from stretto.offline.judging import OracleOptions  # noqa: E402
 
@@ -56,95 +58,6 @@ COSTS = {"retail": (5824, 2467), "airline": (7051, 1022), "telecom": (8929, 1178
 REFERENCE = {"retail": {"reach": 0.864, "habit": 0.762}}
 GOALS = {"retail": 90.0, "airline": 60.0}  # share of the ceiling at ≤ 1.0 detours/episode
 MAX_DETOURS, MAX_ECE, CURVE_SHARE = 1.0, 0.05, 0.95
-
-# Each change tried: (label, variant, judged against, kept?, why) — variants as bench/quality.py
-# names them; each judged per domain and agent against the current flow or the step before.
-TRIED = [
-    (
-        "named_other learned (spec §5.6): the chance of a pick beside a value the customer named",
-        "named",
-        "base",
-        "kept",
-        "fewer detours in retail and airline (telecom: no decision changed), no significant loss",
-    ),
-    (
-        "calibration map of the served score (logistic, offsets by site and mention; "
-        "cross-fitted), at θ 0.3",
-        "named+cal",
-        "named",
-        "kept, at θ*",
-        "ECE and detours fall; at 0.3 airline's share falls (interval reaching 0)",
-    ),
-    (
-        "θ* = δ/(β+δ) from the domain's costs, on the calibrated score",
-        "named+cal@*",
-        "named+cal",
-        "kept",
-        "more detours than the map at 0.3 (airline, telecom), but it takes back the share the "
-        "map lost at 0.3 in airline: against the current flow the served flow loses nothing "
-        "significant (last rows); retail unchanged (θ* 0.298)",
-    ),
-    (
-        "θ* on the uncalibrated score",
-        "@*",
-        "base",
-        "dropped",
-        "share bought with many detours",
-    ),
-    ("reach's α set apart (1 instead of the habit's)", "ra1", "base", "dropped", "no gain"),
-    (
-        "**the served flow** (this branch's learning, calibrated, θ*) against the current flow",
-        "ours+cal@*",
-        "base",
-        "—",
-        "",
-    ),
-]
-# Changes whose code was not kept: measured with bench/quality.py during this work (1000
-# draws); the figures as the harness printed them, pooled over agents.
-NOT_KEPT = [
-    (
-        "calibration as an isotonic table (pool-adjacent-violators, blocks shrunk by 2 "
-        "pseudo-rows), at θ 0.3, against the current flow",
-        "retail: ECE 0.086 → 0.042 (−0.044 [−0.056, −0.025]), detours −0.12 [−0.21, −0.03], "
-        "share ±0; airline: share −1.6 [−3.0, −0.4], detours −0.32 [−0.49, −0.17], ECE 0.044 "
-        "→ 0.058 (+0.014 [−0.021, +0.034]); telecom: ECE 0.250 → 0.194, no decision changed, "
-        "AUC 0.48",
-        "replaced by the logistic map with offsets (above): one score scale cannot tell the "
-        "lookups and the ways they were bound apart",
-    ),
-    (
-        "joint bindings: arguments taken together from one object of a result "
-        "(get_flight_status's flight_number and date from one flight); code in b7f0d34",
-        "airline, uncalibrated at θ*: share +8.4 [+3.5, +13.3], detours −0.12 [−0.37, +0.14], "
-        "bound values the agent used 325 → 336; on the calibrated flow at θ*: no decision "
-        "changed (AUC 0.839 → 0.871); retail and telecom: no lookup has two such arguments",
-        "dropped: no gain once calibrated (the map, fitted on the training agents, keeps "
-        "get_flight_status below θ*)",
-    ),
-    (
-        "the calibration's penalty chosen by leaving one training agent out (not one task fold)",
-        "airline: the same penalty and decisions as by task folds",
-        "dropped: no change",
-    ),
-]
-
-
-# Directions of the issue not tried, and why.
-NOT_TRIED = [
-    "Result features (spec §1.3, the flow's `map`): the obvious one, retail's order `status`, "
-    "told little on the test episodes (get_product_details used after a delivered order 26%, "
-    "a pending one 23%) against the binding's mention class (named 45%, not named 14%, named "
-    "beside another 1%), which the map now uses; steps would change in the warehouse's SQL.",
-    "Empirical-Bayes concentration per level and the group layer's weights fitted: reach's α "
-    "set apart changed no share (above); the map's offsets are the hierarchical shrinkage "
-    "that paid (a ridge per site and per mention class, its λ chosen by held-out folds).",
-    "Bindings beyond joint ones: mention through the proxy's context file (replay already "
-    "sees the customer's words), list sources ranked by position, `site_sources` "
-    "(spec §5.2): not tried.",
-    "`--half-life` where agents drift (in `learn` since the last merge): not measured; each "
-    "domain's training runs are of one period, so there is no drift to weigh.",
-]
 
 
 def domain_files(domain: str) -> list[Path]:
@@ -340,10 +253,14 @@ def tried_section(draws: int, q) -> tuple[list[str], dict]:
         "## What was tried",
         "",
         "Each change judged on the test episodes by a paired bootstrap over tasks "
-        f"({draws} draws) against the flow before it (the current flow: main's code at "
-        f"{q.MAIN}, reach at θ 0.3), pooled over agents; *losses* names every agent with a "
-        "significant loss (its 95% interval below 0) in any measure. bench/quality.py "
-        "prints the full tables, per agent.",
+        f"({draws} draws) against the flow before it, pooled over agents; *losses* names "
+        "every agent with a significant loss (its 95% interval below 0) in any measure. "
+        "bench/quality.py prints the full tables, per agent. This round's changes are "
+        f"judged against `cur+cal@*`, the flow main's code at {q.CURRENT} serves "
+        "(calibrated, at θ*). The first round's rows follow as they were printed then, "
+        f"against main's code at {q.MAIN} (reach at θ 0.3): its flows predate the binding's "
+        "learned shapes, which the binding now needs to bind from results, so they cannot "
+        "be replayed again.",
         "",
         "| change | against | domain | Δ share of ceiling | Δ detours / ep | Δ ECE | "
         "Δ utility / ep | significant losses | kept |",
@@ -361,9 +278,13 @@ def tried_section(draws: int, q) -> tuple[list[str], dict]:
                 f"{diff(p['detours/ep'], 2)} | {diff(p['ece'], 3)} | {diff(p['utility/ep'], 0)}"
                 f" | {losses} | {kept}{': ' + why if why and name == 'retail' else ''} |"
             )
+    lines += ["", "First round (as printed then):", ""]
+    lines += ROUND1.read_text().splitlines()
     lines += [
         "",
-        "Not kept (their code was removed; figures from bench/quality.py during this work):",
+        "Not kept (their code was removed) or not built (a measurement said it would not "
+        "pay); figures from bench/quality.py, bench/features.py and bench/missed.py during "
+        "this work:",
         "",
         "| change | measured | decision |",
         "|---|---|---|",
@@ -384,7 +305,7 @@ def curve_section(draws: int, plots: Path, q) -> tuple[list[str], dict]:
         "n; all of them once), each replayed on every test episode of its domain. *Saving* = "
         "turns saved %; *of all* = the mean saving at n over the saving from every training "
         "episode. The served flow (calibrated on the n episodes' own cross-fitted replays, "
-        "reach at θ*) against the current flow (reach at 0.3). Plot: "
+        "reach at θ*) against the same learning uncalibrated (reach at 0.3). Plot: "
         "![learning curve](learning-curve.png)",
         "",
         "| domain | flow | n | saving % (mean; range) | of all | share of ceiling % | "
@@ -395,7 +316,7 @@ def curve_section(draws: int, plots: Path, q) -> tuple[list[str], dict]:
     ratios: dict = {}
     for name in ("retail", "airline", "telecom"):
         domain = q.domain(name)
-        for label, spec in (("served", "ours+cal@*"), ("current", "base")):
+        for label, spec in (("served", "ours+cal@*"), ("uncalibrated", "ours")):
             rows = q.curve(domain, q.parse(spec), sizes, draws)
             curves[f"{name}, {label}"] = rows
             full = [r for r in rows if r["n"] == max(x["n"] for x in rows)][0]["saved %"]
@@ -451,12 +372,12 @@ def goals_section(figures: dict, ratios: dict, judged: dict) -> list[str]:
         )
     for name in ("retail", "airline", "telecom"):
         ratio = ratios.get((name, "served"))
-        current = ratios.get((name, "current"))
+        current = ratios.get((name, "uncalibrated"))
         if ratio is None:
             continue
         lines.append(
             f"| {name}: 10 episodes give ≥ {100 * CURVE_SHARE:.0f}% of the saving from all | "
-            f"{100 * ratio:.0f}% (current flow: {100 * current:.0f}%) | "
+            f"{100 * ratio:.0f}% (uncalibrated: {100 * current:.0f}%) | "
             f"{'yes' if ratio >= CURVE_SHARE else 'no'} |"
         )
     losses = [
@@ -465,7 +386,7 @@ def goals_section(figures: dict, ratios: dict, judged: dict) -> list[str]:
         for a, m in judged.get(("ours+cal@*", name), {}).get("losses", [])
     ]
     lines.append(
-        "| nothing worse elsewhere (the served flow against the current flow, per domain and "
+        "| nothing worse elsewhere (the served flow against main's, per domain and "
         f"agent) | significant losses: {'; '.join(losses) or 'none'} | "
         f"{'no' if losses else 'yes'} |"
     )
@@ -517,6 +438,7 @@ def main() -> None:
     parser.add_argument("--oracle", metavar="URI", help="also an arbiter row, asking this runner")
     parser.add_argument("--oracle-base-url", metavar="URL", help="the runner's server")
     args = parser.parse_args()
+    from bench import missed
     from bench import quality as q
 
     started = time.time()
@@ -557,6 +479,7 @@ def main() -> None:
             print(f"{name}: done ({time.time() - started:.0f} s)", file=sys.stderr)
         tried, judged = tried_section(args.draws, q)
         print(f"tried: done ({time.time() - started:.0f} s)", file=sys.stderr)
+        tried += missed.section(q)
         curve, ratios = curve_section(args.curve_draws, plots, q) if args.curve_draws else ([], {})
         print(f"curve: done ({time.time() - started:.0f} s)", file=sys.stderr)
     if args.oracle:
