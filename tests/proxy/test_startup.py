@@ -72,6 +72,8 @@ FLOW_PACKAGES = {
     *("textwrap", "threading", "token", "tokenize", "traceback", "types", "typing"),
     *("typing_extensions", "unicodedata", "urllib", "uuid", "warnings", "weakref", "zipfile"),
     "zlib",
+    # jsonschema's format checkers load these when installed (the lock has them since b670eec)
+    *("_locale", "calendar", "jsonpointer", "locale", "rfc3339_validator", "six"),
 }
 NEVER = {"dagster", "duckdb", "polars", "pyarrow", "numpy", "pandas", "matplotlib", "rich", "mcp"}
 NEVER |= {"subprocess", "asyncio", "argparse", "signal", "starlette", "uvicorn"}  # --listen's
