@@ -3,10 +3,14 @@
 Bytes are forwarded as they are read (`os.read` of up to 64 KiB, `os.write` of all that is
 there), a line's head before its tail has arrived, so a 16 MB line costs the proxy about what
 it costs a pipe. Each whole line is accounted for (parsed, logged, its request remembered,
-shown to the flow) later, in the order read, once nothing has moved for a millisecond (or many
-lines wait): the host and the server get the CPU first, and a 16 MB line is parsed once it has
-passed, not while its echo is on its way. With `--context` the host's lines are accounted for
-before the server's next line goes (the conversation is read when a call is).
+shown to the flow) later, in the order read, once the exchange has passed and nothing has moved
+for a millisecond (or many lines wait): the host and the server get the CPU first. While an
+answer is awaited (the host spoke last) or a line is half-way, the lines wait until the oldest
+is 20 ms old: parsing the request at once would take the CPU from the server computing its
+answer on a busy machine, and make the answer wait if it came meanwhile. While a big line is
+on its way (1 MiB waiting), until nothing has moved for 20 ms: a 16 MB line is parsed once it
+has passed, not while its echo is on its way. With `--context` the host's lines
+are accounted for before the server's next line goes (the conversation is read when a call is).
 
 When a flow may hold the server's answers (`--flow` but not `--flow-shadow`), the server's
 lines go the other way round: accounted for first, then forwarded unless the flow took one.
@@ -33,7 +37,10 @@ from proxy.wire import drop_written
 CHUNK = 1 << 16  # bytes read at once (more would be an mmap per read)
 HIGH_WATER = 1 << 22  # a side is not read while this much waits to be written to the other
 IOV_MAX = 1024  # pieces per writev
-ACCOUNT_AFTER_MS = 1  # lines are accounted for once nothing has moved for this long
+ACCOUNT_AFTER_MS = 1  # lines are accounted for once nothing has moved for this long ...
+ACCOUNT_WAITING_MS = 20  # ... or, while an answer is awaited, once the oldest is this old
+BIG_WAITING = 1 << 20  # ... but with this many bytes waiting and a line half-way, once
+# nothing has moved for ACCOUNT_WAITING_MS (a big line is parsed after its echo, not during)
 BACKLOG_LINES = 256  # ... or once this many wait
 BACKLOG_BYTES = 1 << 26  # ... or this many bytes
 SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
@@ -226,6 +233,7 @@ class Pump:
         # moved for a moment: the host and the server get the CPU first
         self._accounting: list = []
         self._backlog_bytes = 0
+        self._host_spoke_last = False  # the last bytes read were the host's: an answer is due
         self._in_order = relay.context is not None
         self.dirty = True  # what to poll for may have changed
         self.changed = True  # something the session waits on may have happened
@@ -355,13 +363,17 @@ class Pump:
                 until_due = log._due - time.monotonic()
                 wait = until_due if wait is None else min(wait, until_due)
             wait_ms = None if wait is None else max(0, int(wait * 1000) + 1)
-            if self._accounting and (wait_ms is None or wait_ms > ACCOUNT_AFTER_MS):
-                wait_ms = ACCOUNT_AFTER_MS
+            quiet_for_accounting = False  # a poll that times out means: account now
+            if self._accounting:
+                after = self._account_after()
+                if wait_ms is None or wait_ms >= after:
+                    wait_ms, quiet_for_accounting = after, True
             events = poll(wait_ms)
             for fd, event in events:
                 handlers[fd](event)
             if self._accounting and (
-                not events
+                (quiet_for_accounting and not events)
+                or self._overdue()
                 or len(self._accounting) >= BACKLOG_LINES
                 or self._backlog_bytes >= BACKLOG_BYTES
             ):
@@ -372,6 +384,29 @@ class Pump:
                 if self._accounting:
                     self._account()
                 return done()
+
+    def _line_open(self) -> bool:
+        return self._host_lines.open or (self.stdio and self._server_lines.open)
+
+    def _big_line_passing(self) -> bool:
+        return self._backlog_bytes >= BIG_WAITING and self._line_open()
+
+    def _account_after(self) -> int:
+        """How long (ms) the loop may wait before it accounts for the lines waiting."""
+        if not (self._host_spoke_last or self._line_open()):
+            return ACCOUNT_AFTER_MS  # the exchange has passed
+        if self._big_line_passing():
+            return ACCOUNT_WAITING_MS  # of nothing moving
+        age_ms = (time.monotonic_ns() - self._accounting[0][2]) // 1_000_000
+        return max(0, ACCOUNT_WAITING_MS - age_ms)
+
+    def _overdue(self) -> bool:
+        """The oldest line waiting has waited ACCOUNT_WAITING_MS (no big line passing)."""
+        oldest = self._accounting[0][2]
+        return (
+            time.monotonic_ns() - oldest >= ACCOUNT_WAITING_MS * 1_000_000
+            and not self._big_line_passing()
+        )
 
     def _take_queued(self) -> None:
         self.changed = True
@@ -451,6 +486,7 @@ class Pump:
         if data:
             outlet.send(data, not data.endswith(b"\n"))
             self._backlog_bytes += len(data)
+            self._host_spoke_last = True
             delivered = not (outlet.failed or outlet.closed)
             self._host_lines.feed(data, self._accounting, "client", now, delivered)
             if outlet.waiting >= HIGH_WATER:
@@ -494,6 +530,7 @@ class Pump:
             # The server starts a line: what the host sent before it is accounted for first
             # (--context: the conversation is read when a call is, before its answer goes).
             self._account()
+        self._host_spoke_last = False
         if not data:
             self.output_closed = True
             self.dirty = self.changed = True

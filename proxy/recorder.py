@@ -248,8 +248,9 @@ class SessionLog:
                 length = len(head) + len(text) + 2
             self._entries.append((length, now))
             self._batch_bytes += length
-            if self._due is None:
-                self._due = time.monotonic() + FLUSH_S
+            if self._due is None:  # FLUSH_S after the line was read, not after it was logged
+                read = time.monotonic() if t_ns is None else t_ns / 1e9
+                self._due = read + FLUSH_S
             if self._batch_bytes >= FLUSH_BYTES:
                 self._flush()
 
