@@ -94,15 +94,15 @@ def test_a_server_that_ignores_eof_is_ended(logs: Path) -> None:
     assert [line.sender for line in read_session_log(log_path).lines] == ["client", "server"]
 
 
-# Reads its input to the end, then works for 3 s of CPU (a shutdown on a loaded machine), then
-# exits with status 7.
+# Reads its input to the end, then keeps the CPU busy for 3 s (a shutdown that takes its time),
+# then exits with status 7.
 SLOW_TO_EXIT = [
     PYTHON,
     "-c",
     "import sys, time\n"
     "for line in sys.stdin.buffer: sys.stdout.buffer.write(line); sys.stdout.flush()\n"
-    "end = time.process_time() + 3\n"
-    "while time.process_time() < end: pass\n"
+    "end = time.monotonic() + 3\n"
+    "while time.monotonic() < end: pass\n"
     "sys.exit(7)",
 ]
 
