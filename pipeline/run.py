@@ -118,3 +118,27 @@ def failure_message(result: Runs | dg.ExecuteInProcessResult) -> str:
                 error = error.cause
             return error.to_string().strip()
     return "the run failed"
+
+
+def job_named(name: str) -> dg.JobDefinition:
+    """One of the Definitions' jobs, by name: what a process that did not define it (a Dask
+    worker) rebuilds it from."""
+    from pipeline.definitions import defs
+
+    return defs.resolve_job_def(name)
+
+
+def execute(
+    name: str,
+    instance: dg.DagsterInstance,
+    home: str | None,
+    partition: str | None = None,
+    run_config: dict | None = None,
+) -> dg.JobExecutionResult:
+    """Run the job `name` (for `partition`) on `instance` as a run any process can take a step
+    of: the job rebuilt by name, STRETTO_HOME in the run config. `run_config` adds to it (e.g.
+    pipeline.executor.dask_run_config)."""
+    config = {"resources": {"stretto": {"config": {"home": home}}}, **(run_config or {})}
+    job = dg.build_reconstructable_job("pipeline.run", "job_named", reconstructable_args=(name,))
+    tags = {"dagster/partition": partition} if partition else None
+    return dg.execute_job(job, instance=instance, run_config=config, tags=tags)
