@@ -26,6 +26,7 @@ from assets.replay import replay_report
 from assets.resources import StrettoHome
 from assets.search import thresholds
 from pipeline.compaction import compact_job, weekly_compaction
+from pipeline.executor import in_process_or_dask
 from pipeline.lifecycle import LIFECYCLE_ASSETS, LIFECYCLE_CHECKS, nightly_stage, stage_job
 
 THEN = "stretto/then"  # a tag on an ingest run: what to run once it has succeeded
@@ -130,7 +131,8 @@ defs = dg.Definitions(
     schedules=[nightly, nightly_stage, weekly_compaction],
     sensors=[new_logs, partitions, relearn_after_ingest],
     resources={"stretto": StrettoHome()},
-    # A run's steps in the run's own process: each is cheap to start that way (a process per
-    # step cost seconds for seconds of work); ingest spreads its batches over cores itself.
-    executor=dg.in_process_executor,
+    # A run's steps in the run's own process unless its run config picks a Dask cluster: each
+    # is cheap to start that way (a process per step cost seconds for seconds of work); ingest
+    # spreads its batches over cores itself.
+    executor=in_process_or_dask,
 )

@@ -103,7 +103,7 @@ def output_metadata(result: Runs | dg.ExecuteInProcessResult, asset: str) -> dic
     return {}
 
 
-def failure_message(result: Runs | dg.ExecuteInProcessResult) -> str:
+def failure_message(result: Runs | dg.ExecuteInProcessResult | dg.JobExecutionResult) -> str:
     """The first step failure's message: a `dg.Failure`'s description (an expected failure,
     one line), else the underlying error with its stack (a bug)."""
     for event in result.all_events:
@@ -118,3 +118,31 @@ def failure_message(result: Runs | dg.ExecuteInProcessResult) -> str:
                 error = error.cause
             return error.to_string().strip()
     return "the run failed"
+
+
+def job_named(name: str) -> dg.JobDefinition:
+    """One of the Definitions' jobs, by name: what a process that did not define it (a Dask
+    worker) rebuilds it from."""
+    from pipeline.definitions import defs
+
+    return defs.resolve_job_def(name)
+
+
+def execute(
+    name: str,
+    instance: dg.DagsterInstance,
+    home: str | None,
+    partition: str | None = None,
+    run_config: dict | None = None,
+    assets: list[str] | None = None,
+) -> dg.JobExecutionResult:
+    """Run the job `name` (for `partition`; only `assets` of it if given) on `instance` as a
+    run any process can take a step of: the job rebuilt by name, STRETTO_HOME in the run
+    config. `run_config` adds to it (e.g. pipeline.executor.dask_run_config)."""
+    config = {"resources": {"stretto": {"config": {"home": home}}}, **(run_config or {})}
+    job = dg.build_reconstructable_job("pipeline.run", "job_named", reconstructable_args=(name,))
+    tags = {"dagster/partition": partition} if partition else None
+    selection = [dg.AssetKey(a) for a in assets] if assets else None
+    return dg.execute_job(
+        job, instance=instance, run_config=config, tags=tags, asset_selection=selection
+    )

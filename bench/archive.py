@@ -1,0 +1,264 @@
+"""The nightly relearn over a large archive: a full relearn against one after a new day.
+
+Generates a synthetic archive (bench/synth_logs.py's sessions: by default 1,000,000 of them,
+20 calls each, spread evenly over 60 days and 3 domains) and holds its last day back (1/60 of
+the sessions, +1.7%). Then, for each executor — in process, and a Dask cluster of 2 worker
+processes (pipeline/executor.py) — on a home of its own:
+
+- full: the `ingest` job over the 59 days, then the `flow` of each domain (counting every
+  (domain, day) part and summing them), as the nightly chain runs them;
+- nightly: the last day's logs arrive; the same runs again (ingesting the new logs only,
+  counting the new day's parts only, the others read back).
+
+Each executor's runs happen in a process of their own (the Dask side's cluster is started by
+it, so its workers are that process's children): its time per phase, and the peak resident
+memory of the process tree, sampled. Prints the nightly/full ratio (goal: at most 10%) and
+the Dask/in-process ratio side by side.
+
+    .venv/bin/python bench/archive.py [--sessions 1000000] [--calls-per-session 20]
+                                      [--days 60] [--keep DIR] [--json FILE]
+                                      [--executors in_process,dask]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.ingest import PeakMemory  # noqa: E402
+from bench.sides import run_side  # noqa: E402
+
+DOMAINS = ("retail", "airline", "telecom")
+DAY_MS = 86_400_000
+FIRST_DAY_MS = 1_790_000_000_000 // DAY_MS * DAY_MS  # a UTC midnight (2026-09-21)
+ARCHIVE_SEED = 11
+
+
+def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, int]:
+    """Write the archive: the first days-1 days under folder/logs/<domain>/, the last under
+    folder/new/<domain>/. (sessions, bytes) of the last day."""
+    from bench.synth_logs import session_lines
+
+    rng = random.Random(ARCHIVE_SEED)
+    last, last_bytes = 0, 0
+    for index in range(sessions):
+        day = index * days // sessions  # evenly over the days, in start order
+        lines = session_lines(rng, index, calls, 1)
+        header = json.loads(lines[0])
+        domain = DOMAINS[index % len(DOMAINS)]
+        started = FIRST_DAY_MS + day * DAY_MS + (index * 997 % DAY_MS)
+        header.update(domain=domain, started_unix_ms=started, session=f"s{index:07d}")
+        lines[0] = json.dumps(header, separators=(",", ":"))
+        where = "new" if day == days - 1 else "logs"
+        out = folder / where / domain / f"{header['session']}.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data = ("\n".join(lines) + "\n").encode()
+        out.write_bytes(data)
+        if where == "new":
+            last, last_bytes = last + 1, last_bytes + len(data)
+    return last, last_bytes
+
+
+def _relearn(home: Path, instance, run_config: dict, timings: dict, phase: str) -> None:
+    """The ingest run, then each domain's flow run: their seconds into timings[phase]."""
+    from pipeline.run import execute, failure_message
+
+    started = time.perf_counter()
+    ingested = execute("ingest", instance, str(home), run_config=run_config)
+    if not ingested.success:
+        raise SystemExit(f"{phase} ingest: {failure_message(ingested)}")
+    ingest_s = time.perf_counter() - started
+    steps = _step_seconds(ingested)
+    for domain in DOMAINS:
+        learned = execute(
+            "relearn", instance, str(home), domain, run_config=run_config, assets=["flow"]
+        )
+        if not learned.success:
+            raise SystemExit(f"{phase} {domain} flow: {failure_message(learned)}")
+        for key, seconds in _step_seconds(learned).items():
+            steps[key] = steps.get(key, 0.0) + seconds
+    timings[phase] = {
+        "ingest_s": ingest_s,
+        "learn_s": time.perf_counter() - started - ingest_s,
+        "seconds": time.perf_counter() - started,
+        # the ingest job's `drift` check (rereads every served domain's session logs)
+        "drift_s": steps.get("steps_drift", 0.0),
+        "steps": steps,
+    }
+
+
+def _step_seconds(result) -> dict[str, float]:
+    """Each step's own duration in a run, as Dagster measured it."""
+    return {
+        e.step_key: e.event_specific_data.duration_ms / 1000
+        for e in result.all_events
+        if e.is_step_success and e.step_key
+    }
+
+
+def side(executor: str, work: Path, archive: Path) -> dict:
+    """One executor's full relearn then nightly relearn, on a home of its own."""
+    import dagster as dg
+
+    home, dagster_home = work / "home", work / "dagster"
+    dagster_home.mkdir(parents=True)
+    shutil.copy(ROOT / "pipeline/dagster.yaml", dagster_home)
+    shutil.copytree(archive / "logs", home / "logs", copy_function=_link)
+    timings: dict = {}
+    with PeakMemory() as memory, dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        if executor == "dask":
+            import dask
+            import distributed
+
+            from pipeline.executor import dask_run_config
+
+            # workers that may start processes: ingest spreads its batches over a pool
+            with dask.config.set({"distributed.worker.daemon": False}):
+                cluster = distributed.LocalCluster(
+                    n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+                )
+            run_config = dask_run_config(cluster.scheduler_address)
+        else:
+            cluster, run_config = None, {}
+        try:
+            _relearn(home, instance, run_config, timings, "full")
+            full_peak = memory.peak
+            shutil.copytree(archive / "new", home / "logs", copy_function=_link, dirs_exist_ok=True)
+            _relearn(home, instance, run_config, timings, "nightly")
+        finally:
+            if cluster is not None:
+                cluster.close()
+    flows = {d: json.loads((home / f"flows/{d}.flow.json").read_text()) for d in DOMAINS}
+    return {
+        **timings,
+        "full_peak_gb": full_peak / 1024**3,
+        "peak_gb": memory.peak / 1024**3,
+        "habit_episodes": sum(f["provenance"]["habit_episodes"] for f in flows.values()),
+        "steps": sum(f["provenance"]["steps"] for f in flows.values()),
+    }
+
+
+def _link(source: str, target: str) -> None:
+    """Hard-link an archive log into a home (no copy of the bytes; ingest only reads them)."""
+    Path(target).hardlink_to(source)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1_000_000)
+    parser.add_argument("--calls-per-session", type=int, default=20)
+    parser.add_argument("--days", type=int, default=60)
+    parser.add_argument("--executors", default="in_process,dask")
+    parser.add_argument("--keep", type=Path, help="generate into (or reuse) this folder")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--side", help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.side:
+        print(json.dumps(side(args.side, args.work, args.archive)))
+        return 0
+
+    work = Path(tempfile.mkdtemp(prefix="stretto-bench-archive-"))
+    archive = args.keep or work / "archive"
+    try:
+        if not (archive / "logs").is_dir():
+            print(
+                f"generating {args.sessions} sessions x {args.calls_per_session} calls over "
+                f"{args.days} days ...",
+                file=sys.stderr,
+            )
+            started = time.perf_counter()
+            generate(archive, args.sessions, args.calls_per_session, args.days)
+            print(f"  {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        size = sum(p.stat().st_size for p in archive.rglob("*.jsonl"))
+        new = sum(1 for _ in (archive / "new").rglob("*.jsonl"))
+        total = sum(1 for _ in archive.rglob("*.jsonl"))
+        results = {}
+        for executor in args.executors.split(","):
+            print(f"  {executor}: full relearn, then nightly ...", file=sys.stderr)
+            figures, rss = run_side(
+                __file__,
+                ["--side", executor, "--work", str(work / executor), "--archive", str(archive)],
+            )
+            figures["peak_gb"] = max(figures["peak_gb"], rss)
+            results[executor] = figures
+            shutil.rmtree(work / executor, ignore_errors=True)
+        report = {
+            "sessions": total,
+            "new_day_sessions": new,
+            "calls": total * args.calls_per_session,
+            "archive_gb": round(size / 1e9, 2),
+            "days": args.days,
+            "domains": len(DOMAINS),
+            "executors": results,
+        }
+        _print(report)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _no_drift(result: dict, phase: str) -> float:
+    return result[phase]["seconds"] - result[phase]["drift_s"]
+
+
+def _print(report: dict) -> None:
+    results, new = report["executors"], report["new_day_sessions"]
+    print(
+        f"\nrelearn over an archive: {report['sessions']:,} sessions, {report['calls']:,} calls, "
+        f"{report['archive_gb']} GB over {report['days']} days and {report['domains']} domains; "
+        f"the new day: {new:,} sessions (+{100 * new / (report['sessions'] - new):.1f}%)\n"
+    )
+    names = list(results)
+    print(f"  {'':34}" + "".join(f"{n:>14}" for n in names))
+    for phase in ("full", "nightly"):
+        for part, label in (
+            ("ingest_s", "ingest"),
+            ("drift_s", "  of which the drift check"),
+            ("learn_s", "counts + flows"),
+            ("seconds", "total"),
+        ):
+            row = "".join(f"{results[n][phase][part]:13.1f}s" for n in names)
+            print(f"  {phase + ': ' + label:34}{row}")
+    ratios = "".join(
+        f"{results[n]['nightly']['seconds'] / results[n]['full']['seconds']:13.1%} " for n in names
+    )
+    print(f"  {'nightly / full (goal <= 10%)':34}{ratios}")
+    ratios = "".join(
+        f"{_no_drift(r, 'nightly') / _no_drift(r, 'full'):13.1%} " for r in results.values()
+    )
+    print(f"  {'  the same without the drift check':34}{ratios}")
+    print(
+        f"  {'peak memory, full (GB)':34}"
+        + "".join(f"{results[n]['full_peak_gb']:14.2f}" for n in names)
+    )
+    print(
+        f"  {'peak memory, both (GB)':34}"
+        + "".join(f"{results[n]['peak_gb']:14.2f}" for n in names)
+    )
+    if "in_process" in results and "dask" in results:
+        base, dask = results["in_process"], results["dask"]
+        for phase in ("full", "nightly"):
+            print(
+                f"  dask / in process, {phase}: "
+                f"{dask[phase]['seconds'] / base[phase]['seconds']:.2f}x"
+            )
+        same = base["habit_episodes"] == dask["habit_episodes"] and base["steps"] == dask["steps"]
+        print(f"  same flows' sessions and steps on both: {same}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
