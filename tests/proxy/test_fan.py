@@ -300,3 +300,27 @@ def test_a_servers_file_reads_commands_args_env_and_urls(tmp_path) -> None:
     assert (a.name, a.command, a.env, a.url) == ("a", ["python", "-m", "srv"], {"K": "v"}, None)
     assert (b.name, b.command, b.url) == ("b.1", [], "https://h/mcp")
     assert b.upstream_headers() == ["Authorization=B_AUTH"]
+
+
+def test_audit_and_replay_read_the_servers_logs_as_one_session(learned, tmp_path) -> None:
+    base, _, _ = learned
+    flow = base / "work.flow.json"
+    audited = stretto(
+        "audit", "--flow", flow, "--sessions", base / "logs", "--out", tmp_path / "audit",
+        "--home", tmp_path / "home",
+    )  # fmt: skip
+    assert audited.returncode == 0, audited.stderr
+    replayed = stretto(
+        "replay", "--flow", flow, "--sessions", base / "logs", "--format", "json",
+        "--home", tmp_path / "home",
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    # 8 logs, 4 episodes: the decision after github::lookup is scored on the merged session
+    assert "4 episodes, 8 decisions scored." in audited.stdout
+    assert "| github::lookup | 4 | 100.0% |" in audited.stdout
+    report = json.loads(replayed.stdout)
+    assert [len(e["episode"].split("+")) for e in report["episodes"]] == [2, 2, 2, 2]
+    assert all("github::lookup" in e["sites"] for e in report["episodes"])
+    # the search after the issue, the page after the search: each answered from the record
+    total = report["total"]
+    assert (total["flow_lookups"], total["turns_saved"], total["detours"]) == (8, 8, 0)
