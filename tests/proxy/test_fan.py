@@ -8,8 +8,10 @@ looks up on `docs` after a call on `github` and appends what it found."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -23,28 +25,31 @@ from proxy.servers_file import ServersFileError, read_servers
 from proxy.splice import APPENDIX
 from stretto.logs.sessionlog import read_session_log
 from tests.builders import stretto
-from tests.conftest import PROXY, demo_server, index_server
+from tests.conftest import PROXY, demo_server, filesystem_server, index_server
 
 SERVERS = {"github": demo_server(), "docs": index_server()}
 BOTH = "application/json, text/event-stream"
 
 
-def servers_file(folder: Path) -> Path:
+def servers_file(folder: Path, servers: list[dict] | None = None) -> Path:
     path = folder / "servers.jsonl"
     lines = ["# the servers of one host session"]
-    lines += [json.dumps({"name": name, "command": command}) for name, command in SERVERS.items()]
+    if servers is None:
+        servers = [{"name": name, "command": command} for name, command in SERVERS.items()]
+    lines += [json.dumps(server) for server in servers]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 @contextmanager
-def fronting(folder: Path, *options: str) -> Iterator[str]:
-    """The proxy listening in front of both servers; its URL."""
+def listening(*argv: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`stretto-proxy --listen 127.0.0.1:0 ARGV...`, stopped at the end; its URL."""
     proc = subprocess.Popen(
-        [PROXY, "--listen", "127.0.0.1:0", "--servers", str(servers_file(folder)), *options],
+        [PROXY, "--listen", "127.0.0.1:0", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()
@@ -55,6 +60,11 @@ def fronting(folder: Path, *options: str) -> Iterator[str]:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
+
+
+def fronting(folder: Path, *options: str) -> contextlib.AbstractContextManager[str]:
+    """The proxy listening in front of both servers; its URL."""
+    return listening("--servers", str(servers_file(folder)), *options)
 
 
 def work(url: str, issue: str) -> dict:
@@ -324,3 +334,63 @@ def test_audit_and_replay_read_the_servers_logs_as_one_session(learned, tmp_path
     # the search after the issue, the page after the search: each answered from the record
     total = report["total"]
     assert (total["flow_lookups"], total["turns_saved"], total["detours"]) == (8, 8, 0)
+
+
+def test_a_server_over_http_and_a_servers_own_request_through_the_front(tmp_path) -> None:
+    """`url` (here another listening proxy in front of the demo server, sent a header named by
+    the servers file) beside the filesystem server, whose `roots/list` reaches the host with
+    the proxy's id and its answer goes back with the server's."""
+    from mcp import types
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n")
+    asked: list[str] = []
+
+    async def roots(_context) -> types.ListRootsResult:
+        asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri=notes.as_uri(), name="notes")])
+
+    async def session(url: str) -> tuple[str, str]:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write, list_roots_callback=roots) as s,
+        ):
+            await s.initialize()
+            looked = await s.call_tool("github::lookup", {"key": "k"})
+            for _ in range(100):  # the server asks for the roots after `initialized`
+                if asked:
+                    break
+                await anyio.sleep(0.05)
+            allowed = await s.call_tool("files::list_allowed_directories", {})
+        return looked.content[0].text, allowed.content[0].text
+
+    env = {**os.environ, "FAN_TEST_TOKEN": "Bearer not-a-secret"}
+    with listening("--record", str(tmp_path / "far"), "--", *demo_server()) as far:
+        servers = [
+            {"name": "github", "url": far, "headers": {"X-Fan-Test": "FAN_TEST_TOKEN"}},
+            {"name": "files", "command": filesystem_server(notes)},
+        ]
+        servers_path = servers_file(tmp_path, servers)
+        with listening(
+            "--servers", str(servers_path), "--record", str(tmp_path / "near"), env=env
+        ) as url:
+            looked, allowed = anyio.run(session, url)
+    assert json.loads(looked)["found"] == "value-of-k"
+    assert asked and str(notes) in allowed
+    by_server = logs_by_server(tmp_path / "near")
+    (_, github), (_, files) = by_server["github"][0], by_server["files"][0]
+    assert github.header.server_command == [far]  # the URL, as --upstream logs it
+    assert "not-a-secret" not in (tmp_path / "near").joinpath(github.path.name).read_text()
+    # the server's own request and the host's answer, each with the server's id
+    (request,) = [x.message for x in files.lines if (x.message or {}).get("method") == "roots/list"]
+    (answer,) = [
+        x.message
+        for x in files.lines
+        if x.sender == "client"
+        and "result" in (x.message or {})
+        and x.message["id"] == request["id"]
+    ]
+    assert answer["result"]["roots"][0]["uri"] == notes.as_uri()
