@@ -42,6 +42,7 @@ import json
 import sys
 import threading
 
+from proxy.fanmerge import cursors, encoded, initialized, renamed
 from proxy.piped import PipedSession
 from proxy.recorder import parse_json_line
 from proxy.wire import PROXY_ERROR_CODE, id_key, messages
@@ -72,10 +73,6 @@ def _say(text: str) -> None:
     print(f"stretto-proxy: {text}", file=sys.stderr, flush=True)
 
 
-def _encoded(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _params(message: dict) -> dict:
     params = message.get("params")
     return params if isinstance(params, dict) else {}
@@ -84,20 +81,6 @@ def _params(message: dict) -> dict:
 def _error(request_id: object, code: int, text: str) -> dict:
     message = f"stretto-proxy: {text}"
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-
-
-def renamed(line: bytes, message: dict, holder: dict, key: str, new: str) -> bytes:
-    """`line` (the JSON of `message`) with holder[key], a string, replaced by `new`: in its
-    bytes when the old string's JSON occurs there once, else the message written anew."""
-    old = holder[key]
-    for form in {json.dumps(old).encode(), json.dumps(old, ensure_ascii=False).encode()}:
-        if line.count(form) == 1:
-            return line.replace(form, json.dumps(new, ensure_ascii=False).encode())
-    holder[key] = new
-    try:
-        return _encoded(message)
-    finally:
-        holder[key] = old
 
 
 class _Leg:
@@ -222,7 +205,7 @@ class Fan:
         batch = isinstance(value, list)
         for message in messages(value):
             try:
-                self._from_host(message, _encoded(message) if batch else line)
+                self._from_host(message, encoded(message) if batch else line)
             except Exception as exc:  # noqa: BLE001 - one odd message must not end the session
                 _say(f"session {self.host_session[:8]}: a message of the host's failed: {exc!r}")
 
@@ -252,9 +235,13 @@ class Fan:
             return
         found = self._route(message, line)
         if isinstance(found, dict):  # an error of the proxy's own, at once
-            self._deliver(found, _encoded(found), own_answer=own)
+            self._deliver(found, encoded(found), own_answer=own)
             return
         leg, sent = found
+        if leg.over:
+            gone = _error(message["id"], PROXY_ERROR_CODE, f"the server {leg.name} has ended")
+            self._deliver(gone, encoded(gone), own_answer=own)
+            return
         with self._lock:
             self._single[key] = (leg, method, own)
         if own:
@@ -305,18 +292,22 @@ class Fan:
 
     def _gather(self, message: dict, line: bytes, own: bool) -> None:
         """Send a request to every server (a page on: to those with more)."""
-        legs, sent = list(self.legs.values()), {}
+        legs, sent = [leg for leg in self.legs.values() if not leg.over], {}
         cursor = _params(message).get("cursor")
         if message["method"] in LISTS and cursor is not None:
-            cursors = _cursors(cursor)
-            if cursors is None or not set(cursors) <= set(self.legs):
+            per_server = cursors(cursor)
+            if per_server is None or not set(per_server) <= set(self.legs):
                 answer = _error(message["id"], INVALID_PARAMS, "a cursor not of this proxy's")
-                self._deliver(answer, _encoded(answer), own_answer=own)
+                self._deliver(answer, encoded(answer), own_answer=own)
                 return
-            legs = [self.legs[name] for name in cursors]
+            legs = [self.legs[name] for name in per_server if not self.legs[name].over]
             for leg in legs:
-                params = {**_params(message), "cursor": cursors[leg.name]}
-                sent[leg.name] = _encoded({**message, "params": params})
+                params = {**_params(message), "cursor": per_server[leg.name]}
+                sent[leg.name] = encoded({**message, "params": params})
+        if not legs:
+            gone = _error(message["id"], PROXY_ERROR_CODE, "every server has ended")
+            self._deliver(gone, encoded(gone), own_answer=own)
+            return
         with self._lock:
             self._gathers[id_key(message["id"])] = _Gather(message, legs, own)
         if not own and self.feed is not None:
@@ -352,7 +343,7 @@ class Fan:
             _say(f"session {self.host_session[:8]}: an answer to no request: {message['id']!r}")
             return
         leg, server_id = asked
-        leg.piped.write(_encoded({**message, "id": server_id}) + b"\n")
+        leg.piped.write(encoded({**message, "id": server_id}) + b"\n")
 
     # the servers' lines ----------------------------------------------------------------------
 
@@ -368,7 +359,7 @@ class Fan:
         value = parsed[0]
         batch = isinstance(value, list)
         for message in messages(value):
-            self._from_server(leg, message, _encoded(message) if batch else body)
+            self._from_server(leg, message, encoded(message) if batch else body)
 
     def _from_server(self, leg: _Leg, message: dict, line: bytes) -> None:
         has_id = message.get("id") is not None
@@ -379,7 +370,7 @@ class Fan:
                     ours = f"stretto-fan-{self._asked_count}"
                     self._asked[id_key(ours)] = (leg, message["id"])
                 message = {**message, "id": ours}
-                line = _encoded(message)
+                line = encoded(message)
             self._deliver(message, line)
             return
         if not has_id:
@@ -414,7 +405,7 @@ class Fan:
                 return
             del self._gathers[key]
         answer = self._merged(gather)
-        self._deliver(answer, _encoded(answer), own_answer=gather.own)
+        self._deliver(answer, encoded(answer), own_answer=gather.own)
 
     def _merged(self, gather: _Gather) -> dict:
         request_id, method = gather.message["id"], gather.message["method"]
@@ -431,7 +422,7 @@ class Fan:
             return _error(request_id, PROXY_ERROR_CODE, f"{method}: no server answered")
         result: dict = {}
         if method == "initialize":
-            result = _initialized(results)
+            result = initialized(results)
         elif method in LISTS:
             result = self._listed(method, results)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
@@ -464,6 +455,10 @@ class Fan:
         """A line for the host: shown to the flow first (which may hold it, or take it: an
         answer to its own request), else sent on."""
         feed = self.feed
+        if feed is not None and self._args.flow_shadow and not own_answer:
+            self._to_host(line)  # as a shadow flow's relay does: the host first, then the flow
+            feed.server(message, line, True, answers_call)
+            return
         if feed is not None and feed.server(message, line, False, answers_call or own_answer):
             return
         if own_answer:
@@ -536,54 +531,3 @@ class Fan:
         session = leg.piped.session if leg is not None else None
         if session is not None and session.log is not None:
             session.log.record(sender, line, parsed)
-
-
-def _cursors(cursor: object) -> dict[str, str] | None:
-    """Each server's cursor in one of ours, or None when it is not ours."""
-    try:
-        value = json.loads(cursor) if isinstance(cursor, str) else None
-    except ValueError:
-        return None
-    more = value.get("stretto-fan") if isinstance(value, dict) else None
-    if not isinstance(more, dict) or not all(isinstance(c, str) for c in more.values()):
-        return None
-    return more
-
-
-def _initialized(results: dict[str, dict]) -> dict:
-    """The servers' initialize answers as one: the oldest protocol version (dates sort), the
-    union of their capabilities, their instructions each under its server's name."""
-    versions = sorted(
-        r["protocolVersion"] for r in results.values() if isinstance(r.get("protocolVersion"), str)
-    )
-    capabilities: dict = {}
-    for result in results.values():
-        _union(capabilities, result.get("capabilities") or {})
-    from stretto import __version__
-
-    merged: dict = {
-        "protocolVersion": versions[0] if versions else None,
-        "capabilities": capabilities,
-        "serverInfo": {"name": f"stretto-proxy ({', '.join(results)})", "version": __version__},
-    }
-    notes = [
-        f"{name}: {r['instructions']}"
-        for name, r in results.items()
-        if isinstance(r.get("instructions"), str) and r["instructions"]
-    ]
-    if notes:
-        merged["instructions"] = "\n\n".join(notes)
-    return merged
-
-
-def _union(into: dict, more: dict) -> None:
-    """Capabilities merged: objects key by key, `true` wins."""
-    for key, value in more.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _union(into[key], value)
-        elif isinstance(value, dict):
-            into[key] = copy.deepcopy(value)
-        elif isinstance(value, bool):
-            into[key] = bool(into.get(key)) or value
-        elif key not in into:
-            into[key] = value

@@ -394,3 +394,20 @@ def test_a_server_over_http_and_a_servers_own_request_through_the_front(tmp_path
         and x.message["id"] == request["id"]
     ]
     assert answer["result"]["roots"][0]["uri"] == notes.as_uri()
+
+
+def test_a_shadow_flow_across_servers_decides_and_only_logs(learned, tmp_path) -> None:
+    base, _, _ = learned
+    logs = tmp_path / "shadow"
+    flow = str(base / "work.flow.json")
+    with fronting(tmp_path, "--record", str(logs), "--flow", flow, "--flow-shadow") as url:
+        seen = work(url, "issue-5")
+    assert not [t for t in seen["issue"] if APPENDIX in t]  # the server's answer, as it was
+    by_server = logs_by_server(logs)
+    github_path, _ = by_server["github"][0]
+    assert not [x for _, log in by_server["docs"] for x in log.lines if x.sender == "proxy"]
+    flow_log = github_path.with_name(github_path.name.removesuffix(".jsonl") + ".flow.jsonl")
+    decided = [json.loads(x) for x in flow_log.read_text().splitlines()]
+    searched = [d for d in decided if d.get("tool") == "docs::search"]
+    assert searched and all(d["shadow"] for d in searched)
+    assert searched[0]["arguments"] == {"query": "value-of-issue-5"}
