@@ -114,11 +114,12 @@ def open_session(
     host_in: int = 0,
     host_out: int = 1,
     host_session: str | None = None,
+    server_env: dict[str, str] | None = None,
 ) -> Session | tuple[int, str]:
     """Start the server and everything that records and serves its session, the host on
     `host_in`/`host_out`; or, when it cannot start, (exit status, why) (said on stderr).
     `host_session`: the log header's (with --listen, the MCP session); else the process's
-    (proxy.recorder.host_session_id)."""
+    (proxy.recorder.host_session_id). `server_env`: added to the server's environment."""
     server: HttpUpstream | StdioServer
     http: HttpUpstream | None = None
     try:
@@ -129,7 +130,7 @@ def open_session(
         else:
             from proxy.upstream_stdio import StdioServer
 
-            server = StdioServer(command)
+            server = StdioServer(command, server_env)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE, str(exc)

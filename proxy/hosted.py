@@ -1,10 +1,10 @@
 """One MCP session of a host that speaks Streamable HTTP (`--listen`, proxy.listen).
 
-The session is the stdio proxy's own (proxy.cli.open_session: the server, its log, the relay,
-the loop, the flow), run on a thread of its own with a pair of pipes as its host: the HTTP app
-writes each message the host POSTs to one pipe, a line, and reads the lines the host is sent
-from the other. So every rule of forwarding, recording and serving a flow is the one stdio
-uses; this module only says which HTTP response each line the host is sent belongs to:
+The session is the stdio proxy's own (proxy.piped: proxy.cli.open_session on a thread, a pair
+of pipes as its host), or with `--servers` one such session per server behind proxy.fan: the
+HTTP app writes each message the host POSTs as a line, and is handed the lines the host is
+sent. So every rule of forwarding, recording and serving a flow is the one stdio uses; this
+module only says which HTTP response each line the host is sent belongs to:
 
 - an answer goes to the POST that carried its request;
 - `notifications/progress` goes to the open SSE response of the request that gave its
@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
-import threading
 import time
 from collections import deque
 
-from proxy.cli import open_session
+from proxy.piped import PipedSession
 from proxy.wire import id_key, is_request, messages
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from proxy.fan import Fan
 
 BACKLOG = 1000  # messages kept for a GET stream the host has not opened yet
 END = None  # put in a Reply's queue: the session is over
@@ -47,42 +49,13 @@ class Reply:
         self.queue.put_nowait(body)
 
 
-class _FromSession(asyncio.Protocol):
-    """The lines the session sends its host, split as they arrive."""
-
-    def __init__(self, hosted: HostedSession) -> None:
-        self._hosted = hosted
-        self._rest = b""
-
-    def data_received(self, data: bytes) -> None:
-        data = self._rest + data if self._rest else data
-        start = 0
-        while True:
-            cut = data.find(b"\n", start)
-            if cut < 0:
-                break
-            try:
-                self._hosted.route(data[start:cut])
-            except Exception as exc:  # noqa: BLE001 - one odd line must not end the session
-                print(f"stretto-proxy: a line for the host failed: {exc!r}", file=sys.stderr)
-            start = cut + 1
-        self._rest = data[start:]
-
-    def eof_received(self) -> bool:
-        if self._rest.strip():
-            self._hosted.route(self._rest)
-        self._rest = b""
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._hosted.half_done()
-
-
 class HostedSession:
-    def __init__(self, session_id: str, args, command: list[str], on_end) -> None:
+    """`servers` (with `--servers`): the servers one session fronts (proxy.fan); else one
+    server, the command after `--` or `--upstream`."""
+
+    def __init__(self, session_id: str, args, command: list[str], on_end, servers=None) -> None:
         self.id = session_id
-        self._args, self._command, self._on_end = args, command, on_end
-        self._loop = asyncio.get_running_loop()
+        self._on_end = on_end
         self.last_seen = time.monotonic()
         self.busy = 0  # requests of the host's in progress
         self.ended = False  # the host side is closed: no more requests
@@ -93,72 +66,24 @@ class HostedSession:
         self._streams: list[Reply] = []  # the open SSE replies, oldest first
         self.listener: Reply | None = None  # the GET stream
         self._backlog: deque[bytes] = deque(maxlen=BACKLOG)
-        self._to_session: asyncio.WriteTransport | None = None
-        self._halves = 2  # the session's thread and its output both end
-        self._started: asyncio.Future[str | None] = self._loop.create_future()
+        self.inner: PipedSession | Fan
+        if servers:
+            from proxy.fan import Fan
+
+            self.inner = Fan(session_id, args, servers, self.route, self._over)
+        else:
+            self.inner = PipedSession(session_id, args, command, self.route, self._over)
 
     # starting and ending -------------------------------------------------------------------
 
     async def start(self) -> str | None:
-        """Start the server and its session; None, or why it cannot start."""
-        host_in, self._host_in_w = os.pipe()
-        self._host_out_r, host_out = os.pipe()
-        loop = self._loop
-        self._to_session, _ = await loop.connect_write_pipe(
-            asyncio.Protocol, os.fdopen(self._host_in_w, "wb", buffering=0)
-        )
-        await loop.connect_read_pipe(
-            lambda: _FromSession(self), os.fdopen(self._host_out_r, "rb", buffering=0)
-        )
-        thread = threading.Thread(
-            target=self._run, args=(host_in, host_out), name=f"session-{self.id[:8]}", daemon=True
-        )
-        thread.start()
-        return await self._started
+        """Start the server(s) and the session; None, or why it cannot start."""
+        return await self.inner.start()
 
-    def _run(self, host_in: int, host_out: int) -> None:
-        """(The session's thread) the stdio session, its host these pipes."""
-        status = None
-        try:
-            session = open_session(  # the log's host session: this MCP session
-                self._args,
-                self._command,
-                time.time(),
-                time.monotonic_ns(),
-                host_in,
-                host_out,
-                host_session=self.id,
-            )
-            if isinstance(session, tuple):
-                status = session[0]
-                self._loop.call_soon_threadsafe(self._set_started, session[1])
-                return
-            self._loop.call_soon_threadsafe(self._set_started, None)
-            status = session.run()
-        except Exception as exc:  # noqa: BLE001 - one session's failure is not the proxy's
-            print(f"stretto-proxy: session {self.id[:8]} failed: {exc!r}", file=sys.stderr)
-            self._loop.call_soon_threadsafe(self._set_started, repr(exc))
-        finally:
-            os.close(host_in)
-            os.close(host_out)
-            self._loop.call_soon_threadsafe(self._thread_done, status)
-
-    def _set_started(self, failure: str | None) -> None:
-        if not self._started.done():
-            self._started.set_result(failure)
-
-    def _thread_done(self, status: int | None) -> None:
+    def _over(self, status: int | None) -> None:
+        """The session has finished: every reply still open ends."""
         self.status = status
-        self.end()
-        self.half_done()
-
-    def half_done(self) -> None:
-        """The thread has finished, or the session's output has ended; once both have, the
-        session is over and every reply still open ends."""
-        self._halves -= 1
-        if self._halves:
-            return
-        self.over = True
+        self.ended = self.over = True
         for reply in {id(r): r for r in self._open_replies()}.values():
             reply.put(END)
         self._replies.clear()
@@ -174,10 +99,8 @@ class HostedSession:
     def end(self) -> None:
         """The host is done (DELETE, idle, the proxy stops): the server's input is closed, as
         at the end of a stdio host's input, and the session finishes as it does there."""
-        if not self.ended:
-            self.ended = True
-            if self._to_session is not None:
-                self._to_session.close()
+        self.ended = True
+        self.inner.end()
 
     # the host's messages -----------------------------------------------------------------
 
@@ -201,8 +124,7 @@ class HostedSession:
                 self._progress[token] = reply
             if stream:
                 self._streams.append(reply)
-        assert self._to_session is not None
-        self._to_session.write(body + b"\n")
+        self.inner.write(body + b"\n")
         return reply
 
     def forget(self, reply: Reply) -> None:

@@ -113,8 +113,10 @@ def _rpc_error(status: int, request_id: object, text: str) -> Response:
 class Hosts:
     """The ASGI app: the /mcp endpoint and the sessions behind it."""
 
-    def __init__(self, args, command: list[str], loopback: bool, token: str | None) -> None:
-        self.args, self.command = args, command
+    def __init__(
+        self, args, command: list[str], loopback: bool, token: str | None, servers=None
+    ) -> None:
+        self.args, self.command, self.servers = args, command, servers
         self.loopback = loopback
         self._token = f"Bearer {token}".encode() if token else None
         self.sessions: dict[str, HostedSession] = {}
@@ -234,7 +236,7 @@ class Hosts:
                 {"Retry-After": str(RETRY_AFTER_S)},
             )
         session_id = secrets.token_hex(16)
-        hosted = HostedSession(session_id, self.args, self.command, self._ended)
+        hosted = HostedSession(session_id, self.args, self.command, self._ended, self.servers)
         self.sessions[session_id] = hosted
         failure = await hosted.start()
         if failure is not None:
@@ -367,6 +369,15 @@ def serve(args, command: list[str]) -> int:
     except ValueError as exc:
         _say(str(exc))
         return EXIT_USAGE
+    servers = None
+    if args.servers is not None:  # every server the file names, behind each MCP session
+        from proxy.servers_file import ServersFileError, read_servers
+
+        try:
+            servers = read_servers(os.path.expanduser(args.servers))
+        except ServersFileError as exc:
+            _say(str(exc))
+            return EXIT_USAGE
     loopback = is_loopback(host)
     if not loopback and token is None:
         _say(f"--listen {args.listen} is not a loopback address: give --listen-token-file")
@@ -390,7 +401,7 @@ def serve(args, command: list[str]) -> int:
     sock.listen(1024)
     bound_port = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    hosts = Hosts(args, command, loopback, token)
+    hosts = Hosts(args, command, loopback, token, servers)
     config = uvicorn.Config(
         hosts,
         log_level="warning",

@@ -258,6 +258,15 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 "free one): one server, log and flow run per MCP session",
             ),
             (
+                "--servers",
+                "value",
+                str,
+                None,
+                "FILE",
+                "with --listen: front every server FILE names (JSONL, one server a line) as "
+                "one MCP server, their tools named NAME::tool (docs/cli.md)",
+            ),
+            (
                 "--listen-token-file",
                 "value",
                 str,
@@ -307,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="stretto-proxy",
         usage="stretto-proxy [options] -- <server command...>\n"
         "       stretto-proxy [options] --upstream URL\n"
-        "       stretto-proxy --listen ADDR [options] (-- <server command...> | --upstream URL)",
+        "       stretto-proxy --listen ADDR [options] (-- <server command...> | --upstream URL)\n"
+        "       stretto-proxy --listen ADDR --servers FILE [options]",
         description="Wrap an MCP server: forward every message between the host (stdin/stdout) "
         "and the server unchanged, and record each session as JSONL.",
         epilog="Own messages go to stderr prefixed 'stretto-proxy:'. Exit status: the server's "
@@ -400,9 +410,17 @@ def _plain_name(name: str) -> bool:
 
 def _problem(args, command: list[str]) -> str | None:
     """What is wrong with these options together, if anything."""
-    if args.upstream and command:
+    if args.servers is not None:
+        if not args.listen:
+            return "--servers needs --listen (over stdio a host starts one proxy per server)"
+        if args.upstream or command or args.upstream_header or args.server_name:
+            return (
+                "--servers names every server (and its name): not with a command after --, "
+                "--upstream, --upstream-header or --server-name"
+            )
+    elif args.upstream and command:
         return "give either --upstream URL or a server command after --, not both"
-    if not args.upstream and not command:
+    elif not args.upstream and not command:
         return "no server to wrap: give its command after -- (or --upstream URL)"
     if args.upstream_header and not args.upstream:
         return "--upstream-header needs --upstream"

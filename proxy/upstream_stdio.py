@@ -33,14 +33,14 @@ class StdioServer:
     reads `stdout_fd`, and learns that the server has exited when `exit_fd` is readable.
     """
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
         server_in, self.stdin_fd = os.pipe()
         self.stdout_fd, server_out = os.pipe()
         try:
             self.pid = os.posix_spawnp(
                 command[0],
                 command,
-                os.environ,
+                {**os.environ, **env} if env else os.environ,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, server_in, 0),
                     (os.POSIX_SPAWN_DUP2, server_out, 1),

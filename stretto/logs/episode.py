@@ -30,6 +30,7 @@ class ToolCall:
 class User:
     text: str
     t_ms: int = 0
+    seq: int = 0  # its log line
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Assistant:
     text: str | None
     calls: list[ToolCall]
     t_ms: int = 0
+    seq: int = 0  # its log line (a turn's: its first call's)
 
 
 @dataclass
@@ -50,6 +52,7 @@ class ToolResult:
     t_ms: int = 0
     by_proxy: bool = False
     call_key: tuple[int, int] = (0, 0)  # the key of the call it answers
+    seq: int = 0  # its log line
 
 
 Event = User | Assistant | ToolResult
@@ -136,7 +139,7 @@ class _EpisodeBuilder:
             if not line.is_json:
                 continue
             if line.sender == "context":
-                self._context(line.message, line.t_ms)
+                self._context(line.message, line.t_ms, line.number)
                 continue
             value = line.message
             for index, message in enumerate(value if isinstance(value, list) else [value]):
@@ -165,12 +168,12 @@ class _EpisodeBuilder:
 
     # conversation --------------------------------------------------------------------------
 
-    def _context(self, message: Any, t_ms: int) -> None:
+    def _context(self, message: Any, t_ms: int, seq: int) -> None:
         role, text = context_message(message)
         if role == "user":
-            self.events.append(User(text, t_ms))
+            self.events.append(User(text, t_ms, seq))
         elif role == "assistant" and text.strip():
-            self.events.append(Assistant(text, [], t_ms))
+            self.events.append(Assistant(text, [], t_ms, seq))
         else:
             return
         self.sources.add_said(text)
@@ -196,7 +199,7 @@ class _EpisodeBuilder:
                     self._cancel(call_id_text(params["requestId"]))
         elif sender in ("server", "proxy") and method is None and "id" in message:
             if "result" in message or "error" in message:
-                self._response(sender, message, t_ms)
+                self._response(sender, message, t_ms, key[0])
 
     def _call(self, sender: str, message: dict, t_ms: int, key: tuple[int, int]) -> None:
         params = message.get("params")
@@ -214,7 +217,7 @@ class _EpisodeBuilder:
         number = self.turns.call(key[0], t_ms, call.id, by_proxy, source)
         event = self.turn_events.get(number)
         if event is None:
-            event = self.turn_events[number] = Assistant(None, [], t_ms)
+            event = self.turn_events[number] = Assistant(None, [], t_ms, key[0])
             self.events.append(event)
         event.calls.append(call)
         self.pending[call.id] = (call, key[0])
@@ -225,7 +228,7 @@ class _EpisodeBuilder:
             entry[0].cancelled = True
             self.turns.cancel(call_id)
 
-    def _response(self, sender: str, message: dict, t_ms: int) -> None:
+    def _response(self, sender: str, message: dict, t_ms: int, seq: int) -> None:
         key = call_id_text(message["id"])
         if key in self.tool_list_requests and "result" in message:
             self.tool_list_requests.discard(key)
@@ -238,7 +241,7 @@ class _EpisodeBuilder:
         call, seq = entry
         failed, content = response_outcome(message)
         self.events.append(
-            ToolResult(call.id, call.name, failed, content, t_ms, call.by_proxy, call.key)
+            ToolResult(call.id, call.name, failed, content, t_ms, call.by_proxy, call.key, seq)
         )
         self.turns.result(t_ms, call.id)
         self.sources.add_result(seq, content)
@@ -275,9 +278,13 @@ def read_episode(path: Path | str) -> Episode:
 
 
 def read_episodes(directory: Path | str) -> list[Episode]:
-    """Every session log in a directory as an episode, sorted by session id."""
-    episodes = [read_episode(p) for p in list_session_logs(directory)]
-    return sorted(episodes, key=lambda e: e.id)
+    """Every session log in a directory as an episode, sorted by session id; the logs of one
+    host session with several servers as one episode, as learning reads them
+    (stretto.logs.merged)."""
+    from stretto.logs.merged import episodes_by_host_session
+
+    logs = [read_session_log(p) for p in list_session_logs(directory)]
+    return sorted(episodes_by_host_session(logs), key=lambda e: e.id)
 
 
 def in_start_order(episodes: Iterable[Episode]) -> list[Episode]:
