@@ -175,7 +175,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
     """Ingest the new and changed logs (warehouse.store.ingest_run) into the tables."""
     layout = stretto.layout()
     timings = Timings(context.log.info)
-    if not layout.logs.is_dir() and not layout.warehouse.is_dir():
+    if not layout.logs.is_dir() and not store.has_warehouse(layout):
         reason = f"no session logs under {layout.logs} yet"
         for table in ingest.OUTPUT_TABLES:
             yield skipped(context, reason, table)
@@ -283,7 +283,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
 )
 def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
     layout = stretto.layout()
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         yield skipped(context, f"no warehouse at {layout.warehouse} yet (nothing ingested)")
         return
     try:

@@ -1,0 +1,153 @@
+"""The warehouse's committed data on an object store (s3://bucket/prefix), against moto's S3
+server over real HTTP: ingest, incremental ingest, learn and `stretto sql` give what a local
+warehouse gives; a missing bucket or an unreachable endpoint is a one-line error, and no
+credential is ever echoed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from tests.builders import stretto
+from tests.conftest import REFERENCE_HOME, free_port
+from tests.warehouse.helpers import ingest
+from warehouse.layout import Layout
+from warehouse.learn import learn_flow
+
+SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
+SECRET = "sEcReT-never-shown-4711"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new bucket on the test's S3 server, the environment pointing at it."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTINGKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("STRETTO_WAREHOUSE", raising=False)
+    name = f"wh-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+def objects(bucket: str, prefix: str) -> list[str]:
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def put_logs(home: Path, logs: list[Path]) -> None:
+    folder = home / "logs/shop"
+    folder.mkdir(parents=True, exist_ok=True)
+    for log in logs:
+        shutil.copy(log, folder / log.name)
+
+
+def learned(layout: Layout) -> dict:
+    flow = learn_flow(layout, "shop", only_domain=True, now_ms=0)
+    return json.loads(json.dumps(flow, sort_keys=True))
+
+
+def test_ingest_learn_and_query_on_s3_match_a_local_warehouse(
+    tmp_path: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"s3://{bucket}/wh"
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    for home in (local, remote):
+        put_logs(home, SHOP[:4])
+    ingest(local)
+    done = stretto("ingest", "--home", remote, "--warehouse", url, "--wait", "0")
+    assert done.returncode == 0, done.stderr
+    assert url in done.stdout
+    # the data and the registry went to the bucket; only what is local stayed at home
+    keys = objects(bucket, "wh/")
+    assert any(k.startswith("wh/parquet/sessions/domain=shop/day=") for k in keys)
+    assert len([k for k in keys if k.startswith("wh/registry/")]) == 2  # ingest, steps
+    assert not (remote / "warehouse/parquet").exists()
+    assert not (remote / "warehouse/registry").exists()
+    assert (remote / "warehouse/ingest.lock").exists()
+    assert learned(Layout.at(remote, url)) == learned(Layout.at(local))
+
+    # a second ingest adds the other logs: only they are read
+    for home in (local, remote):
+        put_logs(home, SHOP[4:])
+    ingest(local)
+    again = stretto("ingest", "--home", remote, "--warehouse", url, "--wait", "0")
+    assert again.returncode == 0, again.stderr
+    assert f"ingested {len(SHOP) - 4} file(s) (4 unchanged)" in again.stdout
+    assert learned(Layout.at(remote, url)) == learned(Layout.at(local))
+    # another machine's home (nothing local) reads the same warehouse
+    elsewhere = learned(Layout.at(tmp_path / "elsewhere", url))
+    assert elsewhere == learned(Layout.at(local))
+    assert elsewhere["provenance"]["habit_episodes"] > 4
+
+    sql = "SELECT domain, count(*) AS n, sum(size_bytes) AS b FROM sessions GROUP BY ALL"
+    expected = stretto("sql", "--home", local, sql, "--format", "json")
+    found = stretto("sql", "--home", remote, "--warehouse", url, sql, "--format", "json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout) == json.loads(expected.stdout)
+    assert json.loads(found.stdout)[0]["n"] == len(SHOP)
+    # $STRETTO_WAREHOUSE says the same as --warehouse
+    calls = "SELECT count(*) AS n FROM calls WHERE domain = 'shop'"
+    local_calls = stretto("sql", "--home", local, calls, "--format", "json")
+    monkeypatch.setenv("STRETTO_WAREHOUSE", url)
+    counted = stretto("sql", "--home", tmp_path / "elsewhere", calls, "--format", "json")
+    assert counted.returncode == 0, counted.stderr
+    assert json.loads(counted.stdout) == json.loads(local_calls.stdout)
+    assert SECRET not in done.stdout + done.stderr + found.stderr + counted.stderr
+
+
+def one_line_error(done) -> str:
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    return lines[0]
+
+
+def test_a_missing_bucket_is_a_one_line_error(tmp_path: Path, bucket: str) -> None:
+    put_logs(tmp_path, SHOP[:1])
+    url = f"s3://{bucket}-missing/wh"
+    said = one_line_error(stretto("ingest", "--home", tmp_path, "--warehouse", url))
+    assert f"the bucket {bucket}-missing does not exist" in said
+    said = one_line_error(stretto("sql", "--home", tmp_path, "--warehouse", url, "SELECT 1"))
+    assert "does not exist" in said
+    assert not (tmp_path / "warehouse/parquet").exists()  # nothing fell back to the home
+
+
+def test_an_unreachable_endpoint_is_a_one_line_error(
+    tmp_path: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nobody listens
+    put_logs(tmp_path, SHOP[:1])
+    url = f"s3://{bucket}/wh"
+    said = one_line_error(stretto("ingest", "--home", tmp_path, "--warehouse", url))
+    assert said.startswith(f"stretto: ingest failed: {url}: cannot reach the object store")
+    said = one_line_error(stretto("sql", "--home", tmp_path, "--warehouse", url, "SELECT 1"))
+    assert "cannot reach the object store" in said
+
+
+def test_credentials_in_the_url_are_refused_unechoed(tmp_path: Path, bucket: str) -> None:
+    url = f"s3://AKIATESTINGKEY:{SECRET}@{bucket}/wh"
+    said = one_line_error(stretto("sql", "--home", tmp_path, "--warehouse", url, "SELECT 1"))
+    assert "credentials or options in the URL are refused" in said
+    assert "AKIATESTINGKEY" not in said
+    help_text = stretto("ingest", "--help").stdout
+    assert "--warehouse URL" in help_text and SECRET not in help_text
