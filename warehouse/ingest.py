@@ -301,7 +301,8 @@ def write_parquet(
         os.chmod(source, 0o600)
         stored = store.stored(table, source.relative_to(staging).as_posix())
         moves.append((source, stored))
-        data.append({"table_name": table, "path": stored, "rows": int(count)})
+        size = source.stat().st_size
+        data.append({"table_name": table, "path": stored, "rows": int(count), "size_bytes": size})
         total += int(count)
     store.put(moves)  # moved into the table's folder, or uploaded to the object store
     return total, data

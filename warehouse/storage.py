@@ -39,6 +39,10 @@ PARTITIONING = pa.schema([("domain", pa.string()), ("day", pa.date32())])
 SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 
 
+# (url, name) -> the registry file's rows, read once per process (RemoteData.read_registry).
+_REGISTRY_FILES: dict[tuple[str, str], pa.Table] = {}
+
+
 class StorageError(RuntimeError):
     """The object store cannot be used (a bad URL, no such bucket, no answer): one line."""
 
@@ -100,10 +104,11 @@ class LocalData:
                 if name.startswith(prefix):
                     os.unlink(os.path.join(folder, name))
 
-    def scan(self, con, table: str, files: list[str]) -> tuple[str, set[str]]:
-        """A FROM clause reading `files` (stored paths, oldest first) with their partition
-        keys, on `con`, and the columns the newest file has (it has every column any has)."""
-        paths = [str(self.layout.absolute(f)) for f in files]
+    def scan(self, con, table: str, files: list[tuple[str, int | None]]) -> tuple[str, set[str]]:
+        """A FROM clause reading `files` (stored paths and sizes, oldest first) with their
+        partition keys, on `con`, and the columns the newest file has (it has every column any
+        has)."""
+        paths = [str(self.layout.absolute(f)) for f, _ in files]
         source = (
             f"read_parquet([{', '.join(_quote(p) for p in paths)}], "
             "hive_partitioning = true, union_by_name = true)"
@@ -144,8 +149,14 @@ class RemoteData:
         return [info.base_name for info in found if info.type == pafs.FileType.File]
 
     def read_registry(self, name: str, schema: pa.Schema) -> pa.Table:
-        with self._errors(f"cannot read registry/{name}"):
-            return pq.read_table(self._at(f"registry/{name}"), schema=schema, filesystem=self.fs)
+        # a registry file is written once and never changed: read each once per process
+        key = (self.url, name)
+        if key not in _REGISTRY_FILES:
+            with self._errors(f"cannot read registry/{name}"):
+                _REGISTRY_FILES[key] = pq.read_table(
+                    self._at(f"registry/{name}"), schema=schema, filesystem=self.fs
+                )
+        return _REGISTRY_FILES[key]
 
     def write_registry(self, name: str, table: pa.Table) -> None:
         # one PUT: the object is there whole once the stream closes, or not at all
@@ -187,22 +198,28 @@ class RemoteData:
                 if info.type == pafs.FileType.File and info.base_name.startswith(prefix):
                     self.fs.delete_file(info.path)
 
-    def scan(self, con, table: str, files: list[str]) -> tuple[str, set[str]]:
+    def scan(self, con, table: str, files: list[tuple[str, int | None]]) -> tuple[str, set[str]]:
         """`files` as one pyarrow dataset registered on `con` (the schema the newest file's,
-        with the partition keys; older files lack what was added since: null there)."""
+        with the partition keys; older files lack what was added since: null there). The
+        registry's sizes spare a request per file (a file without one is asked for its size)."""
+        parquet = ds.ParquetFileFormat()
+        hive = ds.partitioning(PARTITIONING, flavor="hive")
+        folder = f"parquet/{table}/"
         with self._errors(f"cannot read the {table} table's files"):
-            schema = pq.read_schema(self._at(files[-1]), filesystem=self.fs)
+            fragments = [
+                parquet.make_fragment(
+                    self._at(path),
+                    filesystem=self.fs,
+                    partition_expression=hive.parse("/" + path.removeprefix(folder)),
+                    file_size=size,
+                )
+                for path, size in files
+            ]
+            schema = fragments[-1].physical_schema
             for name in PARTITIONING.names:
                 if name not in schema.names:
                     schema = schema.append(PARTITIONING.field(name))
-            dataset = ds.dataset(
-                [self._at(f) for f in files],
-                schema=schema,
-                format="parquet",
-                filesystem=self.fs,
-                partitioning=ds.partitioning(PARTITIONING, flavor="hive"),
-                partition_base_dir=self._at(f"parquet/{table}"),
-            )
+            dataset = ds.FileSystemDataset(fragments, schema, parquet, self.fs)
         name = f"{table}_files"
         con.register(name, dataset)
         return name, set(schema.names)

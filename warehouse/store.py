@@ -186,12 +186,10 @@ def _empty_select(table: str) -> str:
 
 
 def table_select(con, layout: Layout, table: str) -> str:
-    files = [
-        path
-        for (path,) in con.execute(
-            "SELECT path FROM data_files WHERE table_name = ? ORDER BY commit_no, path", [table]
-        ).fetchall()
-    ]
+    files = con.execute(
+        "SELECT path, size_bytes FROM data_files WHERE table_name = ? ORDER BY commit_no, path",
+        [table],
+    ).fetchall()
     if not files:
         return _empty_select(table)
     # Files written before a column was added lack it (it reads as NULL there).
