@@ -110,6 +110,8 @@ def test_ingest_learn_and_query_on_s3_match_a_local_warehouse(
     counted = stretto("sql", "--home", tmp_path / "elsewhere", calls, "--format", "json")
     assert counted.returncode == 0, counted.stderr
     assert json.loads(counted.stdout) == json.loads(local_calls.stdout)
+    checked = stretto("doctor", "--home", tmp_path / "elsewhere")
+    assert f"{url}: {len(SHOP)} sessions" in checked.stdout + checked.stderr
     assert SECRET not in done.stdout + done.stderr + found.stderr + counted.stderr
 
 
