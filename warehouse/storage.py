@@ -19,6 +19,7 @@ never from the URL; no message stretto writes holds them.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -35,6 +36,7 @@ from warehouse.layout import WAREHOUSE_ENV, Layout
 
 # The Hive partition keys as the table folders spell them (domain=<d>/day=<YYYY-MM-DD>).
 PARTITIONING = pa.schema([("domain", pa.string()), ("day", pa.date32())])
+UPLOAD_CHUNK = 8 * 1024 * 1024
 # Environment variables whose values never appear in a message.
 SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 
@@ -168,16 +170,12 @@ class RemoteData:
         return f"parquet/{table}/{relative}"
 
     def put(self, files: Sequence[tuple[Path, str]]) -> None:
-        """Upload finished local files, then remove them."""
-        local = pafs.LocalFileSystem()
+        """Upload finished local files, then remove them (a stream, not pyarrow's copy_files,
+        which would also write an empty marker object per folder)."""
         with self._errors("cannot upload a data file"):
             for source, stored in files:
-                pafs.copy_files(
-                    str(source),
-                    self._at(stored),
-                    source_filesystem=local,
-                    destination_filesystem=self.fs,
-                )
+                with source.open("rb") as data, self.fs.open_output_stream(self._at(stored)) as out:
+                    shutil.copyfileobj(data, out, UPLOAD_CHUNK)
                 source.unlink()
 
     def exists(self, stored: str) -> bool:

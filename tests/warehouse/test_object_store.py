@@ -6,6 +6,7 @@ credential is ever echoed."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ from moto.server import ThreadedMotoServer
 from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME, free_port
 from tests.warehouse.helpers import ingest
-from warehouse.layout import Layout
+from warehouse import compact, storage, store
+from warehouse.layout import TABLES, Layout
 from warehouse.learn import learn_flow
 
 SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
@@ -27,6 +29,7 @@ SECRET = "sEcReT-never-shown-4711"
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -48,8 +51,9 @@ def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def objects(bucket: str, prefix: str) -> list[str]:
+    """The objects under `prefix` (not the empty folder markers pyarrow leaves on delete)."""
     listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix)
-    return sorted(o["Key"] for o in listed.get("Contents", []))
+    return sorted(o["Key"] for o in listed.get("Contents", []) if not o["Key"].endswith("/"))
 
 
 def put_logs(home: Path, logs: list[Path]) -> None:
@@ -153,3 +157,51 @@ def test_credentials_in_the_url_are_refused_unechoed(tmp_path: Path, bucket: str
     assert "AKIATESTINGKEY" not in said
     help_text = stretto("ingest", "--help").stdout
     assert "--warehouse URL" in help_text and SECRET not in help_text
+
+
+def test_crash_recovery_compaction_and_retention_on_s3(tmp_path: Path, bucket: str) -> None:
+    url = f"s3://{bucket}/wh"
+    layout = Layout.at(tmp_path, url)
+    count_all = " UNION ALL ".join(f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in TABLES)
+
+    def counts() -> dict:
+        return {r["t"]: r["n"] for r in store.query(layout, count_all).to_pylist()}
+
+    put_logs(tmp_path, SHOP[:3])
+    assert stretto("ingest", "--home", tmp_path, "--warehouse", url).returncode == 0
+    put_logs(tmp_path, SHOP[3:])
+    assert stretto("ingest", "--home", tmp_path, "--warehouse", url).returncode == 0
+    before = counts()
+
+    # a run that uploaded a data file and died before its commit: invisible, then removed
+    with store.ingest_lock(layout, 10, print):
+        store.begin_run(layout, "crashed-1")
+        orphan = tmp_path / "orphan.parquet"
+        shutil.copy(tmp_path / "logs/shop" / SHOP[0].name, orphan)  # any bytes will do
+        stored = "parquet/sessions/domain=shop/day=2026-01-01/part-crashed-1-0-x.parquet"
+        storage.committed(layout).put([(orphan, stored)])
+        assert f"wh/{stored}" in objects(bucket, "wh/")
+        assert counts() == before
+        assert store.recover(layout) == ["crashed-1"]
+    assert f"wh/{stored}" not in objects(bucket, "wh/")
+
+    # compaction: one object per partition, the same rows; retired objects deleted later
+    files_before = set(objects(bucket, "wh/parquet/"))
+    with store.ingest_lock(layout, 10, print):
+        done = compact.compact(layout, "compact-1")
+    assert done["partitions"] > 0 and done["files retired"] > done["partitions"]
+    assert counts() == before
+    with store.ingest_lock(layout, 10, print):
+        again = compact.compact(layout, "compact-2", grace_seconds=0)
+    assert again["files deleted"] == done["files retired"]
+    left = set(objects(bucket, "wh/parquet/"))
+    assert not files_before & left and counts() == before
+
+    # retention: everything is older than a day here; dropped in one commit, objects deleted
+    dropped = stretto(
+        "ingest", "--home", tmp_path, "--warehouse", url, "--retain-days", "1", "--wait", "0"
+    )
+    assert dropped.returncode == 0, dropped.stderr
+    assert f"dropped {len(SHOP)} session(s)" in dropped.stderr
+    assert counts()["sessions"] == 0
+    assert objects(bucket, "wh/parquet/") == []
