@@ -16,6 +16,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from assets.learn import flow
+from pipeline.run import materialize
 from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME, free_port
 from tests.warehouse.helpers import ingest
@@ -96,8 +98,9 @@ def test_ingest_learn_and_query_on_s3_match_a_local_warehouse(
     assert again.returncode == 0, again.stderr
     assert f"ingested {len(SHOP) - 4} file(s) (4 unchanged)" in again.stdout
     assert learned(Layout.at(remote, url)) == learned(Layout.at(local))
+    elsewhere_home = tmp_path / "elsewhere"
     # another machine's home (nothing local) reads the same warehouse
-    elsewhere = learned(Layout.at(tmp_path / "elsewhere", url))
+    elsewhere = learned(Layout.at(elsewhere_home, url))
     assert elsewhere == learned(Layout.at(local))
     assert elsewhere["provenance"]["habit_episodes"] > 4
 
@@ -111,11 +114,20 @@ def test_ingest_learn_and_query_on_s3_match_a_local_warehouse(
     calls = "SELECT count(*) AS n FROM calls WHERE domain = 'shop'"
     local_calls = stretto("sql", "--home", local, calls, "--format", "json")
     monkeypatch.setenv("STRETTO_WAREHOUSE", url)
-    counted = stretto("sql", "--home", tmp_path / "elsewhere", calls, "--format", "json")
+    counted = stretto("sql", "--home", elsewhere_home, calls, "--format", "json")
     assert counted.returncode == 0, counted.stderr
     assert json.loads(counted.stdout) == json.loads(local_calls.stdout)
-    checked = stretto("doctor", "--home", tmp_path / "elsewhere")
+    checked = stretto("doctor", "--home", elsewhere_home)
     assert f"{url}: {len(SHOP)} sessions" in checked.stdout + checked.stderr
+
+    # the pipeline's `flow` asset, as Dagster runs it, with the URL from the environment
+    assert materialize([flow], str(elsewhere_home), 10, partition="shop").success
+    monkeypatch.delenv("STRETTO_WAREHOUSE")
+    assert materialize([flow], str(local), 10, partition="shop").success
+    served = [json.loads((h / "flows/shop.flow.json").read_text()) for h in (local, elsewhere_home)]
+    provenance = [f.pop("provenance") for f in served]
+    assert served[0] == served[1]
+    assert provenance[0]["habit_episodes"] == provenance[1]["habit_episodes"] == len(SHOP)
     assert SECRET not in done.stdout + done.stderr + found.stderr + counted.stderr
 
 
