@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 
 from assets.learn import flow
 from pipeline.run import materialize
-from tests.builders import stretto
+from tests.builders import learn, stretto
 from tests.conftest import REFERENCE_HOME, free_port
 from tests.warehouse.helpers import ingest
 from warehouse import compact, storage, store
@@ -217,3 +217,14 @@ def test_crash_recovery_compaction_and_retention_on_s3(tmp_path: Path, bucket: s
     assert f"dropped {len(SHOP)} session(s)" in dropped.stderr
     assert counts()["sessions"] == 0
     assert objects(bucket, "wh/parquet/") == []
+
+
+def test_learn_from_a_folder_keeps_its_warehouse_under_the_home(
+    tmp_path: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRETTO_WAREHOUSE", f"s3://{bucket}/wh")
+    done = learn(REFERENCE_HOME / "logs/shop", tmp_path / "shop.flow.json", tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "shop.flow.json").is_file()
+    assert list((tmp_path / "home/cache/learn").glob("*/warehouse/registry/*.parquet"))
+    assert objects(bucket, "") == []
