@@ -21,6 +21,7 @@ from stretto.logs.sessionlog import LogError
 from stretto.progress import Progress
 from warehouse import discover, ingest, redacted, store
 from warehouse.layout import Layout
+from warehouse.storage import StorageError
 
 GROUP = "warehouse"
 TABLE_DESCRIPTIONS = {
@@ -41,7 +42,8 @@ def new_ingest_id() -> str:
 
 
 def _failure(exc: Exception) -> dg.Failure:
-    """An expected failure (another run holds the lock): one line, no traceback."""
+    """An expected failure (another run holds the lock, the object store cannot be used): one
+    line, no traceback."""
     return dg.Failure(description=str(exc), allow_retries=False)
 
 
@@ -175,7 +177,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
     """Ingest the new and changed logs (warehouse.store.ingest_run) into the tables."""
     layout = stretto.layout()
     timings = Timings(context.log.info)
-    if not layout.logs.is_dir() and not layout.warehouse.is_dir():
+    if not layout.logs.is_dir() and not store.has_warehouse(layout):
         reason = f"no session logs under {layout.logs} yet"
         for table in ingest.OUTPUT_TABLES:
             yield skipped(context, reason, table)
@@ -184,7 +186,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
     with timings.phase("finding new logs"):
         try:
             plan = to_read(layout, config, context.log.warning)
-        except (RedactError, LogError) as exc:
+        except (RedactError, LogError, StorageError) as exc:
             raise _failure(exc) from None
     try:
         with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
@@ -202,7 +204,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
                 )
             bar.close()
             said.close()
-    except store.WarehouseBusy as exc:
+    except (store.WarehouseBusy, StorageError) as exc:
         raise _failure(exc) from None
     added = register(context.instance, known_parts(layout))
     if added:
@@ -283,14 +285,14 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
 )
 def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
     layout = stretto.layout()
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         yield skipped(context, f"no warehouse at {layout.warehouse} yet (nothing ingested)")
         return
     try:
         with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
             step_id = new_ingest_id()
             written = store.derive_steps(layout, step_id)
-    except store.WarehouseBusy as exc:
+    except (store.WarehouseBusy, StorageError) as exc:
         raise _failure(exc) from None
     total = store.query(layout, "SELECT count(*) AS n FROM steps").to_pylist()[0]["n"]
     yield dg.MaterializeResult(

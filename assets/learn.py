@@ -128,7 +128,7 @@ def warehouse_episodes(
 )
 def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
     layout = stretto.layout()
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         yield skipped(context, f"no warehouse at {layout.warehouse} yet")
         return
     by_domain: dict[str, set[str]] = {}
@@ -215,7 +215,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
     domain = context.partition_key
     if config.domain and config.domain != domain:
         raise dg.Failure(f"`domain` is {config.domain!r} but the partition is {domain!r}")
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         reason = f"no warehouse at {layout.warehouse} yet"
         yield skipped(context, reason)
         yield from nothing_to_check(FLOW_CHECKS, reason)

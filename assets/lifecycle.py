@@ -15,6 +15,7 @@ from assets.metadata import skipped
 from assets.resources import StrettoHome
 from stretto.home import Paths
 from stretto.model.flow import FlowError, load_flow
+from warehouse import store
 from warehouse.layout import Layout
 from warehouse.learn import LearnError, domains
 
@@ -22,7 +23,7 @@ from warehouse.learn import LearnError, domains
 def served_flows(layout: Layout) -> dict[str, Path]:
     """domain -> the flow served for it, for each domain of the warehouse that has one (none
     before the first ingest)."""
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         return {}
     found = {d: flow_path(layout.home, d) for d in domains(layout)}
     return {d: path for d, path in found.items() if path.is_file()}
@@ -93,7 +94,7 @@ def staged_flow(
     from stretto.offline import stage as staging
 
     layout = stretto.layout()
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         return skipped(context, f"no warehouse at {layout.warehouse} yet")
     reports: dict[str, dict] = {}
     for domain, path in sorted(served_flows(layout).items()):

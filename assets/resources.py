@@ -11,6 +11,8 @@ class StrettoHome(dg.ConfigurableResource):
     home: str | None = None
     wait_seconds: float = 600.0  # how long an ingest waits for another run to finish
     progress: bool = False  # draw a progress bar on stderr (the CLI on a terminal)
+    # the committed data's object-store URL; None: $STRETTO_WAREHOUSE, else HOME/warehouse
+    warehouse: str | None = None
 
     def layout(self) -> Layout:
-        return Layout.at(self.home)
+        return Layout.at(self.home, self.warehouse)

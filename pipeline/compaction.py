@@ -10,7 +10,7 @@ from warehouse import compact, store
 @dg.op(description="Rewrite each partition's current rows into one file; drop replaced files.")
 def compact_warehouse(context: dg.OpExecutionContext, stretto: StrettoHome) -> None:
     layout = stretto.layout()
-    if not layout.warehouse.is_dir():
+    if not store.has_warehouse(layout):
         context.log.info(f"nothing to compact: no warehouse at {layout.warehouse}")
         return
     try:

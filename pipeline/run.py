@@ -11,6 +11,7 @@ import dagster as dg
 
 from assets.partitions import domains, known_parts, register
 from assets.resources import StrettoHome
+from warehouse.storage import StorageError
 
 
 @dataclass
@@ -40,6 +41,7 @@ def materialize(
     wait_seconds: float,
     asset_config: dict | None = None,
     partition: str | None = None,
+    warehouse: str | None = None,
 ) -> Runs:
     """Materialize `assets` on an ephemeral instance, quietly: the assets' own warnings, one
     line each on stderr; a failure is for the caller to tell (`failure_message`), so Dagster's
@@ -47,8 +49,11 @@ def materialize(
     `asset_config` maps an asset's name (a multi-asset's: its op's) to its config. The
     unpartitioned assets run first; the domain-partitioned ones then run for `partition`
     (default: the `flow` config's `domain`, else every domain the warehouse holds), once its
-    domains and days are registered."""
-    resource = StrettoHome(home=home, wait_seconds=wait_seconds, progress=sys.stderr.isatty())
+    domains and days are registered. `warehouse`: where the committed data lives
+    (warehouse.layout.warehouse_url)."""
+    resource = StrettoHome(
+        home=home, wait_seconds=wait_seconds, progress=sys.stderr.isatty(), warehouse=warehouse
+    )
     run_config: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     if asset_config:
         run_config["ops"] = {name: {"config": config} for name, config in asset_config.items()}
@@ -104,8 +109,8 @@ def output_metadata(result: Runs | dg.ExecuteInProcessResult, asset: str) -> dic
 
 
 def failure_message(result: Runs | dg.ExecuteInProcessResult | dg.JobExecutionResult) -> str:
-    """The first step failure's message: a `dg.Failure`'s description (an expected failure,
-    one line), else the underlying error with its stack (a bug)."""
+    """The first step failure's message: a `dg.Failure`'s description or a StorageError's
+    message (expected failures, one line), else the underlying error with its stack (a bug)."""
     for event in result.all_events:
         if event.is_step_failure:
             data = event.step_failure_data
@@ -116,6 +121,8 @@ def failure_message(result: Runs | dg.ExecuteInProcessResult | dg.JobExecutionRe
                 return "a step failed"
             while error.cause is not None:
                 error = error.cause
+            if error.cls_name == StorageError.__name__:  # the object store: no stack to show
+                return error.message.split(": ", 1)[-1].strip()
             return error.to_string().strip()
     return "the run failed"
 

@@ -12,11 +12,10 @@ later compaction run).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from warehouse import registry, store
+from warehouse import registry, storage, store
 from warehouse.ingest import write_parquet
 from warehouse.layout import TABLES, Layout
 
@@ -35,12 +34,12 @@ def remove_retired(layout: Layout, grace_seconds: float = GRACE_SECONDS) -> int:
     """Delete the files retired by commits older than the grace period; how many."""
     table = registry.read(layout).to_pylist()
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
+    data = storage.committed(layout)
     removed = 0
     for row in table:
         if row["kind"] == "retired" and row["committed_at"] <= cutoff:
-            path = layout.absolute(row["path"])
-            if path.exists():
-                os.unlink(path)
+            if data.exists(row["path"]):
+                data.delete(row["path"])
                 removed += 1
     return removed
 

@@ -30,9 +30,10 @@ from stretto.logs.domain import DOMAIN_PATTERN
 from stretto.logs.toollist import tools_from_result
 from stretto.logs.turns import TurnTracker
 from warehouse.discover import LogFile
-from warehouse.files import fault, fsync_path, move_in
+from warehouse.files import fault, fsync_path
 from warehouse.layout import TABLES, Layout
 from warehouse.sql import statements
+from warehouse.storage import committed
 
 BATCH_BYTES = 96 * 1024 * 1024  # log text one batch holds in memory at once (~1.3 GB peak)
 BATCH_FILES = int(os.environ.get("STRETTO_INGEST_BATCH_FILES") or 4000)
@@ -280,9 +281,9 @@ def write_parquet(
     con, query: str, table: str, layout: Layout, ingest_id: str, tag: str
 ) -> tuple[int, list[dict]]:
     """Write the query's rows as new Parquet files of `table`, partitioned by domain and day:
-    first under staging/, then each file fsynced and renamed into the table's folder. How
-    many rows, and a registry row per file. The files are not part of the warehouse until the
-    run commits."""
+    first under staging/, then each file fsynced and renamed into the table's folder (or
+    uploaded: warehouse/storage.py). How many rows, and a registry row per file. The files
+    are not part of the warehouse until the run commits."""
     # the declared types, whatever the query's arithmetic made of them
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES[table])
     staging = private_dirs(layout.staging / ingest_id / tag / table)
@@ -292,16 +293,18 @@ def write_parquet(
         "RETURN_STATS)"
     ).fetchall()
     fault("parquet-written")
+    store = committed(layout)
     moves, data, total = [], [], 0
     for written, count, *_ in result:
         source = Path(written)
         fsync_path(source)
         os.chmod(source, 0o600)
-        target = layout.table_dir(table) / source.relative_to(staging)
-        moves.append((source, target))
-        data.append({"table_name": table, "path": layout.relative(target), "rows": int(count)})
+        stored = store.stored(table, source.relative_to(staging).as_posix())
+        moves.append((source, stored))
+        size = source.stat().st_size
+        data.append({"table_name": table, "path": stored, "rows": int(count), "size_bytes": size})
         total += int(count)
-    move_in(moves)
+    store.put(moves)  # moved into the table's folder, or uploaded to the object store
     return total, data
 
 

@@ -10,6 +10,11 @@ tables' columns.
 
 Every path the warehouse stores is relative to the home, so a home can be moved or copied.
 
+The committed data (parquet/ and registry/) may live at an object-store URL instead
+(`s3://bucket/prefix`: `--warehouse URL`, else $STRETTO_WAREHOUSE; warehouse/storage.py); its
+paths are then relative to that URL, and the rest (staging, the lock, stretto.duckdb, the
+counts) stays under HOME/warehouse/.
+
 Every column is documented in docs/formats.md §2.
 """
 
@@ -18,8 +23,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from stretto.home import Paths
+
+# Where the committed data lives, when not under HOME/warehouse: an object-store URL.
+WAREHOUSE_ENV = "STRETTO_WAREHOUSE"
+# The `warehouse` to give for HOME/warehouse whatever $STRETTO_WAREHOUSE says (the private
+# warehouses `stretto learn` and `stretto stage` keep for a folder of logs).
+UNDER_HOME = ""
 
 # Each table's columns and DuckDB types, in order. `domain` and `day` are the Hive partition
 # keys (directory names, not stored in the files); every table has them.
@@ -139,9 +151,24 @@ PERSONAL_DATA: dict[str, tuple[str, ...]] = {
 PERSONAL_COMMENT = "personal data: can hold what the agent, the user or a server said"
 
 
+def warehouse_url(given: str | None = None) -> str:
+    """The one rule for where the committed data lives: `given` (a command's --warehouse),
+    else $STRETTO_WAREHOUSE, else "" (under HOME/warehouse)."""
+    return (given if given is not None else os.environ.get(WAREHOUSE_ENV, "")).strip()
+
+
 @dataclass(frozen=True)
 class Layout(Paths):
-    """The home's paths (stretto.home) and the warehouse's own under `warehouse/`."""
+    """The home's paths (stretto.home) and the warehouse's own under `warehouse/`; `url`, when
+    not empty, the object store holding the committed data (warehouse/storage.py)."""
+
+    url: str = ""
+
+    @classmethod
+    def at(cls, home: str | Path | None = None, warehouse: str | None = None) -> Self:
+        """The paths under `home` (stretto.home.Paths.at), the committed data where
+        `warehouse_url(warehouse)` says."""
+        return cls(Paths.at(home).home, warehouse_url(warehouse))
 
     @property
     def parquet(self) -> Path:

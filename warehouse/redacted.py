@@ -54,7 +54,7 @@ def check(layout: Layout, redaction: Redaction | None) -> None:
             f"the warehouse {layout.warehouse} holds redacted sessions only: ingest with "
             "--redact (the same salt), or into another home"
         )
-    if redaction is not None and not redacted and registry.commit_paths(layout):
+    if redaction is not None and not redacted and registry.commit_names(layout):
         raise RedactError(
             f"the warehouse {layout.warehouse} holds sessions as they were recorded: a "
             "redacted warehouse needs a home of its own (--home DIR)"

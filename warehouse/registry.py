@@ -3,7 +3,8 @@
 A run writes its Parquet data files first (each whole, by rename), then commits by writing
 its registry file (again whole, by rename). Readers build everything they show from the
 committed registry files, so a run that crashed before its commit is invisible, and the next
-run removes what it left (store.recover). Every path is stored relative to the home.
+run removes what it left (store.recover). Every path is stored relative to the home (or,
+for a warehouse at an object-store URL, to that URL: warehouse/storage.py).
 
 Rows of a registry file (`kind`):
 - `log`: a log file the run looked at: path, size, mtime, content hash, session id, and
@@ -24,15 +25,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from warehouse.files import write_atomic
 from warehouse.layout import Layout
 from warehouse.sql import statements
+from warehouse.storage import committed
 
 SCHEMA = pa.schema(
     [
@@ -54,18 +53,18 @@ SCHEMA = pa.schema(
 COMMIT_NAME = re.compile(r"(\d{8})-(.+)\.parquet")
 
 
-def commit_paths(layout: Layout) -> list[Path]:
-    if not layout.registry.is_dir():
-        return []
-    return sorted(p for p in layout.registry.iterdir() if COMMIT_NAME.fullmatch(p.name))
+def commit_names(layout: Layout) -> list[str]:
+    """The committed runs' registry files, in commit order."""
+    return sorted(n for n in committed(layout).registry_names() if COMMIT_NAME.fullmatch(n))
 
 
 def committed_ids(layout: Layout) -> set[str]:
-    return {COMMIT_NAME.fullmatch(p.name).group(2) for p in commit_paths(layout)}  # type: ignore[union-attr]
+    return {COMMIT_NAME.fullmatch(n).group(2) for n in commit_names(layout)}  # type: ignore[union-attr]
 
 
 def read(layout: Layout) -> pa.Table:
-    tables = [pq.read_table(p, schema=SCHEMA) for p in commit_paths(layout)]
+    data = committed(layout)
+    tables = [data.read_registry(n, SCHEMA) for n in commit_names(layout)]
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 
@@ -87,13 +86,13 @@ def commit(
     data: list[dict],
     dropped: list[dict] | None = None,
     retired: Sequence[str] = (),
-) -> Path:
+) -> str:
     """Write the run's registry file: from now on its data files are part of the warehouse
     (and the `dropped` ones, files a retention run took out, and the `retired` ones, paths a
     compaction replaced, are not). Call with the ingest lock held (commit numbers are taken
-    in turn)."""
-    paths = commit_paths(layout)
-    number = int(COMMIT_NAME.fullmatch(paths[-1].name).group(1)) + 1 if paths else 1  # type: ignore[union-attr]
+    in turn). Its name."""
+    names = commit_names(layout)
+    number = int(COMMIT_NAME.fullmatch(names[-1]).group(1)) + 1 if names else 1  # type: ignore[union-attr]
     now = datetime.now(UTC)
     rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
     rows += [{"kind": "dropped", **r} for r in dropped or []]
@@ -103,9 +102,9 @@ def commit(
     columns["ingest_id"] = [ingest_id] * len(rows)
     columns["committed_at"] = [now] * len(rows)
     table = pa.table(columns, schema=SCHEMA)
-    path = layout.registry / f"{number:08d}-{ingest_id}.parquet"
-    write_atomic(path, lambda temp: pq.write_table(table, temp))
-    return path
+    name = f"{number:08d}-{ingest_id}.parquet"
+    committed(layout).write_registry(name, table)
+    return name
 
 
 @dataclass
@@ -121,7 +120,7 @@ class State:
 def state(layout: Layout) -> State:
     con = duckdb.connect()
     try:
-        commits = len(commit_paths(layout))
+        commits = len(commit_names(layout))
         load(con, layout)
         paths = {
             p: (size, mtime, digest, seen)

@@ -26,6 +26,7 @@ from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
 from warehouse.ingest import IngestStats, ingest_files, write_parquet
 from warehouse.layout import PARTITION_KEYS, PERSONAL_COMMENT, PERSONAL_DATA, TABLES, Layout
 from warehouse.sql import statements
+from warehouse.storage import committed
 
 # Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
@@ -90,19 +91,15 @@ def recover(layout: Layout) -> list[str]:
     staged and moved-in Parquet files, temporary files. The ingest ids it cleaned up."""
     remove_stale_temps(layout.registry)
     remove_stale_temps(layout.warehouse)
-    if layout.warehouse.is_dir() and not registry.commit_paths(layout):
+    if layout.warehouse.is_dir() and not registry.commit_names(layout):
         private_tree(layout.warehouse)  # a new warehouse, or one from before the registry
     if not layout.staging.is_dir():
         return []
-    committed = registry.committed_ids(layout)
+    done = registry.committed_ids(layout)
     cleaned = []
     for run in sorted(layout.staging.iterdir()):
-        if run.name not in committed:
-            prefix = f"part-{run.name}-"
-            for folder, _, names in os.walk(layout.parquet):
-                for name in names:
-                    if name.startswith(prefix):
-                        os.unlink(os.path.join(folder, name))
+        if run.name not in done:
+            committed(layout).delete_named(f"part-{run.name}-")
             cleaned.append(run.name)
         shutil.rmtree(run, ignore_errors=True)
     return cleaned
@@ -113,10 +110,11 @@ def delete_dropped(layout: Layout) -> int:
     own, or those of a run that crashed after its commit); how many."""
     table = registry.read(layout)
     kinds, paths = table.column("kind").to_pylist(), table.column("path").to_pylist()
+    data = committed(layout)
     deleted = 0
     for kind, path in zip(kinds, paths, strict=True):
-        if kind == "dropped" and layout.absolute(path).exists():
-            layout.absolute(path).unlink()
+        if kind == "dropped" and data.exists(path):
+            data.delete(path)
             deleted += 1
     return deleted
 
@@ -188,22 +186,14 @@ def _empty_select(table: str) -> str:
 
 
 def table_select(con, layout: Layout, table: str) -> str:
-    files = [
-        str(layout.absolute(path))
-        for (path,) in con.execute(
-            "SELECT path FROM data_files WHERE table_name = ? ORDER BY commit_no, path", [table]
-        ).fetchall()
-    ]
+    files = con.execute(
+        "SELECT path, size_bytes FROM data_files WHERE table_name = ? ORDER BY commit_no, path",
+        [table],
+    ).fetchall()
     if not files:
         return _empty_select(table)
-    source = (
-        f"read_parquet([{', '.join(_quote(f) for f in files)}], "
-        "hive_partitioning = true, union_by_name = true)"
-    )
-    # Files written before a column was added lack it (it reads as NULL there); the newest
-    # file has every column any file has.
-    newest = f"read_parquet({_quote(files[-1])}, hive_partitioning = true)"
-    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {newest}").fetchall()}
+    # Files written before a column was added lack it (it reads as NULL there).
+    source, present = committed(layout).scan(con, table, files)
     columns = [
         f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
         for name, kind in [*TABLES[table], *PARTITION_KEYS]
@@ -229,8 +219,12 @@ def table_select(con, layout: Layout, table: str) -> str:
 
 
 def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
-    """The registry's tables and one view per table on `con`."""
+    """The registry's tables and one view per table on `con`. A persistent catalogue of a
+    warehouse on an object store holds the registry's tables only (its views read through
+    pyarrow datasets that live on one connection)."""
     registry.load(con, layout, temp=temp)
+    if not temp and committed(layout).remote:
+        return
     kind = "TEMP VIEW" if temp else "VIEW"
     for table in TABLES:
         con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
@@ -240,8 +234,9 @@ def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
 
 def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the warehouse's views: what every stretto reader uses."""
-    if not layout.warehouse.is_dir():
-        raise NoWarehouse(f"no warehouse at {layout.warehouse} yet: run `stretto ingest` first")
+    if not has_warehouse(layout):
+        where = committed(layout).where
+        raise NoWarehouse(f"no warehouse at {where} yet: run `stretto ingest` first")
     con = duckdb.connect()
     try:
         build_catalogue(con, layout)
@@ -249,6 +244,14 @@ def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
+
+
+def has_warehouse(layout: Layout) -> bool:
+    """Whether there is a warehouse to read: the folder under the home, or, on an object
+    store, a committed run."""
+    if committed(layout).remote:
+        return bool(registry.commit_names(layout))
+    return layout.warehouse.is_dir()
 
 
 def write_catalogue(layout: Layout) -> None:

@@ -93,10 +93,17 @@ def _warehouse(home: Path) -> Row:
     """Readable, with every view a query may name."""
     from warehouse import store
     from warehouse.layout import TABLES, Layout
+    from warehouse.storage import StorageError
 
     layout = Layout.at(home)
-    if not layout.database.exists():
-        return ("warehouse", WARN, f"none yet under {layout.warehouse}: `stretto ingest` makes it")
+    where = layout.url or layout.database  # an object store's: $STRETTO_WAREHOUSE
+    try:
+        there = store.has_warehouse(layout) if layout.url else layout.database.exists()
+    except StorageError as exc:
+        return ("warehouse", False, str(exc))
+    if not there:
+        where_made = layout.url or layout.warehouse
+        return ("warehouse", WARN, f"none yet under {where_made}: `stretto ingest` makes it")
     try:
         names = store.query(layout, "SELECT table_name FROM information_schema.tables")
         present = set(names.column("table_name").to_pylist())
@@ -105,7 +112,7 @@ def _warehouse(home: Path) -> Row:
             return (
                 "warehouse",
                 False,
-                f"{layout.database}: no view {', '.join(missing)}: run `stretto ingest`",
+                f"{where}: no view {', '.join(missing)}: run `stretto ingest`",
             )
         counted = " UNION ALL ".join(
             f"SELECT '{view}' AS view, count(*) AS n FROM {view}" for view in TABLES
@@ -113,11 +120,11 @@ def _warehouse(home: Path) -> Row:
         counts = {r["view"]: r["n"] for r in store.query(layout, counted).to_pylist()}
     except Exception as exc:  # DuckDB's and pyarrow's errors: the row says what it was
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return ("warehouse", False, f"{layout.warehouse}: cannot be read ({first})")
+        return ("warehouse", False, f"{layout.url or layout.warehouse}: cannot be read ({first})")
     return (
         "warehouse",
         True,
-        f"{layout.database}: {counts['sessions']} sessions, {counts['calls']} calls, "
+        f"{where}: {counts['sessions']} sessions, {counts['calls']} calls, "
         f"{counts['quarantine']} quarantined lines",
     )
 

@@ -28,7 +28,7 @@ def cache_layout(home: str | Path | None, sessions: Path):
     """The warehouse `learn` keeps for a folder of logs (its `logs` a link to the folder)."""
     import os
 
-    from warehouse.layout import Layout
+    from warehouse.layout import UNDER_HOME, Layout
 
     sessions = resolved(sessions)
     cache = learn_cache(home, sessions)
@@ -38,7 +38,7 @@ def cache_layout(home: str | Path | None, sessions: Path):
         logs.unlink()
     if not logs.exists():
         logs.symlink_to(sessions, target_is_directory=True)
-    return Layout.at(cache)
+    return Layout.at(cache, UNDER_HOME)
 
 
 def learn_folder(
@@ -68,7 +68,9 @@ def learn_folder(
         config["manifest"] = str(resolved(manifest))
     config.update(options or {})
     config.update(arbiter or {})
-    result = materialize([*INGEST_ASSETS, flow], str(layout.home), wait, {"flow": config})
+    result = materialize(
+        [*INGEST_ASSETS, flow], str(layout.home), wait, {"flow": config}, warehouse=layout.url
+    )
     if not result.success:
         say(f"learn failed: {failure_message(result)}")
         return None

@@ -234,7 +234,7 @@ def _stage(args: argparse.Namespace) -> int:
         say(f"{sessions}: not a directory of session logs")
         return 1
     layout = cache_layout(args.home, sessions)
-    ingested = materialize(INGEST_ASSETS, str(layout.home), args.wait)
+    ingested = materialize(INGEST_ASSETS, str(layout.home), args.wait, warehouse=layout.url)
     if not ingested.success:
         say(f"ingest failed: {failure_message(ingested)}")
         return 1

@@ -57,6 +57,7 @@ def register(commands: Commands) -> None:
         ],
     )
     add_home(ingest)
+    add_warehouse(ingest)
     add_wait(ingest, "another ingest run to finish")
     ingest.add_argument(
         "--otel",
@@ -128,7 +129,18 @@ def register(commands: Commands) -> None:
     )
     sql.add_argument("query", metavar="QUERY")
     add_home(sql)
+    add_warehouse(sql)
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+
+def add_warehouse(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--warehouse",
+        metavar="URL",
+        help="keep the warehouse's committed data (Parquet files and registry) at this "
+        "object-store URL, s3://bucket/prefix, instead of under HOME/warehouse/ (default: "
+        "$STRETTO_WAREHOUSE); credentials come from the environment (AWS_ACCESS_KEY_ID, ...)",
+    )
 
 
 def _sessions(args: argparse.Namespace) -> int:
@@ -164,7 +176,7 @@ def _ingest(args: argparse.Namespace) -> int:
     from pipeline.run import failure_message, materialize, output_metadata
     from warehouse.layout import Layout
 
-    layout = Layout.at(args.home)
+    layout = Layout.at(args.home, args.warehouse)
     redaction_options = args.keep_shared != KEEP_SHARED or args.hash_field
     if not args.redact and (redaction_options or args.salt_env != SALT_ENV):
         say("--salt-env, --keep-shared and --hash-field go with --redact")
@@ -185,7 +197,11 @@ def _ingest(args: argparse.Namespace) -> int:
         "hash_fields": [f.strip() for spec in args.hash_field for f in spec.split(",")],
     }
     result = materialize(
-        INGEST_ASSETS, str(layout.home), args.wait, asset_config={"session_tables": config}
+        INGEST_ASSETS,
+        str(layout.home),
+        args.wait,
+        asset_config={"session_tables": config},
+        warehouse=layout.url,
     )
     if not result.success:
         say(f"ingest failed: {failure_message(result)}")
@@ -197,7 +213,7 @@ def _ingest(args: argparse.Namespace) -> int:
         f"{done['lines read']} lines read, {done['lines ingested']} ingested, "
         f"{done['lines quarantined']} quarantined, {done['lines dropped']} dropped; "
         f"{done['rows written: sessions']} sessions, {done['rows written: calls']} calls, "
-        f"{steps['rows written']} steps; warehouse {layout.database}"
+        f"{steps['rows written']} steps; warehouse {layout.url or layout.database}"
     )
     if done["lines quarantined"]:
         say('see them with: stretto sql "SELECT file, line, error FROM quarantine"')
@@ -210,11 +226,12 @@ def _retain(layout, days: int, wait: float) -> int:
     """Drop the warehouse's data older than `days`, with the ingest lock held."""
     from assets.ingest import new_ingest_id
     from warehouse import retention, store
+    from warehouse.storage import StorageError
 
     try:
         with store.ingest_lock(layout, wait, say):
             dropped = retention.drop_older(layout, days, new_ingest_id())
-    except store.WarehouseBusy as exc:
+    except (store.WarehouseBusy, StorageError) as exc:
         say(str(exc))
         return 1
     say(dropped.said(days))
@@ -244,10 +261,11 @@ def _sql(args: argparse.Namespace) -> int:
 
     from warehouse import store
     from warehouse.layout import Layout
+    from warehouse.storage import StorageError
 
     try:
-        table = store.query(Layout.at(args.home), args.query)
-    except store.NoWarehouse as exc:
+        table = store.query(Layout.at(args.home, args.warehouse), args.query)
+    except (store.NoWarehouse, StorageError) as exc:
         say(str(exc))
         return 1
     except duckdb.Error as exc:

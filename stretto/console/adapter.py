@@ -165,6 +165,7 @@ def read_warehouse(home: Path, queries: dict[str, str]) -> dict[str, list[tuple]
 
     from warehouse import store
     from warehouse.layout import Layout
+    from warehouse.storage import StorageError
 
     try:
         con = store.open_catalogue(Layout.at(home))
@@ -172,7 +173,7 @@ def read_warehouse(home: Path, queries: dict[str, str]) -> dict[str, list[tuple]
             return {name: con.sql(sql).fetchall() for name, sql in queries.items()}
         finally:
             con.close()
-    except store.NoWarehouse as exc:
+    except (store.NoWarehouse, StorageError) as exc:  # none yet; the object store: one line
         raise WarehouseUnavailable(str(exc)) from None
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -47,5 +47,5 @@ WHERE h.content_hash IN (SELECT content_hash FROM path_latest)
 -- The data files of each table, less those a retention run dropped (`dropped`) or a
 -- compaction replaced (`retired`).
 CREATE OR REPLACE {temp} TABLE data_files AS
-SELECT table_name, path, rows, ingest_id, commit_no FROM registry WHERE kind = 'data'
+SELECT table_name, path, rows, ingest_id, commit_no, size_bytes FROM registry WHERE kind = 'data'
   AND path NOT IN (SELECT path FROM registry WHERE kind IN ('dropped', 'retired'));
