@@ -10,8 +10,10 @@ share, tool contracts that changed).
 import hashlib
 import time
 import uuid
+from collections.abc import Callable
 
 import dagster as dg
+import pyarrow as pa
 
 from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
 from assets.partitions import known_parts, register
@@ -35,6 +37,9 @@ TABLE_DESCRIPTIONS = {
 }
 # The quarantine's share of the lines a run read above which its check warns.
 QUARANTINE_WARN_SHARE = 0.05
+
+
+Read = Callable[[str], pa.Table]  # store.reading's query function
 
 
 def new_ingest_id() -> str:
@@ -147,19 +152,18 @@ def nothing_to_check(specs: list[dg.AssetCheckSpec], reason: str):
         )
 
 
-def table_preview(layout: Layout, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
+def table_preview(read: Read, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
     """The first rows of `table` (of one ingest run, if given), long cells cut."""
     where = f" WHERE ingest_id = '{ingest_id}'" if ingest_id else ""
-    rows = store.query(layout, f"SELECT * FROM {table}{where} LIMIT 5").to_pylist()
+    rows = read(f"SELECT * FROM {table}{where} LIMIT 5").to_pylist()
     names = [c for c in (rows[0] if rows else {}) if c != "ingest_id"]
     return preview(rows, names)
 
 
-def contract_drift(layout: Layout, ingest_id: str) -> list[str]:
+def contract_drift(read: Read, ingest_id: str) -> list[str]:
     """Tools of the run's sessions whose contract differs from the one last seen for that tool
     in the same domain's earlier sessions: `domain: tool`."""
-    rows = store.query(
-        layout,
+    rows = read(
         "WITH listed AS (SELECT t.tool, t.contract, t.ingest_id, s.domain, s.started_unix_ms "
         "FROM tools t JOIN sessions s USING (session)), "
         "earlier AS (SELECT domain, tool, contract FROM listed "
@@ -209,15 +213,16 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
     added = register(context.instance, known_parts(layout))
     if added:
         context.log.info("new partitions: " + ", ".join(added))
-    totals = {
-        r["t"]: r["n"]
-        for r in store.query(
-            layout,
-            " UNION ALL ".join(
-                f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in ingest.OUTPUT_TABLES
-            ),
-        ).to_pylist()
-    }
+    with store.reading(layout) as read:  # one catalogue for all the metadata's queries
+        counted = " UNION ALL ".join(
+            f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in ingest.OUTPUT_TABLES
+        )
+        totals = {r["t"]: r["n"] for r in read(counted).to_pylist()}
+        previews = {
+            t: table_preview(read, t, ingest_id if stats.rows[t] else None)
+            for t in ingest.OUTPUT_TABLES
+        }
+        drift = contract_drift(read, ingest_id) if stats.rows["tools"] else []
     run: dict = {  # dagster's metadata values, of several types
         "ingest id": ingest_id,
         "files read": stats.files,
@@ -236,7 +241,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         metadata = {
             "dagster/row_count": totals[table],
             "rows written": stats.rows[table],
-            "preview": table_preview(layout, table, ingest_id if stats.rows[table] else None),
+            "preview": previews[table],
         }
         if table == "sessions":
             metadata.update(run)
@@ -260,7 +265,6 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         f'({share:.1%}); see them with stretto sql "SELECT file, line, error FROM quarantine"',
         metadata={"share": share},
     )
-    drift = contract_drift(layout, ingest_id) if stats.rows["tools"] else []
     yield dg.AssetCheckResult(
         asset_key="tools",
         check_name="tool_contracts_seen_before",
@@ -294,13 +298,11 @@ def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
             written = store.derive_steps(layout, step_id)
     except (store.WarehouseBusy, StorageError) as exc:
         raise _failure(exc) from None
-    total = store.query(layout, "SELECT count(*) AS n FROM steps").to_pylist()[0]["n"]
+    with store.reading(layout) as read:
+        total = read("SELECT count(*) AS n FROM steps").to_pylist()[0]["n"]
+        preview = table_preview(read, "steps", step_id if written else None)
     yield dg.MaterializeResult(
-        metadata={
-            "rows written": written,
-            "dagster/row_count": total,
-            "preview": table_preview(layout, "steps", step_id if written else None),
-        }
+        metadata={"rows written": written, "dagster/row_count": total, "preview": preview}
     )
 
 

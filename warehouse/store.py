@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import duckdb
+import pyarrow as pa
 
 from stretto.home import make_private, private_dirs, private_tree
 from warehouse import registry
@@ -314,19 +315,33 @@ def _check_read_only(sql: str) -> None:
             )
 
 
-def query(layout: Layout, sql: str):
-    """Run a read-only query against the warehouse's views; a pyarrow Table. The query may
-    read the warehouse's Parquet files and nothing else: no other file, no writes, no
-    settings (DuckDB's external access is off and its configuration locked)."""
-    _check_read_only(sql)
+@contextmanager
+def reading(layout: Layout) -> Iterator[Callable[[str], pa.Table]]:
+    """One catalogue for several read-only queries: yields `run(sql) -> pyarrow Table`, each
+    query held to what `query` allows. Building the catalogue costs more than a small query, so
+    a caller with several (an asset's metadata) opens it once."""
     con = open_catalogue(layout)
     try:
         con.execute(f"SET allowed_directories = [{_quote(str(layout.parquet) + os.sep)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-        result = con.sql(sql)
-        if result is None:
-            raise QueryRefused("`stretto sql`: the query returned no rows to show")
-        return result.to_arrow_table()
+
+        def run(sql: str) -> pa.Table:
+            _check_read_only(sql)
+            result = con.sql(sql)
+            if result is None:
+                raise QueryRefused("`stretto sql`: the query returned no rows to show")
+            return result.to_arrow_table()
+
+        yield run
     finally:
         con.close()
+
+
+def query(layout: Layout, sql: str) -> pa.Table:
+    """Run a read-only query against the warehouse's views; a pyarrow Table. The query may
+    read the warehouse's Parquet files and nothing else: no other file, no writes, no
+    settings (DuckDB's external access is off and its configuration locked)."""
+    _check_read_only(sql)  # before the catalogue is built
+    with reading(layout) as run:
+        return run(sql)
