@@ -25,6 +25,9 @@ from warehouse import compact, storage, store
 from warehouse.layout import TABLES, Layout
 from warehouse.learn import learn_flow
 
+# starts moto's S3 server and ingests and learns on both sides of it
+pytestmark = pytest.mark.slow
+
 SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
 SECRET = "sEcReT-never-shown-4711"
 
