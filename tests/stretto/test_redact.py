@@ -450,6 +450,7 @@ def comparable(flow: dict, rename: Pseudonyms | None = None) -> dict:
     return flow
 
 
+@pytest.mark.slow  # learns every corpus and each redacted copy of it
 @pytest.mark.parametrize("keep_shared", ["3", "0"])
 @pytest.mark.parametrize("corpus", ["shop", "walkthrough", "tau2"])
 def test_the_copy_learns_the_same_flow(

@@ -397,6 +397,7 @@ def learn(sessions: Path, out: Path, home: Path) -> dict:
     return flow
 
 
+@pytest.mark.slow  # imports two result files and learns three flows
 def test_failed_episodes_are_not_learned_from(tmp_path: Path) -> None:
     # one successful retail episode, and one that failed (reward 0) with calls of its own
     base = tmp_path / "base"
