@@ -46,6 +46,7 @@ from proxy.fanmerge import cursors, encoded, initialized, renamed
 from proxy.piped import PipedSession
 from proxy.recorder import parse_json_line
 from proxy.wire import PROXY_ERROR_CODE, id_key, messages
+from stretto.logs.hostsession import SEPARATOR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from proxy.flowload import FlowLoader
     from proxy.servers_file import ServerEntry
 
-SEPARATOR = "::"
 INVALID_PARAMS = -32602
 NO_SUCH_METHOD = -32601
 EVERY_SERVER = ("initialize", "ping", "logging/setLevel")

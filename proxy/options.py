@@ -403,7 +403,7 @@ def parse_args(argv: list[str]) -> tuple[Options | argparse.Namespace, list[str]
     return args, command
 
 
-def _plain_name(name: str) -> bool:
+def plain_name(name: str) -> bool:
     """A server name prefixes tool names (`NAME::tool`): a plain word, no separator in it."""
     return bool(name) and all(c.isalnum() or c in "-_." for c in name)
 
@@ -444,7 +444,7 @@ def _problem(args, command: list[str]) -> str | None:
         return "--oracle-timeout wants milliseconds above 0, --flow-questions a count"
     if args.retain_days is not None and args.retain_days < 1:
         return "--retain-days wants a whole number of days, 1 or more"
-    if args.server_name is not None and not _plain_name(args.server_name):
+    if args.server_name is not None and not plain_name(args.server_name):
         return "--server-name wants letters, digits, '-', '_' or '.' (no '::')"
     if not 0.0 <= args.flow_explore <= 1.0:
         return "--flow-explore wants a probability in [0, 1]"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-NAME_CHARS = "-_."
+from proxy.options import plain_name
 
 
 class ServersFileError(ValueError):
@@ -65,7 +65,7 @@ def _entry(value: object, where: str) -> ServerEntry:
     name = value.get("name")
     if not isinstance(name, str) or not name:
         raise bad("name", "required, a string")
-    if not all(c.isalnum() or c in NAME_CHARS for c in name):
+    if not plain_name(name):
         raise bad("name", f"{name!r}: letters, digits, '-', '_' or '.' only (no '::')")
     has_command, has_url = "command" in value, "url" in value
     if has_command == has_url:

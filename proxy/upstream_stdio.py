@@ -119,12 +119,9 @@ class StdioServer:
         """Whether the server is running or waiting for a CPU, and the CPU ticks it has used
         (None without /proc): a server on its way out shows one or the other moving, one that
         ignores its closed input sits asleep."""
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
+        fields = _stat_fields(str(self.pid))
+        if fields is None:
             return None
-        fields = stat[stat.rfind(b")") + 2 :].split()  # from "state", field 3
         return fields[0] == b"R", int(fields[11]) + int(fields[12])  # utime + stime
 
     def _group_alive(self) -> bool:
@@ -147,13 +144,18 @@ def _has_live_member(pgid: int) -> bool:
     for entry in entries:
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+        fields = _stat_fields(entry)  # None: gone meanwhile
+        if fields and len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False
+
+
+def _stat_fields(pid: str) -> list[bytes] | None:
+    """/proc/PID/stat from its third field on (state, ppid, pgrp, ...), or None when the
+    process is gone. "pid (comm) state ...": comm may hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
