@@ -33,7 +33,7 @@ from warehouse.discover import LogFile
 from warehouse.files import fault, fsync_path
 from warehouse.layout import TABLES, Layout
 from warehouse.sql import statements
-from warehouse.storage import committed
+from warehouse.storage import committed, sql_text
 
 BATCH_BYTES = 96 * 1024 * 1024  # log text one batch holds in memory at once (~1.3 GB peak)
 BATCH_FILES = int(os.environ.get("STRETTO_INGEST_BATCH_FILES") or 4000)
@@ -332,7 +332,7 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
     try:
         con.register("batch_arrow", _batch_table(files, ingest_id))
         con.execute("CREATE TEMP TABLE batch AS SELECT * FROM batch_arrow")
-        listed = "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in files) + "]"
+        listed = "[" + ", ".join(sql_text(f.path) for f in files) + "]"
         sql = {k: _with_domain_rule(v).replace("{files}", listed) for k, v in statements("ingest")}
         for name, text in sql.items():
             if name == "lines":

@@ -49,7 +49,8 @@ class StorageError(RuntimeError):
     """The object store cannot be used (a bad URL, no such bucket, no answer): one line."""
 
 
-def _quote(text: str) -> str:
+def sql_text(text: str) -> str:
+    """`text` as a SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -112,10 +113,10 @@ class LocalData:
         has)."""
         paths = [str(self.layout.absolute(f)) for f, _ in files]
         source = (
-            f"read_parquet([{', '.join(_quote(p) for p in paths)}], "
+            f"read_parquet([{', '.join(sql_text(p) for p in paths)}], "
             "hive_partitioning = true, union_by_name = true)"
         )
-        newest = f"read_parquet({_quote(paths[-1])}, hive_partitioning = true)"
+        newest = f"read_parquet({sql_text(paths[-1])}, hive_partitioning = true)"
         present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {newest}").fetchall()}
         return source, present
 

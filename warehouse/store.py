@@ -27,7 +27,7 @@ from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
 from warehouse.ingest import IngestStats, ingest_files, write_parquet
 from warehouse.layout import PARTITION_KEYS, PERSONAL_COMMENT, PERSONAL_DATA, TABLES, Layout
 from warehouse.sql import statements
-from warehouse.storage import committed
+from warehouse.storage import committed, sql_text
 
 # Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
@@ -175,10 +175,6 @@ def ingest_run(
     return plan, stats
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _empty_select(table: str) -> str:
     columns = [*TABLES[table], *PARTITION_KEYS]
     return (
@@ -230,7 +226,7 @@ def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
     for table in TABLES:
         con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
         for column in PERSONAL_DATA.get(table, ()):  # the tag: duckdb_columns().comment
-            con.execute(f"COMMENT ON COLUMN {table}.{column} IS {_quote(PERSONAL_COMMENT)}")
+            con.execute(f"COMMENT ON COLUMN {table}.{column} IS {sql_text(PERSONAL_COMMENT)}")
 
 
 def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
@@ -322,7 +318,7 @@ def reading(layout: Layout) -> Iterator[Callable[[str], pa.Table]]:
     a caller with several (an asset's metadata) opens it once."""
     con = open_catalogue(layout)
     try:
-        con.execute(f"SET allowed_directories = [{_quote(str(layout.parquet) + os.sep)}]")
+        con.execute(f"SET allowed_directories = [{sql_text(str(layout.parquet) + os.sep)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
 
