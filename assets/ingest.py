@@ -10,10 +10,8 @@ share, tool contracts that changed).
 import hashlib
 import time
 import uuid
-from collections.abc import Callable
 
 import dagster as dg
-import pyarrow as pa
 
 from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
 from assets.partitions import known_parts, register
@@ -37,9 +35,6 @@ TABLE_DESCRIPTIONS = {
 }
 # The quarantine's share of the lines a run read above which its check warns.
 QUARANTINE_WARN_SHARE = 0.05
-
-
-Read = Callable[[str], pa.Table]  # store.reading's query function
 
 
 def new_ingest_id() -> str:
@@ -152,7 +147,7 @@ def nothing_to_check(specs: list[dg.AssetCheckSpec], reason: str):
         )
 
 
-def table_preview(read: Read, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
+def table_preview(read: store.Read, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
     """The first rows of `table` (of one ingest run, if given), long cells cut."""
     where = f" WHERE ingest_id = '{ingest_id}'" if ingest_id else ""
     rows = read(f"SELECT * FROM {table}{where} LIMIT 5").to_pylist()
@@ -160,7 +155,7 @@ def table_preview(read: Read, table: str, ingest_id: str | None = None) -> dg.Me
     return preview(rows, names)
 
 
-def contract_drift(read: Read, ingest_id: str) -> list[str]:
+def contract_drift(read: store.Read, ingest_id: str) -> list[str]:
     """Tools of the run's sessions whose contract differs from the one last seen for that tool
     in the same domain's earlier sessions: `domain: tool`."""
     rows = read(

@@ -311,8 +311,11 @@ def _check_read_only(sql: str) -> None:
             )
 
 
+Read = Callable[[str], pa.Table]  # a read-only query on an open catalogue (`reading`)
+
+
 @contextmanager
-def reading(layout: Layout) -> Iterator[Callable[[str], pa.Table]]:
+def reading(layout: Layout) -> Iterator[Read]:
     """One catalogue for several read-only queries: yields `run(sql) -> pyarrow Table`, each
     query held to what `query` allows. Building the catalogue costs more than a small query, so
     a caller with several (an asset's metadata) opens it once."""
