@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient
@@ -79,6 +81,7 @@ def test_host_closing_stdin_ends_the_server_and_keeps_its_status(logs: Path) -> 
     assert len(read_session_log(log_path).lines) == 3
 
 
+@pytest.mark.slow  # waits out the shutdown grace, then SIGTERM's
 def test_a_server_that_ignores_eof_is_ended(logs: Path) -> None:
     started = time.monotonic()
     done = subprocess.run(
@@ -107,6 +110,7 @@ SLOW_TO_EXIT = [
 ]
 
 
+@pytest.mark.slow  # a server busy for 3 s past the host's leaving
 def test_a_server_still_working_on_its_exit_is_waited_for(logs: Path) -> None:
     """Past the 2 s grace, a server using the CPU is let finish (up to 10 s); one that sits
     idle is ended (the test above)."""
@@ -189,6 +193,7 @@ def end_for_sure(pid_file: Path) -> None:
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
+@pytest.mark.slow  # waits out the shutdown grace
 def test_the_servers_whole_process_group_is_ended_when_the_host_leaves(
     tmp_path: Path, logs: Path
 ) -> None:
@@ -218,6 +223,7 @@ def test_the_servers_whole_process_group_is_ended_on_sigterm(tmp_path: Path, log
         end_for_sure(pid_file)
 
 
+@pytest.mark.slow  # waits out the shutdown grace
 def test_what_a_server_leaves_running_when_it_exits_is_ended(tmp_path: Path, logs: Path) -> None:
     """sh exits 3 at once; its background child keeps the server's stdout open."""
     pid_file = tmp_path / "grandchild.pid"

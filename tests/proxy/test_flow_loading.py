@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stretto.stdio_client import StdioClient, result_text
+from tests.builders import learn
 from tests.conftest import demo_server, proxy
 
-STRETTO = str(Path(sys.executable).parent / "stretto")
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
 
 
@@ -31,13 +30,7 @@ def chase_flow(tmp_path_factory) -> Path:
             agent.call_tool("lookup", {"key": found["found"]})
             agent.close()
     flow = base / "chase.flow.json"
-    done = subprocess.run(
-        [STRETTO, "learn", "--sessions", str(base / "logs"), "--domain", "demo"]
-        + ["--habit-only", "--out", str(flow), "--home", str(base / "home")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = learn(base / "logs", flow, base / "home", domain="demo")
     assert done.returncode == 0, done.stderr
     return flow
 

@@ -868,6 +868,7 @@ def test_the_command_labels_and_evaluates_a_real_proxys_exploring_logs(served, t
     assert f"{len(decisions)} decisions in 3 sessions" in markdown.stdout
 
 
+@pytest.mark.slow  # the same exploring sessions recorded through real proxies
 def test_the_evaluation_asset_writes_the_tables(served, tmp_path) -> None:
     from assets.evaluate import evaluation
     from pipeline.run import materialize, output_metadata
