@@ -7,10 +7,9 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 
-from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
+from stretto.model.binding import bare_lookups, learn_constants
 from stretto.model.shape import learn_shapes
 from warehouse.daycounts import PartCounts, PartStore, Summed, digest, part_key
 from warehouse.layout import Layout
@@ -36,6 +35,7 @@ class Plan:
     parts: list[str] = field(default_factory=list)  # in order of first session
     keys: dict[str, str] = field(default_factory=dict)  # part -> digest of its sessions
     days: dict[str, str] = field(default_factory=dict)  # part -> day
+    ingests: list[str] = field(default_factory=list)  # each row's session's ingest run
 
     @property
     def order(self) -> list[str]:
@@ -81,6 +81,7 @@ def plan_sessions(
             members[part] = []
         members[part].append((session, ingest_id))
         plan.rows.append((session, len(plan.rows), part, started or 0))
+        plan.ingests.append(ingest_id)
         plan.models.append(model)
     plan.keys = {p: digest([COUNTS_VERSION, sorted(m)]) for p, m in members.items()}
     return plan
@@ -261,149 +262,3 @@ def bindings_from(summed: Summed, with_constants: bool) -> dict:
             {t: e["calls"] for t, e in args.items()}, summed.constants, found
         )
     return bindings
-
-
-def session_events(con):
-    """Each wanted session's events for the binding replay (stretto.model.binding.agreement), as
-    (part, events): user messages, the calls of each LLM turn, and results, in log order."""
-    rows = con.execute("""
-        SELECT part, session, session_order, seq, 0 AS sub, 'user' AS kind, content AS text,
-               NULL AS turn, NULL AS tool, NULL AS arguments, NULL AS ok
-        FROM context JOIN wanted USING (session) WHERE role = 'user'
-        UNION ALL
-        SELECT part, session, session_order, sent_seq, sent_sub, 'call', NULL, turn, tool,
-               arguments::VARCHAR, NULL
-        FROM calls JOIN wanted USING (session)
-        UNION ALL
-        SELECT part, session, session_order, answered_seq, 0, 'result', result_text, NULL, tool,
-               NULL, status = 'ok'
-        FROM calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
-        ORDER BY part, session_order, seq, sub
-    """).fetchall()
-    events: list[tuple]  # ("user", text), ("result", tool, ok, text) or ("turn", calls)
-    current, events, turn_of, part_of = None, [], None, None
-    for part, session, _, _, _, kind, text, turn, tool, arguments, ok in rows:
-        if session != current:
-            if current is not None:
-                yield part_of, events
-            current, events, turn_of, part_of = session, [], None, part
-        if kind == "user":
-            events.append(("user", text or ""))
-        elif kind == "result":
-            events.append(("result", tool, bool(ok), text or ""))
-        elif events and events[-1][0] == "turn" and turn_of == turn:
-            events[-1][1].append((tool, json.loads(arguments)))
-        else:
-            events.append(("turn", [(tool, json.loads(arguments))]))
-            turn_of = turn
-    if current is not None:
-        yield part_of, events
-
-
-def replayed_by_part(
-    con,
-    layout: Layout,
-    plan: Plan,
-    what: str,
-    doing: str,
-    replay: Callable[[list], dict],
-    say: Callable[[str], None],
-) -> dict[str, dict]:
-    """part -> `replay` of its sessions' events (session_events), stored as `what`: read back
-    for a part replayed before with the same sessions, else replayed now (`doing` is said)."""
-    store = PartStore(layout)
-    found, stale = _fresh(store, plan, what, plan.parts)
-    if stale:
-        say(f"{doing} in {len(stale)} of {len(plan.parts)} parts")
-        set_wanted(con, plan.rows_of(stale))
-        by_part: dict[str, list] = {p: [] for p in stale}
-        for part, events in session_events(con):
-            by_part[part].append(events)
-        for part in stale:
-            found[part] = replay(by_part[part])
-            store.save(part, plan.keys[part], what, found[part])
-    return found
-
-
-def agreement_of(
-    con, layout: Layout, plan: Plan, bindings: dict, reads: set[str], say: Callable[[str], None]
-) -> dict[str, list[list[int]]]:
-    """The bindings' agreement (stretto.model.binding.agreement) over every session: each
-    part's tally under these rules is read back when it was replayed under the same rules,
-    else replayed now; the tallies add up."""
-    rules = Rules.from_flow(bindings)
-    found = replayed_by_part(
-        con,
-        layout,
-        plan,
-        f"agreed-{digest([bindings, sorted(reads)])}",
-        "replaying the bindings' picks",
-        lambda sessions: agreement(rules, sessions, reads),
-        say,
-    )
-    total: dict[str, list[list[int]]] = {}
-    for part in plan.parts:
-        for tool, buckets in found[part].items():
-            sums = total.setdefault(tool, [[0, 0], [0, 0]])
-            for bucket, (agreed, tried) in enumerate(buckets):
-                sums[bucket][0] += agreed
-                sums[bucket][1] += tried
-    return {tool: total[tool] for tool in sorted(total)}
-
-
-def named_other_of(
-    con, layout: Layout, plan: Plan, bindings: dict, say: Callable[[str], None]
-) -> dict[str, list[int]]:
-    """`named_other` (stretto.model.named; issue 19): each part's tally of the "other" picks
-    under these rules, read back when it was replayed under the same rules, else replayed now;
-    the tallies add up (they are sums over sessions)."""
-    from stretto.model.named import named_other
-
-    rules = Rules.from_flow(bindings)
-    found = replayed_by_part(
-        con,
-        layout,
-        plan,
-        f"named-{digest([bindings])}",
-        "replaying the picks beside named values",
-        lambda sessions: named_other(rules, sessions),
-        say,
-    )
-    total: dict[str, list[int]] = {}
-    for part in plan.parts:
-        for tool, (used, picks) in found[part].items():
-            sums = total.setdefault(tool, [0, 0])
-            sums[0] += used
-            sums[1] += picks
-    return {tool: total[tool] for tool in sorted(total)}
-
-
-def prequential_of(con, plan: Plan, parts: dict[str, PartCounts], kinds: dict[str, str]) -> dict:
-    """What the fit of α needs (counts.sql `prequential`): it reads the first ALPHA_FIT_STEPS
-    steps in learning order, so only the first days' sessions are walked — every part of each
-    day until the steps seen pass the limit (the query then takes the same whole sessions it
-    would take from all of them)."""
-    by_day: dict[str, int] = {}
-    for part in plan.parts:
-        by_day[plan.days[part]] = by_day.get(plan.days[part], 0) + parts[part].steps
-    early, seen = set(), 0
-    for day in sorted(by_day):
-        if seen > ALPHA_FIT_STEPS:
-            break
-        early.add(day)
-        seen += by_day[day]
-    set_wanted(con, [r for r in plan.rows if plan.days[r[2]] in early])
-    count_parts_histories(con, kinds)
-    table = con.execute(
-        dict(sql_statements("counts"))["prequential"], {"max_steps": ALPHA_FIT_STEPS}
-    ).fetchnumpy()
-    return {k: np.asarray(v, dtype=np.float64) for k, v in table.items()}
-
-
-def count_parts_histories(con, kinds: dict[str, str]) -> None:
-    """Only the `histories` table of the wanted sessions (for the fit of α)."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW learn_steps AS {STEPS_OF_WANTED}")
-    con.execute("CREATE OR REPLACE TEMP TABLE kinds (tool VARCHAR, kind VARCHAR)")
-    if kinds:
-        con.executemany("INSERT INTO kinds VALUES (?, ?)", sorted(kinds.items()))
-    con.execute(dict(sql_statements("counts"))["histories"])
