@@ -193,7 +193,7 @@ def _walk_on(
     done = len(walk.sessions)
     by_id = {(row[0], ingest): row for row, ingest in zip(plan.rows, plan.ingests, strict=True)}
     rows = [by_id[(s, i)] for s, i in candidates[done:]]
-    set_wanted(con, rows)
+    set_wanted(con, rows, plan.merged, ["steps"])
     con.execute(f"CREATE OR REPLACE TEMP VIEW learn_steps AS {STEPS_OF_WANTED}")
     con.execute("CREATE OR REPLACE TEMP TABLE kinds (tool VARCHAR, kind VARCHAR)")
     if kinds:

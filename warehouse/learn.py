@@ -186,7 +186,9 @@ def learned_units(
     if not units.renamed:
         return plan
     merge.apply(con, layout, units, rewards)
-    return plan_sessions(con, domain, {units.unit_id(u) for u in units.units}, rewards)
+    merged = plan_sessions(con, domain, {units.unit_id(u) for u in units.units}, rewards)
+    merged.merged = True
+    return merged
 
 
 def _weighted(con, plan, kinds: dict[str, str], rewards, half_life: float) -> tuple[dict, dict]:

@@ -14,6 +14,7 @@ from stretto.model.shape import learn_shapes
 from warehouse.daycounts import PartCounts, PartStore, Summed, digest, part_key
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
+from warehouse.storage import sql_text
 
 # Fitting α replays the habit online over the steps; past this many it gains nothing.
 ALPHA_FIT_STEPS = 300_000
@@ -22,8 +23,9 @@ SUCCESS_REWARD = 1 - 1e-9
 COUNTS_VERSION = 1  # bump when the SQL changes what a part's counts hold
 STEPS_OF_WANTED = (
     "SELECT s.session, s.step, s.action, s.kind, s.outcome, w.session_order, w.part "
-    "FROM steps s JOIN wanted w USING (session)"
+    "FROM wanted_steps s JOIN wanted w USING (session)"
 )
+NARROWED = ("calls", "context", "steps", "tools")  # set_wanted's wanted_<table> views
 
 
 @dataclass
@@ -36,6 +38,9 @@ class Plan:
     keys: dict[str, str] = field(default_factory=dict)  # part -> digest of its sessions
     days: dict[str, str] = field(default_factory=dict)  # part -> day
     ingests: list[str] = field(default_factory=list)  # each row's session's ingest run
+    # host sessions merged (warehouse.merge): a unit's rows lie in its logs' partitions, which
+    # need not be the unit's part
+    merged: bool = False
 
     @property
     def order(self) -> list[str]:
@@ -87,8 +92,16 @@ def plan_sessions(
     return plan
 
 
-def set_wanted(con, rows: list[tuple[str, int, str, int]]) -> None:
-    """The temp table `wanted(session, session_order, part, started_unix_ms)`: one insert."""
+def set_wanted(
+    con,
+    rows: list[tuple[str, int, str, int]],
+    merged: bool = False,
+    tables: Collection[str] = NARROWED,
+) -> None:
+    """The temp table `wanted(session, session_order, part, started_unix_ms)` (one insert),
+    and the views `wanted_<table>` of `tables` (of NARROWED): the table's rows in the wanted
+    parts' domains and days only, so a query joining them to `wanted` reads only those
+    partitions' files (of every partition when sessions were `merged`)."""
     table = pa.table(
         {
             "session": pa.array([r[0] for r in rows], pa.string()),
@@ -100,6 +113,18 @@ def set_wanted(con, rows: list[tuple[str, int, str, int]]) -> None:
     con.register("wanted_arrow", table)
     con.execute("CREATE OR REPLACE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
     con.unregister("wanted_arrow")
+    where = "TRUE"
+    if not merged:
+        domains = sorted({r[2].split("/")[0] for r in rows})
+        days = sorted({r[2].split("/")[1] for r in rows})
+        where = (
+            f"domain IN ({', '.join(map(sql_text, domains)) or 'NULL'}) "
+            f"AND day IN ({', '.join(f'DATE {sql_text(d)}' for d in days) or 'NULL'})"
+        )
+    for table in tables:
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW wanted_{table} AS SELECT * FROM {table} WHERE {where}"
+        )
 
 
 def _fresh(store: PartStore, plan: Plan, what: str, parts: list[str]) -> tuple[dict, list[str]]:
@@ -120,10 +145,11 @@ def listing(con, layout: Layout, plan: Plan) -> tuple[dict, dict, dict]:
     store = PartStore(layout)
     found, stale = _fresh(store, plan, "listing", plan.parts)
     if stale:
-        set_wanted(con, plan.rows_of(stale))
+        set_wanted(con, plan.rows_of(stale), plan.merged, ["tools"])
         rows = con.execute(
             "SELECT w.part, t.tool, w.started_unix_ms, t.session, t.kind, t.summary, t.arg_docs, "
-            "t.contract FROM tools t JOIN wanted w USING (session) ORDER BY w.session_order"
+            "t.contract FROM wanted_tools t JOIN wanted w USING (session) "
+            "ORDER BY w.session_order"
         ).fetchall()
         computed: dict[str, dict] = {p: {} for p in stale}
         for part, tool, started, session, *entry in rows:
@@ -230,7 +256,7 @@ def counted_parts(
     counts = {p: PartCounts.from_json(d) for p, d in found.items()}
     if stale:
         say(f"counting {len(stale)} of {len(parts)} parts (domain and day); the others are kept")
-        set_wanted(con, plan.rows_of(stale))
+        set_wanted(con, plan.rows_of(stale), plan.merged, ["steps", "calls"])
         computed = count_parts(con, STEPS_OF_WANTED, kinds)
         count_bindings(con, computed, with_constants)
         for part in stale:

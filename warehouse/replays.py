@@ -36,15 +36,15 @@ def session_events(con):
     rows = con.execute("""
         SELECT part, session, session_order, seq, 0 AS sub, 'user' AS kind, content AS text,
                NULL AS turn, NULL AS tool, NULL AS arguments, NULL AS ok
-        FROM context JOIN wanted USING (session) WHERE role = 'user'
+        FROM wanted_context JOIN wanted USING (session) WHERE role = 'user'
         UNION ALL
         SELECT part, session, session_order, sent_seq, sent_sub, 'call', NULL, turn, tool,
                arguments::VARCHAR, NULL
-        FROM calls JOIN wanted USING (session)
+        FROM wanted_calls JOIN wanted USING (session)
         UNION ALL
         SELECT part, session, session_order, answered_seq, 0, 'result', result_text, NULL, tool,
                NULL, status = 'ok'
-        FROM calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
+        FROM wanted_calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
         ORDER BY part, session_order, seq, sub
     """).fetchall()
     events: list[tuple]  # ("user", text), ("result", tool, ok, text) or ("turn", calls)
@@ -112,7 +112,7 @@ def replayed(
             f"replaying the bindings' picks in {len(stale)} of {len(plan.parts)} parts "
             f"({replays} of {len(plan.parts) * len(rules.calls)} lookups by part)"
         )
-        set_wanted(con, plan.rows_of(stale))
+        set_wanted(con, plan.rows_of(stale), plan.merged, ["calls", "context"])
         by_part: dict[str, list] = {p: [] for p in stale}
         for part, events in session_events(con):
             by_part[part].append(events)
