@@ -7,9 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
+from stretto.model.binding import Rules
 from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import ingest
-from stretto.model.binding import Rules
 from warehouse.daycounts import PartStore
 from warehouse.layout import Layout
 from warehouse.learn import learn_flow
