@@ -62,94 +62,102 @@ class Walk:
         return digest([ALPHA_VERSION, self.sessions])
 
 
-class AlphaFit:
-    """The fit of α over a plan's first steps: `fit(vocabulary)` once the flow's actions are
-    known. Walks what the kept walk lacks now (on the open connection), and keeps the result."""
-
-    def __init__(
-        self,
-        con,
-        layout,
-        plan: Plan,
-        parts: Mapping[str, PartCounts],
-        kinds,
-        say: Callable[[str], None] = lambda message: None,
-        max_steps: int = ALPHA_FIT_STEPS,
-    ) -> None:
-        self.folder, self.key = _place(layout, plan)
-        candidates = _candidates(plan, parts, max_steps)
-        kept = self._load(candidates)
-        walk = kept if kept is not None else Walk()
-        more = candidates[len(walk.sessions) :]
-        if more and more[0] != walk.stopped_at:  # (the session that did not fit: still not)
-            say(
-                f"fitting α: walking up to {len(more)} sessions after the "
-                f"{len(walk.sessions)} walked before"
-            )
-            self._read_arrays(walk)
-            walk = _walk_on(con, plan, kinds, walk, candidates, max_steps)
-            self.changed = True
-        else:
-            self.changed = False
-        self.walk = walk
-
-    def _load(self, candidates: list[Identity]) -> Walk | None:
-        """The kept walk, if its sessions are the plan's first ones, in order."""
-        try:
-            data = json.loads((self.folder / f"{self.key}.alpha.json").read_text())
-        except (OSError, ValueError):
-            return None
-        if data.get("version") != ALPHA_VERSION:
-            return None
-        walk = Walk(
-            data["sessions"], data["seen"], data["steps"], data["stopped_at"], None, data["fits"]
+def fitted_alpha(
+    con,
+    layout,
+    plan: Plan,
+    parts: Mapping[str, PartCounts],
+    kinds,
+    vocabulary: int,
+    say: Callable[[str], None] = lambda message: None,
+    max_steps: int = ALPHA_FIT_STEPS,
+) -> tuple[dict, Walk]:
+    """The fit of α over the plan's first steps for this vocabulary size, and the walk it
+    was made from: the kept walk continued over what it lacks (on the open connection), or
+    walked from the start; kept again when it changed."""
+    folder, key = _place(layout, plan)
+    candidates = _candidates(plan, parts, max_steps)
+    walk = _load(folder, key, candidates) or Walk()
+    changed = False
+    more = candidates[len(walk.sessions) :]
+    if more and more[0] != walk.stopped_at:  # (the session that did not fit: still not)
+        if not _read_arrays(folder, key, walk):  # the kept arrays are lost: from the start
+            walk = _empty()
+        say(
+            f"fitting α: walking up to {len(candidates) - len(walk.sessions)} sessions after "
+            f"the {len(walk.sessions)} walked before"
         )
-        if candidates[: len(walk.sessions)] != walk.sessions:
-            return None
-        return walk
+        walk = _walk_on(con, plan, kinds, walk, candidates, max_steps)
+        changed = True
+    fitted = walk.fits.get(str(vocabulary))
+    if fitted is None:
+        if not _read_arrays(folder, key, walk):
+            say(f"fitting α: walking up to {len(candidates)} sessions after the 0 walked before")
+            walk = _walk_on(con, plan, kinds, _empty(), candidates, max_steps)
+        assert walk.arrays is not None
+        fitted = fit_alpha({c: walk.arrays[c].astype(np.float64) for c in COLUMNS}, vocabulary)
+        walk.fits[str(vocabulary)] = fitted
+        changed = True
+    if changed:
+        _save(folder, key, walk)
+    return fitted, walk
 
-    def _read_arrays(self, walk: Walk) -> None:
-        if walk.arrays is not None:
-            return
-        if not walk.sessions:
-            walk.arrays = {c: np.zeros(0, np.int64) for c in COLUMNS}
-            return
-        with np.load(self.folder / f"{self.key}.alpha-{walk.name()}.npz") as stored:
+
+def _empty() -> Walk:
+    return Walk(arrays={c: np.zeros(0, np.int64) for c in COLUMNS})
+
+
+def _load(folder: Path, key: str, candidates: list[Identity]) -> Walk | None:
+    """The kept walk (its arrays not read yet), if its sessions are the plan's first ones,
+    in order."""
+    try:
+        data = json.loads((folder / f"{key}.alpha.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != ALPHA_VERSION:
+        return None
+    walk = Walk(
+        data["sessions"], data["seen"], data["steps"], data["stopped_at"], None, data["fits"]
+    )
+    if candidates[: len(walk.sessions)] != walk.sessions:
+        return None
+    return walk
+
+
+def _read_arrays(folder: Path, key: str, walk: Walk) -> bool:
+    """Read the walk's arrays if they are not yet: whether it has them."""
+    if walk.arrays is not None:
+        return True
+    if not walk.sessions:
+        walk.arrays = _empty().arrays
+        return True
+    try:
+        with np.load(folder / f"{key}.alpha-{walk.name()}.npz") as stored:
             walk.arrays = {c: stored[f"arr_{i}"] for i, c in enumerate(COLUMNS)}
+    except (OSError, ValueError, KeyError):
+        return False
+    return True
 
-    def fit(self, vocabulary: int) -> dict:
-        walk = self.walk
-        fitted = walk.fits.get(str(vocabulary))
-        if fitted is None:
-            self._read_arrays(walk)
-            assert walk.arrays is not None
-            fitted = fit_alpha({c: walk.arrays[c].astype(np.float64) for c in COLUMNS}, vocabulary)
-            walk.fits[str(vocabulary)] = fitted
-            self.changed = True
-        if self.changed:
-            self._save()
-        return fitted
 
-    def _save(self) -> None:
-        walk = self.walk
-        assert walk.arrays is not None or not walk.sessions
-        npz = self.folder / f"{self.key}.alpha-{walk.name()}.npz"
-        if walk.sessions and not npz.exists():
-            arrays = walk.arrays or {}
-            write_atomic(npz, lambda temp: _write_npz(temp, arrays))
-        record = {
-            "version": ALPHA_VERSION,
-            "sessions": walk.sessions,
-            "seen": walk.seen,
-            "steps": walk.steps,
-            "stopped_at": walk.stopped_at,
-            "fits": walk.fits,
-        }
-        text = json.dumps(record, separators=(",", ":"))
-        write_atomic(self.folder / f"{self.key}.alpha.json", lambda temp: _write_text(temp, text))
-        for old in self.folder.glob("*.alpha*"):
-            if old.name not in (f"{self.key}.alpha.json", npz.name):
-                old.unlink(missing_ok=True)
+def _save(folder: Path, key: str, walk: Walk) -> None:
+    assert walk.arrays is not None
+    npz = folder / f"{key}.alpha-{walk.name()}.npz"
+    if walk.sessions and not npz.exists():
+        arrays = walk.arrays
+        write_atomic(npz, lambda temp: _write_npz(temp, arrays))
+    record = {
+        "version": ALPHA_VERSION,
+        "sessions": walk.sessions,
+        "seen": walk.seen,
+        "steps": walk.steps,
+        "stopped_at": walk.stopped_at,
+        "fits": walk.fits,
+    }
+    text = json.dumps(record, separators=(",", ":"))
+    write_atomic(folder / f"{key}.alpha.json", lambda temp: _write_text(temp, text))
+    for old in folder.glob("*.alpha*"):
+        if old.name not in (f"{key}.alpha.json", npz.name) and not old.name.startswith("."):
+            old.unlink(missing_ok=True)
 
 
 def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from stretto.logs.domain import is_valid_domain
 from stretto.model.flow import build_flow
 from warehouse import merge, store
-from warehouse.alphafit import AlphaFit, walked_histories
+from warehouse.alphafit import fitted_alpha, walked_histories
 from warehouse.daycounts import PartCounts, add_up, levels
 from warehouse.layout import Layout
 from warehouse.partcount import (
@@ -141,13 +141,12 @@ def learn_flow(
         bindings["agreed"], named = replayed(con, layout, plan, bindings, reads, say)
         if named:  # issue 19
             bindings["named_other"] = named
-        alpha = AlphaFit(con, layout, plan, parts, kinds, say)
         if half_life is not None:
             summed.habit, summed.reach = _weighted(con, plan, kinds, rewards, half_life)
+        actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {"respond"}
+        alpha_fit, _ = fitted_alpha(con, layout, plan, parts, kinds, len(actions) + 1, say)
     finally:
         con.close()
-    actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {"respond"}
-    alpha_fit = alpha.fit(len(actions) + 1)
     return build_flow(
         domain=domain,
         kinds=kinds,
