@@ -1,5 +1,5 @@
 """Learning throughput: a flow's counts from Parquet steps, DuckDB against a plain Python
-dict counter over the same rows.
+dict counter over the same rows, and against a bare DuckDB window and group-by.
 
 Generates synthetic steps (sessions of about 20 steps over 30 tools, a third of them writes,
 replies now and then) as Parquet, 1M and 10M rows by default. For each size, in one run:
@@ -7,12 +7,16 @@ replies now and then) as Parquet, 1M and 10M rows by default. For each size, in 
 - ours: the habit, reach and sites counts (warehouse/sql/counts.sql, DuckDB from the Parquet
   file) and the α fit (stretto.model.habit), in a process of its own (for its peak memory);
 - baseline: the same counts by a Python loop with dicts over the same rows (read with
-  pyarrow), in a process of its own. The two sets of counts are checked to be equal.
+  pyarrow), in a process of its own. The two sets of counts are checked to be equal;
+- bare DuckDB: the least a DuckDB count of a habit can be — one window (each step's last two
+  steps) and one group-by (the three levels' counts) over the same Parquet file — in a process
+  of its own. Issue 14's goal: ours within 2x of it.
 
-Prints seconds, rows/s, the ratio baseline/ours and peak memory. Goals: 10M steps counted in
-under 15 s, under 4 GB.
+Prints seconds, rows/s, the ratios baseline/ours and ours/bare DuckDB, and peak memory. Goals:
+10M steps counted in under 15 s, under 4 GB. `--code DIR` runs ours from another checkout of
+the repository (a `git worktree` of main: the figures before a change).
 
-    .venv/bin/python bench/learn.py [--sizes 1000000,10000000] [--json FILE]
+    .venv/bin/python bench/learn.py [--sizes 1000000,10000000] [--code DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -73,6 +77,30 @@ def side_ours(path: Path) -> dict:
         "alpha": fit["alpha"],
         "digest": digest(counts.habit, counts.reach, counts.sites),
     }
+
+
+def side_duckdb(path: Path) -> dict:
+    """A bare DuckDB count of the habit: one window, one group-by, nothing else."""
+    import duckdb
+
+    started = time.perf_counter()
+    con = duckdb.connect()
+    rows = con.execute(f"""
+        WITH named AS (
+            SELECT session, step, action,
+                   CASE WHEN kind = 'tool'
+                        THEN action || CASE WHEN outcome = 'failed' THEN ' (error)' ELSE '' END
+                        WHEN outcome = 'reply' THEN 'respond' ELSE 'respond (end)' END AS symbol
+            FROM read_parquet('{path}')
+        ), histories AS (
+            SELECT action, coalesce(lag(symbol, 1) OVER w, '<start>') AS h1,
+                   coalesce(lag(symbol, 2) OVER w, '<start>') AS h2
+            FROM named WINDOW w AS (PARTITION BY session ORDER BY step)
+        )
+        SELECT h2, h1, action, count(*) FROM histories
+        GROUP BY GROUPING SETS ((action), (h1, action), (h2, h1, action))
+    """).fetchall()
+    return {"seconds": time.perf_counter() - started, "groups": len(rows)}
 
 
 def side_baseline(path: Path) -> dict:
@@ -146,20 +174,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000000,10000000")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--side", choices=("ours", "baseline"), help=argparse.SUPPRESS)
+    parser.add_argument("--code", type=Path, help="run ours from this checkout")
+    parser.add_argument("--side", choices=("ours", "baseline", "duckdb"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        side = side_ours if args.side == "ours" else side_baseline
+        if args.code:  # ours from that checkout: its warehouse and stretto first on the path
+            sys.path.insert(0, str(args.code.resolve()))
+        side = {"ours": side_ours, "baseline": side_baseline, "duckdb": side_duckdb}[args.side]
         print(json.dumps(side(args.path)))
         return 0
+    code = ["--code", str(args.code)] if args.code else []
     results = []
     with tempfile.TemporaryDirectory(prefix="stretto-bench-learn-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             path = Path(tmp) / f"steps-{size}.parquet"
             generate(path, size)
-            ours, ours_gb = run_side(__file__, ["--side", "ours", "--path", str(path)])
+            ours, ours_gb = run_side(__file__, ["--side", "ours", "--path", str(path), *code])
             base, base_gb = run_side(__file__, ["--side", "baseline", "--path", str(path)])
+            bare, _ = run_side(__file__, ["--side", "duckdb", "--path", str(path)])
             results.append(
                 {
                     "rows": size,
@@ -167,6 +200,8 @@ def main() -> int:
                     "ours_count_s": round(ours["count_seconds"], 2),
                     "baseline_s": round(base["seconds"], 2),
                     "speedup": round(base["seconds"] / ours["seconds"], 1),
+                    "bare_duckdb_s": round(bare["seconds"], 2),
+                    "ours_over_bare": round(ours["seconds"] / bare["seconds"], 2),
                     "ours_peak_gb": round(ours_gb, 2),
                     "baseline_peak_gb": round(base_gb, 2),
                     "same_counts": ours["digest"] == base["digest"],
@@ -180,15 +215,19 @@ def main() -> int:
     )
     print(
         f"  {'rows':>12}{'ours s':>9}{'(count)':>9}{'rows/s':>12}{'baseline s':>12}"
-        f"{'speedup':>9}{'ours GB':>9}{'base GB':>9}  same counts"
+        f"{'speedup':>9}{'bare s':>8}{'ours/bare':>10}{'ours GB':>9}{'base GB':>9}  same counts"
     )
     for r in results:
         print(
             f"  {r['rows']:>12,}{r['ours_s']:>9.1f}{r['ours_count_s']:>9.1f}"
             f"{r['rows'] / r['ours_s']:>12,.0f}{r['baseline_s']:>12.1f}{r['speedup']:>8.1f}x"
+            f"{r['bare_duckdb_s']:>8.1f}{r['ours_over_bare']:>9.2f}x"
             f"{r['ours_peak_gb']:>9.2f}{r['baseline_peak_gb']:>9.2f}  {r['same_counts']}"
         )
-    print("\n  goals: 10M steps in under 15 s, under 4 GB (ours includes the α fit)")
+    print(
+        "\n  goals: 10M steps in under 15 s, under 4 GB (ours includes the α fit); "
+        "ours within 2x of the bare DuckDB window + group-by"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0

@@ -1,14 +1,17 @@
 """A flow's counts, one file per partition (domain and day), kept so that learning again
 counts only what changed: a nightly relearn after one new day counts that day and sums.
 
-    warehouse/counts/<domain>/<day>/<key>.json            the part's counts
-    warehouse/counts/<domain>/<day>/<key>.agreed-<rules>.json   its bindings' agreement
+    warehouse/counts/<domain>/<day>/<key>.counts-<kinds>.json   the part's counts
+    warehouse/counts/<domain>/<day>/<key>.listing.json          its latest tool listings
+    warehouse/counts/<domain>/<day>/<key>.replays.json          its bindings' replays
+    warehouse/counts/<domain>/<day>/<key>.alpha.json (+ .npz)   α's walk (the first part only)
 
-`key` is a digest of what the counts depend on: the part's sessions (id and ingest run, so a
-log that grew or was replaced makes a new key), the tool kinds, whether constants are learned,
-and COUNTS_VERSION (bumped when the SQL changes what it counts). A file is written whole
-(temporary name, rename) and only read back when its key matches, so a stale or half-written
-part is never summed; a part counted again replaces its older files.
+`key` is a digest of the part's sessions (id and ingest run, so a log that grew or was
+replaced makes a new key) and COUNTS_VERSION (bumped when the SQL changes what it counts); the
+other inputs a file depends on are in its name (the tool kinds, whether constants are learned)
+or in it (the rules a replay ran under). A file is written whole (temporary name, rename) and
+only read back when its key matches, so a stale or half-written part is never summed; a part
+counted again replaces its older files.
 
 What adds and what does not (docs/scaling.md):
 - habit, reach, sites, steps, the bindings' `args`, `sources`, `lists` and constants' tallies
@@ -16,13 +19,14 @@ What adds and what does not (docs/scaling.md):
 - the tool listing (kinds, docs, contracts) is "the latest listing wins": each part keeps the
   latest listing of each tool with its session's place in learning order; the merge takes the
   latest of those.
-- the bindings' agreement replays the flow's rules over every session; the rules come from the
-  summed counts. A part's tally under given rules is a sum over its sessions, so it is kept
-  per rules digest: while the rules do not change only new parts are replayed; when they do,
-  every part is replayed again (computed, not added).
-- the fit of α is not a sum (each step is predicted from every step before it): it is
-  recomputed from the first ALPHA_FIT_STEPS steps in learning order, which lie in the first
-  days and do not change when a new day comes in.
+- the bindings' agreement and named-other picks replay the flow's rules over every session;
+  the rules come from the summed counts, but a lookup's tally depends only on the rules that
+  decide its own pick, so each part keeps its tally per lookup with the digest of those rules
+  and only lookups whose rules changed (or new parts) are replayed (warehouse/replays.py).
+- the fit of α is not a sum (each step is predicted from every step before it): it reads the
+  first ALPHA_FIT_STEPS steps in learning order, a walk that is kept and continued over the
+  sessions after it, or walked again from the start when the first sessions changed
+  (warehouse/alphafit.py).
 """
 
 from __future__ import annotations
@@ -172,7 +176,7 @@ def add_up(parts: list[PartCounts]) -> Summed:
 class PartStore:
     """The parts' files under warehouse/counts/<domain>/<day>/: `<sessions>.<what>.json`,
     where <sessions> is the digest of the part's sessions and <what> names the file and the
-    other inputs it depends on (`listing`, `counts-<kinds>`, `agreed-<kinds>-<rules>`)."""
+    other inputs it depends on (`listing`, `counts-<kinds>`, `replays`)."""
 
     def __init__(self, layout: Layout) -> None:
         self.root = layout.warehouse / "counts"

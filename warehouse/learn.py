@@ -15,24 +15,20 @@ import numpy as np
 
 from stretto.logs.domain import is_valid_domain
 from stretto.model.flow import build_flow
-from stretto.model.habit import fit_alpha
 from warehouse import merge, store
+from warehouse.alphafit import fitted_alpha, walked_histories
 from warehouse.daycounts import PartCounts, add_up, levels
 from warehouse.layout import Layout
 from warehouse.partcount import (
-    ALPHA_FIT_STEPS,
     SUCCESS_REWARD,
     Plan,
-    agreement_of,
     bindings_from,
     count_parts,
     counted_parts,
     listing,
-    named_other_of,
     plan_sessions,
-    prequential_of,
 )
-from warehouse.sql import statements as sql_statements
+from warehouse.replays import replayed
 
 
 @dataclass
@@ -53,8 +49,7 @@ def count_steps(con, steps_query: str, kinds: dict[str, str]) -> Counts:
     session_order), on an open connection to the warehouse: all of them as one part."""
     parts = count_parts(con, f"SELECT *, '' AS part FROM ({steps_query})", kinds)
     counts = parts.get("", PartCounts())
-    queries = dict(sql_statements("counts"))
-    table = con.execute(queries["prequential"], {"max_steps": ALPHA_FIT_STEPS}).fetchnumpy()
+    arrays, _, _ = walked_histories(con)
     return Counts(
         habit=levels(counts.habit),
         reach=levels(counts.reach),
@@ -62,7 +57,7 @@ def count_steps(con, steps_query: str, kinds: dict[str, str]) -> Counts:
             (after, bool(failed)): cell for (after, failed), cell in add_up([counts]).sites.items()
         },
         steps=counts.steps,
-        prequential={k: np.asarray(v, dtype=np.float64) for k, v in table.items()},
+        prequential={k: v.astype(np.float64) for k, v in arrays.items()},
     )
 
 
@@ -143,17 +138,15 @@ def learn_flow(
         summed = add_up([parts[p] for p in plan.parts])
         bindings = bindings_from(summed, with_constants)
         reads = {t for t, k in kinds.items() if k == "read"}
-        named = named_other_of(con, layout, plan, bindings, say)  # issue 19
-        bindings["agreed"] = agreement_of(con, layout, plan, bindings, reads, say)
-        if named:
+        bindings["agreed"], named = replayed(con, layout, plan, bindings, reads, say)
+        if named:  # issue 19
             bindings["named_other"] = named
-        prequential = prequential_of(con, plan, parts, kinds)
         if half_life is not None:
             summed.habit, summed.reach = _weighted(con, plan, kinds, rewards, half_life)
+        actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {"respond"}
+        alpha_fit, _ = fitted_alpha(con, layout, plan, parts, kinds, len(actions) + 1, say)
     finally:
         con.close()
-    actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {"respond"}
-    alpha_fit = fit_alpha(prequential, len(actions) + 1)
     return build_flow(
         domain=domain,
         kinds=kinds,
@@ -192,7 +185,9 @@ def learned_units(
     if not units.renamed:
         return plan
     merge.apply(con, layout, units, rewards)
-    return plan_sessions(con, domain, {units.unit_id(u) for u in units.units}, rewards)
+    merged = plan_sessions(con, domain, {units.unit_id(u) for u in units.units}, rewards)
+    merged.merged = True
+    return merged
 
 
 def _weighted(con, plan, kinds: dict[str, str], rewards, half_life: float) -> tuple[dict, dict]:

@@ -7,14 +7,14 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 
-from stretto.model.binding import Rules, agreement, bare_lookups, learn_constants
+from stretto.model.binding import bare_lookups, learn_constants
 from stretto.model.shape import learn_shapes
 from warehouse.daycounts import PartCounts, PartStore, Summed, digest, part_key
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
+from warehouse.storage import sql_text
 
 # Fitting α replays the habit online over the steps; past this many it gains nothing.
 ALPHA_FIT_STEPS = 300_000
@@ -23,8 +23,9 @@ SUCCESS_REWARD = 1 - 1e-9
 COUNTS_VERSION = 1  # bump when the SQL changes what a part's counts hold
 STEPS_OF_WANTED = (
     "SELECT s.session, s.step, s.action, s.kind, s.outcome, w.session_order, w.part "
-    "FROM steps s JOIN wanted w USING (session)"
+    "FROM wanted_steps s JOIN wanted w USING (session)"
 )
+NARROWED = ("calls", "context", "steps", "tools")  # set_wanted's wanted_<table> views
 
 
 @dataclass
@@ -36,6 +37,10 @@ class Plan:
     parts: list[str] = field(default_factory=list)  # in order of first session
     keys: dict[str, str] = field(default_factory=dict)  # part -> digest of its sessions
     days: dict[str, str] = field(default_factory=dict)  # part -> day
+    ingests: list[str] = field(default_factory=list)  # each row's session's ingest run
+    # host sessions merged (warehouse.merge): a unit's rows lie in its logs' partitions, which
+    # need not be the unit's part
+    merged: bool = False
 
     @property
     def order(self) -> list[str]:
@@ -81,13 +86,22 @@ def plan_sessions(
             members[part] = []
         members[part].append((session, ingest_id))
         plan.rows.append((session, len(plan.rows), part, started or 0))
+        plan.ingests.append(ingest_id)
         plan.models.append(model)
     plan.keys = {p: digest([COUNTS_VERSION, sorted(m)]) for p, m in members.items()}
     return plan
 
 
-def set_wanted(con, rows: list[tuple[str, int, str, int]]) -> None:
-    """The temp table `wanted(session, session_order, part, started_unix_ms)`: one insert."""
+def set_wanted(
+    con,
+    rows: list[tuple[str, int, str, int]],
+    merged: bool = False,
+    tables: Collection[str] = NARROWED,
+) -> None:
+    """The temp table `wanted(session, session_order, part, started_unix_ms)` (one insert),
+    and the views `wanted_<table>` of `tables` (of NARROWED): the table's rows in the wanted
+    parts' domains and days only, so a query joining them to `wanted` reads only those
+    partitions' files (of every partition when sessions were `merged`)."""
     table = pa.table(
         {
             "session": pa.array([r[0] for r in rows], pa.string()),
@@ -99,6 +113,18 @@ def set_wanted(con, rows: list[tuple[str, int, str, int]]) -> None:
     con.register("wanted_arrow", table)
     con.execute("CREATE OR REPLACE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
     con.unregister("wanted_arrow")
+    where = "TRUE"
+    if not merged:
+        domains = sorted({r[2].split("/")[0] for r in rows})
+        days = sorted({r[2].split("/")[1] for r in rows})
+        where = (
+            f"domain IN ({', '.join(map(sql_text, domains)) or 'NULL'}) "
+            f"AND day IN ({', '.join(f'DATE {sql_text(d)}' for d in days) or 'NULL'})"
+        )
+    for table in tables:
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW wanted_{table} AS SELECT * FROM {table} WHERE {where}"
+        )
 
 
 def _fresh(store: PartStore, plan: Plan, what: str, parts: list[str]) -> tuple[dict, list[str]]:
@@ -119,10 +145,11 @@ def listing(con, layout: Layout, plan: Plan) -> tuple[dict, dict, dict]:
     store = PartStore(layout)
     found, stale = _fresh(store, plan, "listing", plan.parts)
     if stale:
-        set_wanted(con, plan.rows_of(stale))
+        set_wanted(con, plan.rows_of(stale), plan.merged, ["tools"])
         rows = con.execute(
             "SELECT w.part, t.tool, w.started_unix_ms, t.session, t.kind, t.summary, t.arg_docs, "
-            "t.contract FROM tools t JOIN wanted w USING (session) ORDER BY w.session_order"
+            "t.contract FROM wanted_tools t JOIN wanted w USING (session) "
+            "ORDER BY w.session_order"
         ).fetchall()
         computed: dict[str, dict] = {p: {} for p in stale}
         for part, tool, started, session, *entry in rows:
@@ -229,7 +256,7 @@ def counted_parts(
     counts = {p: PartCounts.from_json(d) for p, d in found.items()}
     if stale:
         say(f"counting {len(stale)} of {len(parts)} parts (domain and day); the others are kept")
-        set_wanted(con, plan.rows_of(stale))
+        set_wanted(con, plan.rows_of(stale), plan.merged, ["steps", "calls"])
         computed = count_parts(con, STEPS_OF_WANTED, kinds)
         count_bindings(con, computed, with_constants)
         for part in stale:
@@ -261,149 +288,3 @@ def bindings_from(summed: Summed, with_constants: bool) -> dict:
             {t: e["calls"] for t, e in args.items()}, summed.constants, found
         )
     return bindings
-
-
-def session_events(con):
-    """Each wanted session's events for the binding replay (stretto.model.binding.agreement), as
-    (part, events): user messages, the calls of each LLM turn, and results, in log order."""
-    rows = con.execute("""
-        SELECT part, session, session_order, seq, 0 AS sub, 'user' AS kind, content AS text,
-               NULL AS turn, NULL AS tool, NULL AS arguments, NULL AS ok
-        FROM context JOIN wanted USING (session) WHERE role = 'user'
-        UNION ALL
-        SELECT part, session, session_order, sent_seq, sent_sub, 'call', NULL, turn, tool,
-               arguments::VARCHAR, NULL
-        FROM calls JOIN wanted USING (session)
-        UNION ALL
-        SELECT part, session, session_order, answered_seq, 0, 'result', result_text, NULL, tool,
-               NULL, status = 'ok'
-        FROM calls JOIN wanted USING (session) WHERE answered_seq IS NOT NULL
-        ORDER BY part, session_order, seq, sub
-    """).fetchall()
-    events: list[tuple]  # ("user", text), ("result", tool, ok, text) or ("turn", calls)
-    current, events, turn_of, part_of = None, [], None, None
-    for part, session, _, _, _, kind, text, turn, tool, arguments, ok in rows:
-        if session != current:
-            if current is not None:
-                yield part_of, events
-            current, events, turn_of, part_of = session, [], None, part
-        if kind == "user":
-            events.append(("user", text or ""))
-        elif kind == "result":
-            events.append(("result", tool, bool(ok), text or ""))
-        elif events and events[-1][0] == "turn" and turn_of == turn:
-            events[-1][1].append((tool, json.loads(arguments)))
-        else:
-            events.append(("turn", [(tool, json.loads(arguments))]))
-            turn_of = turn
-    if current is not None:
-        yield part_of, events
-
-
-def replayed_by_part(
-    con,
-    layout: Layout,
-    plan: Plan,
-    what: str,
-    doing: str,
-    replay: Callable[[list], dict],
-    say: Callable[[str], None],
-) -> dict[str, dict]:
-    """part -> `replay` of its sessions' events (session_events), stored as `what`: read back
-    for a part replayed before with the same sessions, else replayed now (`doing` is said)."""
-    store = PartStore(layout)
-    found, stale = _fresh(store, plan, what, plan.parts)
-    if stale:
-        say(f"{doing} in {len(stale)} of {len(plan.parts)} parts")
-        set_wanted(con, plan.rows_of(stale))
-        by_part: dict[str, list] = {p: [] for p in stale}
-        for part, events in session_events(con):
-            by_part[part].append(events)
-        for part in stale:
-            found[part] = replay(by_part[part])
-            store.save(part, plan.keys[part], what, found[part])
-    return found
-
-
-def agreement_of(
-    con, layout: Layout, plan: Plan, bindings: dict, reads: set[str], say: Callable[[str], None]
-) -> dict[str, list[list[int]]]:
-    """The bindings' agreement (stretto.model.binding.agreement) over every session: each
-    part's tally under these rules is read back when it was replayed under the same rules,
-    else replayed now; the tallies add up."""
-    rules = Rules.from_flow(bindings)
-    found = replayed_by_part(
-        con,
-        layout,
-        plan,
-        f"agreed-{digest([bindings, sorted(reads)])}",
-        "replaying the bindings' picks",
-        lambda sessions: agreement(rules, sessions, reads),
-        say,
-    )
-    total: dict[str, list[list[int]]] = {}
-    for part in plan.parts:
-        for tool, buckets in found[part].items():
-            sums = total.setdefault(tool, [[0, 0], [0, 0]])
-            for bucket, (agreed, tried) in enumerate(buckets):
-                sums[bucket][0] += agreed
-                sums[bucket][1] += tried
-    return {tool: total[tool] for tool in sorted(total)}
-
-
-def named_other_of(
-    con, layout: Layout, plan: Plan, bindings: dict, say: Callable[[str], None]
-) -> dict[str, list[int]]:
-    """`named_other` (stretto.model.named; issue 19): each part's tally of the "other" picks
-    under these rules, read back when it was replayed under the same rules, else replayed now;
-    the tallies add up (they are sums over sessions)."""
-    from stretto.model.named import named_other
-
-    rules = Rules.from_flow(bindings)
-    found = replayed_by_part(
-        con,
-        layout,
-        plan,
-        f"named-{digest([bindings])}",
-        "replaying the picks beside named values",
-        lambda sessions: named_other(rules, sessions),
-        say,
-    )
-    total: dict[str, list[int]] = {}
-    for part in plan.parts:
-        for tool, (used, picks) in found[part].items():
-            sums = total.setdefault(tool, [0, 0])
-            sums[0] += used
-            sums[1] += picks
-    return {tool: total[tool] for tool in sorted(total)}
-
-
-def prequential_of(con, plan: Plan, parts: dict[str, PartCounts], kinds: dict[str, str]) -> dict:
-    """What the fit of α needs (counts.sql `prequential`): it reads the first ALPHA_FIT_STEPS
-    steps in learning order, so only the first days' sessions are walked — every part of each
-    day until the steps seen pass the limit (the query then takes the same whole sessions it
-    would take from all of them)."""
-    by_day: dict[str, int] = {}
-    for part in plan.parts:
-        by_day[plan.days[part]] = by_day.get(plan.days[part], 0) + parts[part].steps
-    early, seen = set(), 0
-    for day in sorted(by_day):
-        if seen > ALPHA_FIT_STEPS:
-            break
-        early.add(day)
-        seen += by_day[day]
-    set_wanted(con, [r for r in plan.rows if plan.days[r[2]] in early])
-    count_parts_histories(con, kinds)
-    table = con.execute(
-        dict(sql_statements("counts"))["prequential"], {"max_steps": ALPHA_FIT_STEPS}
-    ).fetchnumpy()
-    return {k: np.asarray(v, dtype=np.float64) for k, v in table.items()}
-
-
-def count_parts_histories(con, kinds: dict[str, str]) -> None:
-    """Only the `histories` table of the wanted sessions (for the fit of α)."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW learn_steps AS {STEPS_OF_WANTED}")
-    con.execute("CREATE OR REPLACE TEMP TABLE kinds (tool VARCHAR, kind VARCHAR)")
-    if kinds:
-        con.executemany("INSERT INTO kinds VALUES (?, ?)", sorted(kinds.items()))
-    con.execute(dict(sql_statements("counts"))["histories"])

@@ -13,7 +13,7 @@ import json
 import threading
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -174,6 +174,43 @@ class Rules:
         return frozenset(
             t for rules in (*self.sources.values(), *self.lists.values()) for t, _ in rules
         )
+
+    def deciding(self, tool: str) -> list | None:
+        """What of these rules a pick of `tool` reads (pick, _pick_value, _pick_list,
+        shape_refusal), as plain data: two rules with the same value for a tool pick the same
+        arguments for it in every session state. None for a tool never called in training.
+        (The counts behind the rules — `calls`, `bare`, how often a source was found — do not
+        decide a pick; `source_tools` only saves keeping results no pick reads.)"""
+        if tool not in self.calls:
+            return None
+        args = []
+        for arg in self.required.get(tool, []):
+            shape = self.shapes.get((tool, arg))
+            args.append(
+                [
+                    arg,
+                    [[t, list(s)] for t, s in self.lists[(tool, arg)]]
+                    if (tool, arg) in self.lists
+                    else None,
+                    (tool, arg) in self.traced,
+                    [[t, list(s)] for t, s in self.sources.get((tool, arg), [])],
+                    None
+                    if shape is None
+                    else [
+                        sorted(shape.classes),
+                        sorted(shape.symbols),
+                        shape.shortest,
+                        shape.longest,
+                    ],
+                ]
+            )
+        constants = self.constants.get(tool, {})
+        return [args, sorted([a, value_text(v), type(v).__name__] for a, v in constants.items())]
+
+    def only(self, tools: set[str]) -> Rules:
+        """These rules with only `tools` ever called in training: the others are never picked
+        (every other rule is kept, so a pick of one of `tools` is unchanged)."""
+        return replace(self, calls={t: n for t, n in self.calls.items() if t in tools})
 
     @classmethod
     def from_flow(cls, bindings: dict) -> Rules:

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+from stretto.model.binding import Rules
 from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import ingest
 from warehouse.daycounts import PartStore
@@ -42,8 +43,11 @@ def test_a_new_day_is_counted_alone_and_the_sum_is_the_full_recount(tmp_path: Pa
     ingest(nightly)
     said: list[str] = []
     again = learned(nightly, said)
-    # only the new day was counted and replayed; days 0 and 1 were read back
+    # only the new day was counted and replayed; days 0 and 1 were read back (their rules did
+    # not change: only the counts behind them did), and α's walk went on from the 4 sessions
     assert "counting 1 of 3 parts (domain and day); the others are kept" in said
+    assert "replaying the bindings' picks in 1 of 3 parts (3 of 9 lookups by part)" in said
+    assert "fitting α: walking up to 2 sessions after the 4 walked before" in said
     assert first["provenance"]["habit_episodes"] == 4
     assert again["provenance"]["habit_episodes"] == 6
 
@@ -57,6 +61,60 @@ def test_a_new_day_is_counted_alone_and_the_sum_is_the_full_recount(tmp_path: Pa
         for p in PartStore(Layout.at(full)).root.glob("shop/*")
     )
     assert len(parts) == 3
+
+
+def recounted(tmp_path: Path, days: list[int]) -> dict:
+    """The flow of a home that ingested SHOP[i] on day days[i] at once, counted from scratch."""
+    home = tmp_path / f"full-{'-'.join(map(str, days))}"
+    for log, day in zip(SHOP, days, strict=False):
+        put_log(log, home / "logs/shop", day)
+    ingest(home)
+    return learned(home)
+
+
+def same(flow: dict, other: dict) -> bool:
+    return json.dumps(flow, sort_keys=True) == json.dumps(other, sort_keys=True)
+
+
+def test_an_earlier_day_changed_is_counted_replayed_and_walked_again(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for log, day in zip(SHOP[:4], [0, 1, 2, 2], strict=True):
+        put_log(log, home / "logs/shop", day)
+    ingest(home)
+    learned(home)
+    put_log(SHOP[4], home / "logs/shop", 0)  # a late log of the first day
+    ingest(home)
+    said: list[str] = []
+    flow = learned(home, said)
+    assert "counting 1 of 3 parts (domain and day); the others are kept" in said
+    assert "replaying the bindings' picks in 1 of 3 parts (3 of 9 lookups by part)" in said
+    # the first day's sessions changed: α's walk starts again (the late session is first)
+    assert "fitting α: walking up to 5 sessions after the 0 walked before" in said
+    assert same(flow, recounted(tmp_path, [0, 1, 2, 2, 0]))
+
+
+def test_rules_that_change_replay_only_their_lookups(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    put_log(SHOP[0], home / "logs/shop", 0)
+    ingest(home)
+    first = learned(home)
+    for log in SHOP[1:3]:
+        put_log(log, home / "logs/shop", 1)
+    ingest(home)
+    said: list[str] = []
+    flow = learned(home, said)
+    # with one session, get_user_details had no usable source; with three it has one: day 0
+    # replays that lookup alone, the new day every lookup
+    before = Rules.from_flow(first["bindings"])
+    after = Rules.from_flow(flow["bindings"])
+    changed = [t for t in sorted(after.calls) if before.deciding(t) != after.deciding(t)]
+    assert changed == ["get_user_details"]
+    assert "replaying the bindings' picks in 2 of 2 parts (4 of 6 lookups by part)" in said
+    assert same(flow, recounted(tmp_path, [0, 1, 1]))
+    # learned again with nothing new: nothing is counted, replayed or walked
+    said.clear()
+    assert same(learned(home, said), flow)
+    assert not [s for s in said if s.startswith(("counting", "replaying", "fitting"))]
 
 
 def test_a_part_whose_sessions_changed_is_counted_again(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 -- Where each lookup's arguments came from (../shared/spec/algorithms.md §5.1), as joins of
 -- argument values to the leaves of earlier results. Input: `wanted(session, session_order,
--- part)` and `kinds(tool, kind)`. Every count is per `part` (counts of disjoint sets of
+-- part)`, `wanted_calls` (the calls of the wanted parts' partitions: partcount.set_wanted) and
+-- `kinds(tool, kind)`. Every count is per `part` (counts of disjoint sets of
 -- sessions add up).
 
 -- name: binding_path
@@ -19,7 +20,7 @@ CREATE OR REPLACE TEMP MACRO binding_path(fullkey) AS array_to_string(list_trans
 -- Every call of a read tool in the sessions learned from.
 CREATE OR REPLACE TEMP TABLE read_calls AS
 SELECT c.session, w.part, c.sent_seq, c.sent_sub, c.tool, c.arguments
-FROM calls c JOIN wanted w USING (session)
+FROM wanted_calls c JOIN wanted w USING (session)
 WHERE c.tool IN (SELECT tool FROM kinds WHERE kind = 'read');
 
 -- name: args
@@ -57,7 +58,7 @@ WHERE json_type(e.value) = 'VARCHAR';
 WITH outputs AS (
     SELECT session, tool AS source, answered_seq, result_text,
            json_valid(result_text) AS is_json
-    FROM calls SEMI JOIN wanted USING (session)
+    FROM wanted_calls SEMI JOIN wanted USING (session)
     WHERE status = 'ok'
 ), pairs AS (
     SELECT v.session, v.sent_seq, v.sent_sub, v.tool, v.arg, v.v,
@@ -104,7 +105,7 @@ WITH list_values AS (
                                        lambda x: json_type(x) = 'VARCHAR'))
 ), outputs AS (
     SELECT session, tool AS source, answered_seq, result_text, json_valid(result_text) AS is_json
-    FROM calls SEMI JOIN wanted USING (session)
+    FROM wanted_calls SEMI JOIN wanted USING (session)
     WHERE status = 'ok'
 ), pairs AS (
     SELECT l.*, o.source, o.answered_seq, o.result_text, o.is_json

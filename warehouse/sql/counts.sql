@@ -65,30 +65,68 @@ GROUP BY ALL;
 -- How many steps each part holds.
 SELECT part, count(*) AS n FROM histories GROUP BY part;
 
--- name: prequential
--- For fitting α: the steps of the first sessions (up to $max_steps steps, whole sessions) in
--- learning order, each with what an online learner had seen before it, at each level: n(c)
--- and n(c, a) over the steps before it.
+-- name: prequential_steps
+-- For fitting α: the steps an online learner walks, in learning order. It walks the first
+-- sessions, whole, while the steps so far stay within $max_steps; the sessions of `histories`
+-- come after $prior_steps steps already walked (warehouse/alphafit.py keeps a walk and
+-- continues it), so these are the whole sessions that keep the total within the limit.
+CREATE OR REPLACE TEMP TABLE prequential_steps AS
 WITH sizes AS (
     SELECT session_order, count(*) AS n FROM histories GROUP BY session_order
 ), cutoff AS (
     SELECT coalesce(max(session_order), -1) AS last_order FROM (
         SELECT session_order, sum(n) OVER (ORDER BY session_order) AS upto FROM sizes)
-    WHERE upto <= $max_steps
-), early AS (
-    SELECT *, row_number() OVER (ORDER BY session_order, step) AS g
-    FROM histories WHERE session_order <= (SELECT last_order FROM cutoff)
+    WHERE upto <= $max_steps - $prior_steps
 )
-SELECT
-    count(*) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n0,
-    count(*) OVER (PARTITION BY action ORDER BY g
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na0,
-    count(*) OVER (PARTITION BY h1 ORDER BY g
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n1,
-    count(*) OVER (PARTITION BY h1, action ORDER BY g
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na1,
-    count(*) OVER (PARTITION BY h2, h1 ORDER BY g
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n2,
-    count(*) OVER (PARTITION BY h2, h1, action ORDER BY g
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na2
-FROM early;
+SELECT session_order, action, h1, h2, row_number() OVER (ORDER BY session_order, step) AS g
+FROM histories WHERE session_order <= (SELECT last_order FROM cutoff);
+
+-- name: prequential
+-- Each walked step with what the learner had seen before it, at each level: n(c) and n(c, a)
+-- over the steps before it — those walked before (`prior(level, h2, h1, action, n)`: n(c, a)
+-- over the $prior_steps earlier steps, h2 and h1 NULL where the level does not use them) and
+-- the earlier steps of this walk — in learning order.
+WITH walked AS (
+    SELECT g, action, h1, h2,
+        count(*) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n0,
+        count(*) OVER (PARTITION BY action ORDER BY g
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na0,
+        count(*) OVER (PARTITION BY h1 ORDER BY g
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n1,
+        count(*) OVER (PARTITION BY h1, action ORDER BY g
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na1,
+        count(*) OVER (PARTITION BY h2, h1 ORDER BY g
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n2,
+        count(*) OVER (PARTITION BY h2, h1, action ORDER BY g
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na2
+    FROM prequential_steps
+), c1 AS (
+    SELECT h1, sum(n) AS n FROM prior WHERE level = 1 GROUP BY h1
+), c2 AS (
+    SELECT h2, h1, sum(n) AS n FROM prior WHERE level = 2 GROUP BY h2, h1
+)
+SELECT $prior_steps + w.n0 AS n0,
+       w.na0 + coalesce(a0.n, 0) AS na0,
+       w.n1 + coalesce(c1.n, 0) AS n1,
+       w.na1 + coalesce(a1.n, 0) AS na1,
+       w.n2 + coalesce(c2.n, 0) AS n2,
+       w.na2 + coalesce(a2.n, 0) AS na2
+FROM walked w
+LEFT JOIN prior a0 ON a0.level = 0 AND a0.action = w.action
+LEFT JOIN c1 ON c1.h1 = w.h1
+LEFT JOIN prior a1 ON a1.level = 1 AND a1.h1 = w.h1 AND a1.action = w.action
+LEFT JOIN c2 ON c2.h2 = w.h2 AND c2.h1 = w.h1
+LEFT JOIN prior a2 ON a2.level = 2 AND a2.h2 = w.h2 AND a2.h1 = w.h1 AND a2.action = w.action
+ORDER BY w.g;
+
+-- name: prequential_seen
+-- n(c, a) over the walked steps at each level (added to `prior` for the walk's next part).
+SELECT CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
+       h2, h1, action, count(*) AS n
+FROM prequential_steps
+GROUP BY GROUPING SETS ((action), (h1, action), (h2, h1, action));
+
+-- name: prequential_stopped
+-- The first session of `histories` not walked (it did not fit), or NULL.
+SELECT min(session_order) FROM histories
+WHERE session_order > coalesce((SELECT max(session_order) FROM prequential_steps), -1);
