@@ -22,21 +22,19 @@ likelihood.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from stretto.offline import changepoints
+from stretto.offline.changepoints import MIN_RUN, TAIL, prior
+
+__all__ = ["prior"]  # the detector's prior, with change_probabilities below
 
 if TYPE_CHECKING:  # the command's parser reads Settings' defaults: this module stays light
     from stretto.logs.episode import Episode
 
 SERIES = ("surprise", "disagreement", "unknown")
-KAPPA0, ALPHA0 = 0.1, 1.0
-MIN_SCALE = 0.05
-OUTLIER = 0.05
-MIN_RUN = 3  # sessions in the new run before the alarm may sound
-MIN_BEFORE = 10  # sessions before the change
 MOVED_SITES = 5
-TAIL = 1e-20  # the oldest run hypotheses' mass dropped (change_probabilities)
 
 
 @dataclass
@@ -195,140 +193,14 @@ def series(scored: list[Scored]):
     return rows, [s.decision_rows() for s in scored], first
 
 
-# --- change points ---------------------------------------------------------------------------
-
-
-def prior(values: list[float]) -> tuple[float, float]:
-    """(mean, scale) of a series' normal-gamma prior: its median, and a robust scale of its
-    session-to-session changes."""
-    import numpy as np
-
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if not len(x):
-        return 0.0, MIN_SCALE
-    steps = np.abs(np.diff(x))
-    scale = float(np.median(steps)) * 1.4826 / math.sqrt(2) if len(steps) else 0.0
-    return float(np.median(x)), max(MIN_SCALE, scale)
-
-
-def _log_t(x: float, mu, kappa, alpha, beta, gammas):
-    """log of the normal-gamma's Student-t predictive at x (arrays over runs); `gammas` is
-    lgamma((ν + 1)/2) − lgamma(ν/2) at ν = 2α (_Gammas)."""
-    import numpy as np
-
-    nu = 2 * alpha
-    var = beta * (kappa + 1) / (alpha * kappa)
-    return (
-        gammas
-        - 0.5 * np.log(nu * math.pi * var)
-        - (nu + 1) / 2 * np.log1p((x - mu) ** 2 / (nu * var))
-    )
-
-
-class _Gammas:
-    """lgamma at α + ½ and at α, for the α a run can have: α0 + k/2 after k values (exact
-    in binary), so looked up by k instead of computed per run and session."""
-
-    def __init__(self, count: int) -> None:
-        import numpy as np
-
-        self.table = np.array([math.lgamma(ALPHA0 + k / 2) for k in range(count + 2)])
-
-    def at(self, k):
-        """lgamma(α + ½) − lgamma(α) for α = α0 + k/2 (k an int or an int array)."""
-        return self.table[k + 1] - self.table[k]
-
-
 def change_probabilities(
     values: list[list[float | None]], settings: Settings, tail: float = TAIL
 ) -> list[dict]:
-    """Run the detector over the sessions' values (one list per series, None = missing).
-    Per session: `change`, the probability that the current run began within the window
-    (the alarm's statistic), and `began`, the likeliest first session of such a run.
-
-    The oldest run hypotheses whose posterior mass together is below `tail` are dropped once
-    the statistic is taken (never the window's). They change only the normalization, so the
-    figures move by float noise (tests/stretto/test_drift.py: within 1e-15 of keeping them all,
-    the same `began`), while the work per session stops growing with the sessions: in a
-    steady series a run's mass falls like (1 − hazard)^length, so ~4,600 hypotheses are kept
-    at hazard 0.01 (fewer after a change). `tail=0` keeps every one."""
-    import numpy as np
-
-    data = np.array([[np.nan if v is None else v for v in s] for s in values], dtype=float).T
-    count, dims = data.shape if data.size else (0, len(values))
-    priors = [prior(list(data[:, d])) for d in range(dims)]
-    mu0 = np.array([m for m, _ in priors])
-    beta0 = np.array([s * s for _, s in priors])
-    gammas = _Gammas(count)
-    gamma0 = float(gammas.at(0))
-    log_stay, log_outlier = float(np.log1p(-OUTLIER)), math.log(OUTLIER)
-    # one row per run hypothesis, newest first: row j = a run of j + 1 sessions; `seen` counts
-    # each run's values per series (its α is α0 + seen/2)
-    mu = np.empty((0, dims))
-    kappa = np.empty((0, dims))
-    alpha = np.empty((0, dims))
-    beta = np.empty((0, dims))
-    counted = np.empty((0, dims), dtype=np.int64)
-    posterior = np.empty(0)
-    keep_at_least = settings.window + 1
-    out = []
-    for t in range(count):
-        x = data[t]
-        seen = ~np.isnan(x)
-        prior_fits = [
-            float(_log_t(x[d], mu0[d], KAPPA0, ALPHA0, beta0[d], gamma0)) if seen[d] else 0.0
-            for d in range(dims)
-        ]
-        log_new = sum(prior_fits[d] for d in range(dims) if seen[d])
-        if t == 0:
-            posterior = np.array([1.0])
-        else:
-            log_run = np.zeros(len(posterior))
-            for d in range(dims):
-                if seen[d]:
-                    fit = _log_t(
-                        x[d],
-                        mu[:, d],
-                        kappa[:, d],
-                        alpha[:, d],
-                        beta[:, d],
-                        gammas.at(counted[:, d]),
-                    )
-                    log_run += np.logaddexp(log_stay + fit, log_outlier + prior_fits[d])
-            top = max(log_new, float(log_run.max()))
-            grow = posterior * np.exp(log_run - top) * (1 - settings.hazard)
-            new = settings.hazard * math.exp(log_new - top)
-            posterior = np.concatenate([[new], grow])
-            posterior /= posterior.sum()
-        # the runs' statistics after this session: a new run from the prior, the others grown
-        mu = np.vstack([mu0, mu])
-        kappa = np.vstack([np.full(dims, KAPPA0), kappa])
-        alpha = np.vstack([np.full(dims, ALPHA0), alpha])
-        beta = np.vstack([beta0, beta])
-        counted = np.vstack([np.zeros(dims, dtype=np.int64), counted])
-        xs = np.where(seen, x, 0.0)
-        beta = np.where(seen, beta + kappa * (xs - mu) ** 2 / (2 * (kappa + 1)), beta)
-        mu = np.where(seen, (kappa * mu + xs) / (kappa + 1), mu)
-        kappa = np.where(seen, kappa + 1, kappa)
-        alpha = np.where(seen, alpha + 0.5, alpha)
-        counted = counted + seen
-        # the window's runs: lengths MIN_RUN..window with MIN_BEFORE sessions before them
-        shortest, longest = MIN_RUN, min(settings.window, t + 1 - MIN_BEFORE, len(posterior))
-        change, began = 0.0, None
-        if longest >= shortest:
-            recent = posterior[shortest - 1 : longest]
-            change = float(recent.sum())
-            began = t + 1 - (shortest + int(np.argmax(recent)))
-        out.append({"change": change, "began": began})
-        if tail > 0 and len(posterior) > keep_at_least:
-            oldest = np.cumsum(posterior[::-1])
-            drop = min(int(np.searchsorted(oldest, tail)), len(posterior) - keep_at_least)
-            if drop:
-                keep = len(posterior) - drop
-                posterior, mu, kappa = posterior[:keep], mu[:keep], kappa[:keep]
-                alpha, beta, counted = alpha[:keep], beta[:keep], counted[:keep]
-    return out
+    """Run the detector (stretto.offline.changepoints) over the sessions' values (one list per
+    series, None = missing). Per session: `change`, the probability that the current run
+    began within the window (the alarm's statistic), and `began`, the likeliest first session
+    of such a run. `tail`: the oldest run hypotheses' mass dropped (0: none)."""
+    return changepoints.change_probabilities(values, settings.hazard, settings.window, tail)
 
 
 def _site_stats(decisions: list[dict]) -> dict[str, dict]:

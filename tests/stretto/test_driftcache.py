@@ -194,3 +194,84 @@ def test_truncated_run_lengths_move_the_detector_by_float_noise() -> None:
     alarms = [i for i, a in enumerate(every) if a["change"] >= settings.threshold]
     assert alarms == [i for i, b in enumerate(truncated) if b["change"] >= settings.threshold]
     assert len(alarms) >= 5  # the series does change: the alarm figures are compared
+
+
+def _reference(values: list[list[float | None]], hazard: float, window: int) -> list[dict]:
+    """The detector written plainly (every run hypothesis kept, lgamma per run and session,
+    the arrays rebuilt each session), as it was before its buffers."""
+    import math
+
+    import numpy as np
+
+    from stretto.offline.changepoints import (
+        ALPHA0,
+        KAPPA0,
+        MIN_BEFORE,
+        MIN_RUN,
+        OUTLIER,
+        prior,
+    )
+
+    lgamma = np.vectorize(math.lgamma)
+
+    def log_t(x, mu, kappa, alpha, beta):
+        nu = 2 * alpha
+        var = beta * (kappa + 1) / (alpha * kappa)
+        return (
+            lgamma((nu + 1) / 2)
+            - lgamma(nu / 2)
+            - 0.5 * np.log(nu * math.pi * var)
+            - (nu + 1) / 2 * np.log1p((x - mu) ** 2 / (nu * var))
+        )
+
+    data = np.array([[np.nan if v is None else v for v in s] for s in values], dtype=float).T
+    count, dims = data.shape
+    priors = [prior(list(data[:, d])) for d in range(dims)]
+    mu0, beta0 = np.array([m for m, _ in priors]), np.array([s * s for _, s in priors])
+    mu, kappa, alpha, beta = (np.empty((0, dims)) for _ in range(4))
+    posterior, out = np.empty(0), []
+    for t in range(count):
+        x = data[t]
+        seen = ~np.isnan(x)
+        fits0 = [float(log_t(x[d], mu0[d], KAPPA0, ALPHA0, beta0[d])) for d in range(dims)]
+        log_new = sum(fits0[d] for d in range(dims) if seen[d])
+        if t == 0:
+            posterior = np.array([1.0])
+        else:
+            log_run = np.zeros(len(posterior))
+            for d in range(dims):
+                if seen[d]:
+                    fit = log_t(x[d], mu[:, d], kappa[:, d], alpha[:, d], beta[:, d])
+                    log_run += np.logaddexp(np.log1p(-OUTLIER) + fit, math.log(OUTLIER) + fits0[d])
+            top = max(log_new, float(log_run.max()))
+            grow = posterior * np.exp(log_run - top) * (1 - hazard)
+            posterior = np.concatenate([[hazard * math.exp(log_new - top)], grow])
+            posterior /= posterior.sum()
+        mu, beta = np.vstack([mu0, mu]), np.vstack([beta0, beta])
+        kappa = np.vstack([np.full(dims, KAPPA0), kappa])
+        alpha = np.vstack([np.full(dims, ALPHA0), alpha])
+        xs = np.where(seen, x, 0.0)
+        beta = np.where(seen, beta + kappa * (xs - mu) ** 2 / (2 * (kappa + 1)), beta)
+        mu = np.where(seen, (kappa * mu + xs) / (kappa + 1), mu)
+        kappa, alpha = np.where(seen, kappa + 1, kappa), np.where(seen, alpha + 0.5, alpha)
+        lengths = np.arange(1, len(posterior) + 1)
+        recent = (lengths >= MIN_RUN) & (lengths <= window) & (t + 1 - lengths >= MIN_BEFORE)
+        began = None
+        if recent.any():
+            began = t + 1 - int(lengths[int(np.argmax(np.where(recent, posterior, -1.0)))])
+        out.append({"change": float(posterior[recent].sum()), "began": began})
+    return out
+
+
+def test_the_detector_keeping_every_run_is_the_plain_one_bit_for_bit() -> None:
+    rng = random.Random(8)
+    n = 1100  # past the buffers' first 1,025 rows: they grow once
+    values: list[list[float | None]] = [
+        [None if i % 13 == 0 else rng.gauss(1.0 if i < 500 else 1.8, 0.3) for i in range(n)],
+        [rng.random() * (0.2 if i < 800 else 0.6) for i in range(n)],
+        [None if i % 5 == 0 else 0.0 for i in range(n)],
+    ]
+    assert change_probabilities(values, Settings(), tail=0) == _reference(values, 0.01, 10)
+    short = [series[:300] for series in values]
+    settings = Settings(hazard=0.2, window=4)
+    assert change_probabilities(short, settings, tail=0) == _reference(short, 0.2, 4)
