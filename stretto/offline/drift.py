@@ -22,19 +22,18 @@ likelihood.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from stretto.offline import changepoints
+from stretto.offline.changepoints import MIN_RUN, TAIL, prior
+
+__all__ = ["prior"]  # the detector's prior, with change_probabilities below
 
 if TYPE_CHECKING:  # the command's parser reads Settings' defaults: this module stays light
     from stretto.logs.episode import Episode
 
 SERIES = ("surprise", "disagreement", "unknown")
-KAPPA0, ALPHA0 = 0.1, 1.0
-MIN_SCALE = 0.05
-OUTLIER = 0.05
-MIN_RUN = 3  # sessions in the new run before the alarm may sound
-MIN_BEFORE = 10  # sessions before the change
 MOVED_SITES = 5
 
 
@@ -90,12 +89,42 @@ def trained_tools(flow: dict) -> set[str]:
     return set(level0[0]["counts"]) if level0 else set()
 
 
-def unknown_share(episode: Episode, known: set[str], first: dict[str, int], index: int):
-    """The share of the agent's steps after a tool result that follow a tool not in `known`
-    (None when there are none); notes each unknown tool's first session in `first`."""
+@dataclass
+class Scored:
+    """One session's values under a flow, whatever the other sessions are: what drift's series
+    are made of, and what stretto.offline.driftcache keeps per (flow, session)."""
+
+    id: str
+    started_ms: int
+    decisions: int
+    surprise: float | None
+    disagreement: float | None
+    steps: int  # the agent's steps after a tool result
+    unknown_steps: int  # those that follow a tool the flow's habit never counted
+    unknown_tools: list[str]  # those tools, sorted
+    sites: list[str]  # per decision: its site, whether the likeliest option was the step,
+    hits: list[bool]  # and the step's log-probability (what moved_sites needs)
+    log_probs: list[float]
+
+    @property
+    def unknown(self) -> float | None:
+        """The share of the agent's steps after a tool result that follow an unknown tool."""
+        return self.unknown_steps / self.steps if self.steps else None
+
+    def decision_rows(self) -> list[dict]:
+        return [
+            {"site": s, "hit": h, "log_prob": p}
+            for s, h, p in zip(self.sites, self.hits, self.log_probs, strict=True)
+        ]
+
+
+def unknown_steps(episode: Episode, known: set[str]) -> tuple[int, int, list[str]]:
+    """(the agent's steps after a tool result, those that follow a tool not in `known`, those
+    tools sorted)."""
     from stretto.logs.episode import Assistant, ToolResult
 
     steps = unknown = 0
+    tools: set[str] = set()
     events = episode.events
     for i, event in enumerate(events):
         if not isinstance(event, ToolResult) or i + 1 >= len(events):
@@ -108,127 +137,70 @@ def unknown_share(episode: Episode, known: set[str], first: dict[str, int], inde
         steps += 1
         if event.name not in known:
             unknown += 1
-            first.setdefault(event.name, index)
-    return unknown / steps if steps else None
+            tools.add(event.name)
+    return steps, unknown, sorted(tools)
 
 
-def series(flow: dict, episodes: list[Episode], decider: str = "habit"):
-    """Per session: its row (without `change`) and its audit decisions."""
+def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored, str]:
+    """One session scored under the flow's decider (audit's scoring), and the decider's kind."""
     from stretto.offline.audit import audit
 
-    known = trained_tools(flow)
-    first: dict[str, int] = {}
-    rows, decisions = [], []
-    kind = decider
-    for index, episode in enumerate(episodes):
-        scored = audit(flow, [episode], decider)
-        kind = scored.decider
-        totals = scored.totals()
-        n = totals["decisions"]
-        rows.append(
-            {
-                "id": episode.id,
-                "decisions": n,
-                "surprise": totals["nats_per_decision"] if n else None,
-                "disagreement": 1.0 - totals["agreement"] if n else None,
-                "unknown": unknown_share(episode, known, first, index),
-            }
-        )
-        decisions.append(scored.decisions)
-    return rows, decisions, first, kind
-
-
-# --- change points ---------------------------------------------------------------------------
-
-
-def prior(values: list[float]) -> tuple[float, float]:
-    """(mean, scale) of a series' normal-gamma prior: its median, and a robust scale of its
-    session-to-session changes."""
-    import numpy as np
-
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if not len(x):
-        return 0.0, MIN_SCALE
-    steps = np.abs(np.diff(x))
-    scale = float(np.median(steps)) * 1.4826 / math.sqrt(2) if len(steps) else 0.0
-    return float(np.median(x)), max(MIN_SCALE, scale)
-
-
-def _log_t(x: float, mu, kappa, alpha, beta):
-    """log of the normal-gamma's Student-t predictive at x (arrays over runs)."""
-    import numpy as np
-
-    nu = 2 * alpha
-    var = beta * (kappa + 1) / (alpha * kappa)
-    lgamma = np.vectorize(math.lgamma)
+    scored = audit(flow, [episode], decider)
+    totals = scored.totals()
+    n = totals["decisions"]
+    steps, unknown, tools = unknown_steps(episode, trained_tools(flow))
+    ds = scored.decisions
     return (
-        lgamma((nu + 1) / 2)
-        - lgamma(nu / 2)
-        - 0.5 * np.log(nu * math.pi * var)
-        - (nu + 1) / 2 * np.log1p((x - mu) ** 2 / (nu * var))
+        Scored(
+            id=episode.id,
+            started_ms=episode.started_ms,
+            decisions=n,
+            surprise=totals["nats_per_decision"] if n else None,
+            disagreement=1.0 - totals["agreement"] if n else None,
+            steps=steps,
+            unknown_steps=unknown,
+            unknown_tools=tools,
+            sites=[d["site"] for d in ds],
+            hits=[d["hit"] for d in ds],
+            log_probs=[d["log_prob"] for d in ds],
+        ),
+        scored.decider,
     )
 
 
-def change_probabilities(values: list[list[float | None]], settings: Settings) -> list[dict]:
-    """Run the detector over the sessions' values (one list per series, None = missing).
-    Per session: `change`, the probability that the current run began within the window
-    (the alarm's statistic), and `began`, the likeliest first session of such a run."""
-    import numpy as np
+def start_order(scored: list[Scored]) -> list[Scored]:
+    """In the order their sessions started, as stretto.logs.episode.in_start_order."""
+    return sorted(scored, key=lambda s: (s.started_ms, s.id))
 
-    data = np.array([[np.nan if v is None else v for v in s] for s in values], dtype=float).T
-    count, dims = data.shape if data.size else (0, len(values))
-    priors = [prior(list(data[:, d])) for d in range(dims)]
-    mu0 = np.array([m for m, _ in priors])
-    beta0 = np.array([s * s for _, s in priors])
-    # one row per run hypothesis, newest first: row j = a run of j + 1 sessions
-    mu = np.empty((0, dims))
-    kappa = np.empty((0, dims))
-    alpha = np.empty((0, dims))
-    beta = np.empty((0, dims))
-    posterior = np.empty(0)
-    out = []
-    for t in range(count):
-        x = data[t]
-        seen = ~np.isnan(x)
-        log_new = sum(
-            float(_log_t(x[d], mu0[d], KAPPA0, ALPHA0, beta0[d])) for d in range(dims) if seen[d]
+
+def series(scored: list[Scored]):
+    """Per session in the given order: its row (without `change`), its decisions, and each
+    unknown tool's first session."""
+    first: dict[str, int] = {}
+    rows = []
+    for index, s in enumerate(scored):
+        for tool in s.unknown_tools:
+            first.setdefault(tool, index)
+        rows.append(
+            {
+                "id": s.id,
+                "decisions": s.decisions,
+                "surprise": s.surprise,
+                "disagreement": s.disagreement,
+                "unknown": s.unknown,
+            }
         )
-        if t == 0:
-            posterior = np.array([1.0])
-        else:
-            log_run = np.zeros(len(posterior))
-            for d in range(dims):
-                if seen[d]:
-                    fit = _log_t(x[d], mu[:, d], kappa[:, d], alpha[:, d], beta[:, d])
-                    prior_fit = float(_log_t(x[d], mu0[d], KAPPA0, ALPHA0, beta0[d]))
-                    log_run += np.logaddexp(np.log1p(-OUTLIER) + fit, math.log(OUTLIER) + prior_fit)
-            top = max(log_new, float(log_run.max()))
-            grow = posterior * np.exp(log_run - top) * (1 - settings.hazard)
-            new = settings.hazard * math.exp(log_new - top)
-            posterior = np.concatenate([[new], grow])
-            posterior /= posterior.sum()
-        # the runs' statistics after this session: a new run from the prior, the others grown
-        mu = np.vstack([mu0, mu])
-        kappa = np.vstack([np.full(dims, KAPPA0), kappa])
-        alpha = np.vstack([np.full(dims, ALPHA0), alpha])
-        beta = np.vstack([beta0, beta])
-        xs = np.where(seen, x, 0.0)
-        beta = np.where(seen, beta + kappa * (xs - mu) ** 2 / (2 * (kappa + 1)), beta)
-        mu = np.where(seen, (kappa * mu + xs) / (kappa + 1), mu)
-        kappa = np.where(seen, kappa + 1, kappa)
-        alpha = np.where(seen, alpha + 0.5, alpha)
-        lengths = np.arange(1, len(posterior) + 1)
-        recent = (
-            (lengths >= MIN_RUN) & (lengths <= settings.window) & (t + 1 - lengths >= MIN_BEFORE)
-        )
-        change = float(posterior[recent].sum())
-        began = None
-        if recent.any():
-            best = int(np.argmax(np.where(recent, posterior, -1.0)))
-            began = t + 1 - int(lengths[best])
-        out.append({"change": change, "began": began})
-    return out
+    return rows, [s.decision_rows() for s in scored], first
+
+
+def change_probabilities(
+    values: list[list[float | None]], settings: Settings, tail: float = TAIL
+) -> list[dict]:
+    """Run the detector (stretto.offline.changepoints) over the sessions' values (one list per
+    series, None = missing). Per session: `change`, the probability that the current run
+    began within the window (the alarm's statistic), and `began`, the likeliest first session
+    of such a run. `tail`: the oldest run hypotheses' mass dropped (0: none)."""
+    return changepoints.change_probabilities(values, settings.hazard, settings.window, tail)
 
 
 def _site_stats(decisions: list[dict]) -> dict[str, dict]:
@@ -270,11 +242,20 @@ def drift(
     statistic after each session, and the alarms: each run of sessions after which the alarm
     sounds, with where the change began and the sites whose surprise rose most (before the
     change against from it to the end of the alarm)."""
-    from stretto.logs.episode import in_start_order
-
     settings = settings or Settings()
     settings.check()
-    rows, decisions, first, kind = series(flow, in_start_order(episodes), decider)
+    kind = decider
+    scored = []
+    for episode in episodes:
+        one, kind = score(flow, episode, decider)
+        scored.append(one)
+    return detect(flow, scored, kind, settings)
+
+
+def detect(flow: dict, scored: list[Scored], kind: str, settings: Settings) -> Drift:
+    """drift's result from its sessions' values (in any order: taken in start order)."""
+    settings.check()
+    rows, decisions, first = series(start_order(scored))
     stats = change_probabilities([[r[s] for r in rows] for s in SERIES], settings)
     for row, stat in zip(rows, stats, strict=True):
         row["change"] = stat["change"]

@@ -1,0 +1,75 @@
+"""The ingest job's drift check, materialized for real: it scores only the sessions it has not
+scored under the served flow (its cache under warehouse/drift/), and its report is the one
+drift computes afresh from every session's log — after new sessions, after another flow is
+served, and from a cache that was spoiled."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from assets.ingest import INGEST_ASSETS
+from assets.learn import warehouse_episodes
+from assets.lifecycle import domain_sessions, drift_cache, drift_check
+from pipeline.run import materialize
+from stretto.model.flow import load_flow
+from stretto.offline.drift import drift
+from tests.stretto.lifecycle import learn_folder, write_sessions
+from warehouse.layout import Layout
+
+
+def check(home: Path) -> dict:
+    """One ingest run with the drift check: the check's figures for the shop."""
+    result = materialize([*INGEST_ASSETS, drift_check], str(home), 0)
+    assert result.success
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "drift"]
+    return {"passed": evaluation.passed, **evaluation.metadata["domains"].value["shop"]}
+
+
+def as_fresh(home: Path, figures: dict) -> None:
+    """The check's report data is drift's on every session read from its log."""
+    layout = Layout.at(home)
+    fresh = drift(load_flow(home / "flows/shop.flow.json"), warehouse_episodes(layout, "shop"))
+    reported = json.loads(Path(figures["report"]).with_name("drift.json").read_text())
+    assert reported == json.loads(json.dumps(fresh.as_json()))
+    assert figures["sounding"] == fresh.sounding and figures["sessions"] == len(fresh.sessions)
+
+
+@pytest.mark.slow  # four ingest runs with the check, and a flow learned between them
+def test_the_drift_check_scores_only_what_it_has_not_scored_under_the_served_flow(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    write_sessions(home / "logs/shop", ["usual"] * 30, seed=1)
+    learn_folder(home / "logs/shop", home / "flows/shop.flow.json", tmp_path / "learning")
+
+    first = check(home)
+    assert first["passed"] and first["scored"] == 30
+    as_fresh(home, first)
+    cache = drift_cache(Layout.at(home), "shop")
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    held = domain_sessions(Layout.at(home))["shop"]
+    assert sorted(s.id for s in held) == [f"s-{i:04d}" for i in range(30)]
+    assert len(json.loads(cache.read_text())["sessions"]) == 30
+
+    # the agent changed: five new sessions, only they are read; the alarm sounds
+    write_sessions(home / "logs/shop", ["changed"] * 5, seed=9, start=30)
+    changed = check(home)
+    assert not changed["passed"] and changed["scored"] == 5 and changed["sessions"] == 35
+    as_fresh(home, changed)
+
+    # a relearned flow served: every session is scored again under it
+    learn_folder(home / "logs/shop", home / "flows/shop.flow.json", tmp_path / "learning")
+    relearned = check(home)
+    assert relearned["scored"] == 35
+    as_fresh(home, relearned)
+
+    # a spoiled cache is not trusted
+    cache.write_bytes(cache.read_bytes()[:100])
+    spoiled = check(home)
+    assert spoiled["scored"] == 35
+    as_fresh(home, spoiled)
