@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 
 from assets.ingest import INGEST_ASSETS
 from pipeline.run import materialize, output_metadata
 from stretto.logs.episode import Assistant, read_episode
 from stretto.logs.steps import episode_steps
+from tests.conftest import REFERENCE_HOME
 from warehouse import store
 from warehouse.layout import Layout
+
+DAY_MS = 86_400_000
+# the reference's own shop sessions, moved to other days by put_log
+SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
+
+
+def put_log(source: Path, logs: Path, days_later: int) -> None:
+    """The log with its start moved `days_later` days on (so its session lands in that day)."""
+    lines = source.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["started_unix_ms"] += days_later * DAY_MS
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / source.name).write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
 
 
 def ingest(home: Path, wait: float = 30.0) -> dict:

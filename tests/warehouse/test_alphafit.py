@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.warehouse.helpers import ingest
-from tests.warehouse.test_daycounts import SHOP, put_log
+from tests.warehouse.helpers import SHOP, ingest, put_log
 from warehouse import store
 from warehouse.alphafit import COLUMNS, Walk, fitted_alpha
 from warehouse.daycounts import PartStore

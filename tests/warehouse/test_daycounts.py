@@ -8,23 +8,10 @@ import shutil
 from pathlib import Path
 
 from stretto.model.binding import Rules
-from tests.conftest import REFERENCE_HOME
-from tests.warehouse.helpers import ingest
+from tests.warehouse.helpers import SHOP, ingest, put_log
 from warehouse.daycounts import PartStore
 from warehouse.layout import Layout
 from warehouse.learn import learn_flow
-
-DAY_MS = 86_400_000
-SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
-
-
-def put_log(source: Path, logs: Path, days_later: int) -> None:
-    """The log with its start moved `days_later` days on (so its session lands in that day)."""
-    lines = source.read_text().splitlines(keepends=True)
-    header = json.loads(lines[0])
-    header["started_unix_ms"] += days_later * DAY_MS
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / source.name).write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
 
 
 def learned(home: Path, said: list[str] | None = None) -> dict:
