@@ -17,6 +17,8 @@ Rows of a registry file (`kind`):
   warehouse: its table, path and row count; no reader reads it from that commit on, and the
   file is deleted once the commit is written.
 - `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
+- `derived`: an ingest run (its id in `note`) whose current sessions a steps run derived the
+  `table_name` table for (store.derive_steps): the next steps run does not look at it again.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def commit(
     data: list[dict],
     dropped: list[dict] | None = None,
     retired: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> str:
     """Write the run's registry file: from now on its data files are part of the warehouse
     (and the `dropped` ones, files a retention run took out, and the `retired` ones, paths a
@@ -97,6 +100,7 @@ def commit(
     rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
     rows += [{"kind": "dropped", **r} for r in dropped or []]
     rows += [{"kind": "retired", "path": path} for path in retired]
+    rows += [{"kind": "derived", "table_name": "steps", "note": run} for run in derived]
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     columns["commit_no"] = [number] * len(rows)
     columns["ingest_id"] = [ingest_id] * len(rows)

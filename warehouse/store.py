@@ -134,10 +134,11 @@ def commit_run(
     data: list[dict],
     dropped: list[dict] | None = None,
     retired: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> None:
     """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
     fault("before-commit")
-    registry.commit(layout, ingest_id, logs, data, dropped, list(retired))
+    registry.commit(layout, ingest_id, logs, data, dropped, list(retired), list(derived))
     fault("after-commit")
     shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
     write_catalogue(layout)
@@ -163,9 +164,8 @@ def ingest_run(
     for crashed in recover(layout):
         say(f"removed the uncommitted files of the crashed run {crashed}")
     delete_dropped(layout)
-    state = known_state(layout)
-    if state.commits != plan.commits:
-        plan = discover(layout, state, logs=plan.logs)
+    if len(registry.commit_names(layout)) != plan.commits:  # another run committed since
+        plan = discover(layout, known_state(layout), logs=plan.logs)
     begin_run(layout, ingest_id)
     stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch)
     if stats.logs or plan.known:
@@ -182,10 +182,13 @@ def _empty_select(table: str) -> str:
     )
 
 
-def table_select(con, layout: Layout, table: str) -> str:
+def table_select(con, layout: Layout, table: str, since: int = 0) -> str:
+    """The view of `table` over its data files (those committed from commit `since` on: the
+    rows of the ingest runs committed since then)."""
     files = con.execute(
-        "SELECT path, size_bytes FROM data_files WHERE table_name = ? ORDER BY commit_no, path",
-        [table],
+        "SELECT path, size_bytes FROM data_files WHERE table_name = ? AND commit_no >= ? "
+        "ORDER BY commit_no, path",
+        [table, since],
     ).fetchall()
     if not files:
         return _empty_select(table)
@@ -277,25 +280,42 @@ def derive_steps(layout: Layout, steps_id: str) -> int:
     """Write and commit the steps of every current session that has none yet; how many
     rows. Call with the ingest lock held."""
     recover(layout)
-    con = open_catalogue(layout)
+    done = write_steps(layout, steps_id)
+    if done is None:
+        return 0
+    written, data, runs = done
+    commit_run(layout, steps_id, [], data, derived=runs)
+    return written
+
+
+def write_steps(layout: Layout, steps_id: str) -> tuple[int, list[dict], list[str]] | None:
+    """The steps run before its commit: the steps of the current sessions of the ingest runs
+    no steps run has done, read from the data files committed since the first of them
+    (warehouse/sql/steps.sql) and written (not committed). How many rows, the registry rows
+    of the files, the ingest runs done; None when there is nothing to do."""
+    if not has_warehouse(layout):
+        raise NoWarehouse(f"no warehouse at {committed(layout).where} yet")
+    sql = dict(statements("steps"))
+    con = duckdb.connect()
     try:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE pending_steps AS "
-            "SELECT s.session, s.ingest_id FROM session_current s "
-            "SEMI JOIN sessions v USING (session, ingest_id) "  # not those retention dropped
-            "WHERE NOT EXISTS (SELECT 1 FROM steps t WHERE t.session = s.session "
-            "AND t.ingest_id = s.ingest_id)"
-        )
+        registry.load(con, layout)
+        con.execute(sql["steps_runs"])
+        runs = con.execute("SELECT ingest_id, commit_no FROM steps_runs").fetchall()
+        if not runs:
+            return None
+        since = min(commit for _, commit in runs)
+        for table in ("sessions", "context", "calls", "steps"):
+            con.execute(f"CREATE TEMP VIEW {table} AS {table_select(con, layout, table, since)}")
+        con.execute(sql["pending_steps"])
         pending = con.execute("SELECT count(*) FROM pending_steps").fetchall()[0][0]
-        if not pending:
-            return 0
         begin_run(layout, steps_id)
-        (query,) = [sql for name, sql in statements("steps") if name == "steps"]
-        written, data = write_parquet(con, query, "steps", layout, steps_id, f"{steps_id}-steps")
+        written, data = 0, []
+        if pending:
+            tag = f"{steps_id}-steps"
+            written, data = write_parquet(con, sql["steps"], "steps", layout, steps_id, tag)
     finally:
         con.close()
-    commit_run(layout, steps_id, [], data)
-    return written
+    return written, data, sorted(run for run, _ in runs)
 
 
 def _check_read_only(sql: str) -> None:
