@@ -182,18 +182,25 @@ def _empty_select(table: str) -> str:
     )
 
 
-def table_select(con, layout: Layout, table: str, since: int = 0) -> str:
-    """The view of `table` over its data files (those committed from commit `since` on: the
-    rows of the ingest runs committed since then)."""
+def view_name(table: str, since: int = 0, days_from: str = "") -> str:
+    """The name of `table`'s view over the files `table_select` picks."""
+    return f"{table}_{since}_{days_from.replace('-', '')}" if since or days_from else table
+
+
+def table_select(con, layout: Layout, table: str, since: int = 0, days_from: str = "") -> str:
+    """The view of `table` over its data files: those committed from commit `since` on (they
+    hold every row of the ingest runs committed since then) in the days from `days_from` on
+    (YYYY-MM-DD; a file's day is its partition's)."""
     files = con.execute(
         "SELECT path, size_bytes FROM data_files WHERE table_name = ? AND commit_no >= ? "
+        "AND coalesce(regexp_extract(path, '/day=([^/]*)/', 1), '') >= ? "
         "ORDER BY commit_no, path",
-        [table, since],
+        [table, since, days_from],
     ).fetchall()
     if not files:
         return _empty_select(table)
     # Files written before a column was added lack it (it reads as NULL there).
-    source, present = committed(layout).scan(con, table, files)
+    source, present = committed(layout).scan(con, view_name(table, since, days_from), table, files)
     columns = [
         f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
         for name, kind in [*TABLES[table], *PARTITION_KEYS]
@@ -309,7 +316,7 @@ def write_steps(layout: Layout, steps_id: str) -> tuple[int, list[dict], list[st
         con.execute(sql["pending_steps"])
         pending = con.execute("SELECT count(*) FROM pending_steps").fetchall()[0][0]
         begin_run(layout, steps_id)
-        written, data = 0, []
+        written, data = 0, list[dict]()
         if pending:
             tag = f"{steps_id}-steps"
             written, data = write_parquet(con, sql["steps"], "steps", layout, steps_id, tag)
@@ -331,28 +338,96 @@ def _check_read_only(sql: str) -> None:
             )
 
 
-Read = Callable[[str], pa.Table]  # a read-only query on an open catalogue (`reading`)
+class Reader:
+    """Read-only queries on one connection (`reading`): `reader(sql)` -> pyarrow Table, each
+    query held to what `query` allows. Building a catalogue costs more than a small query, so
+    a caller with several (an asset's metadata) opens one."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, layout: Layout) -> None:
+        self.con, self.layout = con, layout
+
+    def __call__(self, sql: str) -> pa.Table:
+        _check_read_only(sql)
+        result = self.con.sql(sql)
+        if result is None:
+            raise QueryRefused("`stretto sql`: the query returned no rows to show")
+        return result.to_arrow_table()
+
+    def view(self, table: str, since: int = 0, days_from: str = "") -> str:
+        """A view of `table` over the data files committed from commit `since` on, of the days
+        from `days_from` on (`table_select`): its name."""
+        name = view_name(table, since, days_from)
+        select = table_select(self.con, self.layout, table, since, days_from)
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
+        return name
+
+    def commit_of(self, run_id: str) -> int:
+        """The commit number of a committed run."""
+        found = self.con.execute(
+            "SELECT min(commit_no) FROM registry WHERE ingest_id = ?", [run_id]
+        ).fetchall()
+        if found[0][0] is None:
+            raise KeyError(f"no committed run {run_id}")
+        return int(found[0][0])
+
+    def rows(self, tables: Sequence[str] = tuple(TABLES)) -> dict[str, int]:
+        """How many rows each table's view holds, from the registry's row counts where they
+        say it: the data files committed before the first ingest run with a session that is no
+        longer current (a log that grew or was rewritten since) hold current rows only, so
+        their counts add up; the files since then (and the quarantine, shown by content) are
+        counted through their views."""
+        (since,) = self.con.execute(
+            "SELECT min(l.commit_no) FROM log_entries l WHERE l.status = 'ingested' "
+            "AND NOT EXISTS (SELECT 1 FROM session_current c "
+            "WHERE c.session = l.session AND c.ingest_id = l.ingest_id)"
+        ).fetchall()[0]
+        counted = {
+            table: int(n)
+            for table, n in self.con.execute(
+                "SELECT table_name, sum(rows) FROM data_files WHERE commit_no < ? "
+                "GROUP BY table_name",
+                [since if since is not None else 1 << 62],
+            ).fetchall()
+        }
+        out = {}
+        for table in tables:
+            if table == "quarantine":
+                out[table] = self.count(self.view(table))
+            elif since is None:
+                out[table] = counted.get(table, 0)
+            else:
+                out[table] = counted.get(table, 0) + self.count(self.view(table, since))
+        return out
+
+    def count(self, view: str) -> int:
+        return int(self(f"SELECT count(*) AS n FROM {view}").column("n")[0].as_py())
+
+
+Read = Reader  # what `reading` yields
 
 
 @contextmanager
-def reading(layout: Layout) -> Iterator[Read]:
-    """One catalogue for several read-only queries: yields `run(sql) -> pyarrow Table`, each
-    query held to what `query` allows. Building the catalogue costs more than a small query, so
-    a caller with several (an asset's metadata) opens it once."""
-    con = open_catalogue(layout)
+def reading(layout: Layout, views: bool = True) -> Iterator[Reader]:
+    """One connection for several read-only queries: yields a `Reader`. With `views`, every
+    table's view (`open_catalogue`); without, the registry's tables only, and the views a
+    caller asks for (`Reader.view`: only the data files it needs)."""
+    if views:
+        con = open_catalogue(layout)
+    else:
+        if not has_warehouse(layout):
+            where = committed(layout).where
+            raise NoWarehouse(f"no warehouse at {where} yet: run `stretto ingest` first")
+        con = duckdb.connect()
+        try:
+            registry.load(con, layout)
+        except BaseException:
+            con.close()
+            raise
     try:
         con.execute(f"SET allowed_directories = [{sql_text(str(layout.parquet) + os.sep)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-
-        def run(sql: str) -> pa.Table:
-            _check_read_only(sql)
-            result = con.sql(sql)
-            if result is None:
-                raise QueryRefused("`stretto sql`: the query returned no rows to show")
-            return result.to_arrow_table()
-
-        yield run
+        yield Reader(con, layout)
     finally:
         con.close()
 

@@ -4,17 +4,22 @@ the metadata's totals come from the registry's counts and equal the views' count
 
 from __future__ import annotations
 
+import copy
 import shutil
+from datetime import date
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from assets.ingest import DRIFT, contract_drift
+from tests.builders import SHOP_TOOLS, LogBuilder, shop_log, write_logs
 from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import rows
 from warehouse import registry, store
 from warehouse.discover import discover
-from warehouse.layout import Layout
+from warehouse.layout import TABLES, Layout
 
+DAY0_MS = 1_767_225_600_000  # 2026-01-01 UTC
 STEPS = "SELECT * EXCLUDE (ingest_id) FROM steps ORDER BY session, step"
 
 
@@ -105,3 +110,94 @@ def test_a_warehouse_from_before_the_marks_is_looked_over_once(tmp_path: Path) -
     assert store.derive_steps(layout, "again-steps") == 0
     assert len(registry.commit_names(layout)) == commits + 1
     assert rows(home, STEPS) == before
+
+
+def view_counts(layout: Layout) -> dict[str, int]:
+    con = store.open_catalogue(layout)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
+    finally:
+        con.close()
+
+
+def registry_counts(layout: Layout) -> dict[str, int]:
+    with store.reading(layout, views=False) as read:
+        return read.rows()
+
+
+def test_the_totals_from_the_registry_equal_the_views_counts(tmp_path: Path) -> None:
+    from warehouse import compact, retention
+
+    home = tmp_path / "home"
+    shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    (home / "logs/shop/empty.jsonl").write_text("")  # quarantined whole
+    layout = Layout.at(home)
+    run(layout, "first")
+    assert registry_counts(layout) == view_counts(layout)
+    # a log that grew: its first version's rows are still in the files, hidden by the views
+    grow(sorted((home / "logs/shop").glob("2*.jsonl"))[0])
+    run(layout, "second")
+    counts = view_counts(layout)
+    assert registry_counts(layout) == counts
+    written = sum(r["rows"] for r in registry.read(layout).to_pylist() if r["kind"] == "data")
+    assert written > sum(counts.values()) - counts["quarantine"]  # some rows are hidden
+    # the same after a compaction (current rows rewritten, the old files retired) ...
+    compact.compact(layout, "compact")
+    assert registry_counts(layout) == view_counts(layout) == counts
+    # ... and after a retention run dropped every day
+    retention.drop_older(layout, 1, "retain", today=date(2100, 1, 1))
+    assert registry_counts(layout) == view_counts(layout)
+    assert view_counts(layout)["sessions"] == 0
+
+
+def tools_log(index: int, day: int, changed: str | None = None) -> LogBuilder:
+    """A shop session started on `day` (days since 2026-01-01); `changed`: a tool whose input
+    takes an integer instead."""
+    log = shop_log(index)
+    log.lines[0]["started_unix_ms"] = DAY0_MS + day * 86_400_000 + index
+    if changed:
+        listing = copy.deepcopy(SHOP_TOOLS)
+        for tool in listing["tools"]:
+            if tool["name"] == changed:
+                for spec in tool["inputSchema"]["properties"].values():
+                    spec["type"] = "integer"
+        log.lines[2]["message"]["result"] = listing
+    return log
+
+
+def drift_of(layout: Layout, run_id: str) -> tuple[list[str], list[str]]:
+    """The check's answer, and the same query over every file."""
+    with store.reading(layout, views=False) as read:
+        found = contract_drift(read, run_id)
+        everything = {"tools": read.view("tools"), "sessions": read.view("sessions")}
+        full = read(DRIFT.format(**everything, run=run_id)).to_pylist()
+    return found, [f"{r['domain']}: {r['tool']}" for r in full if r["changed"]]
+
+
+def test_the_contract_check_reads_the_recent_days_and_finds_what_the_whole_would(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    layout = Layout.at(home)
+    logs = home / "logs/shop"
+    write_logs(logs, [tools_log(1, 0), tools_log(2, 0)])
+    run(layout, "a")
+    # 30 days on: the last listing is older than the window, so the whole is read
+    write_logs(logs, [tools_log(3, 30, changed="get_order"), tools_log(4, 30)])
+    run(layout, "b")
+    assert drift_of(layout, "b") == (["shop: get_order"], ["shop: get_order"])
+    # the next day: every tool was listed in the window (its latest listing unchanged)
+    write_logs(logs, [tools_log(5, 31)])
+    run(layout, "c")
+    assert drift_of(layout, "c") == ([], [])
+    write_logs(logs, [tools_log(6, 32, changed="close_order")])
+    run(layout, "d")
+    assert drift_of(layout, "d") == (["shop: close_order"], ["shop: close_order"])
+    # the files of the first days are not needed for that answer
+    aside = tmp_path / "aside"
+    moved = [(f, aside / f.relative_to(home)) for f in files_of(layout, "a")]
+    for source, target in moved:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source.rename(target)
+    with store.reading(layout, views=False) as read:
+        assert contract_drift(read, "d") == ["shop: close_order"]
