@@ -260,7 +260,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         **timings.metadata(),
     }
     for table in ingest.OUTPUT_TABLES:
-        metadata = {
+        metadata: dict = {
             "dagster/row_count": totals[table],
             "rows written": stats.rows[table],
             "preview": previews[table],

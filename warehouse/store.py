@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -225,28 +226,33 @@ def table_select(con, layout: Layout, table: str, since: int = 0, days_from: str
     )
 
 
-def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
-    """The registry's tables and one view per table on `con`. A persistent catalogue of a
-    warehouse on an object store holds the registry's tables only (its views read through
-    pyarrow datasets that live on one connection)."""
+def build_catalogue(
+    con, layout: Layout, temp: bool = True, tables: Collection[str] = tuple(TABLES)
+) -> None:
+    """The registry's tables and one view per table (of `tables`) on `con`. A persistent
+    catalogue of a warehouse on an object store holds the registry's tables only (its views
+    read through pyarrow datasets that live on one connection)."""
     registry.load(con, layout, temp=temp)
     if not temp and committed(layout).remote:
         return
     kind = "TEMP VIEW" if temp else "VIEW"
-    for table in TABLES:
+    for table in [t for t in TABLES if t in tables]:
         con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
         for column in PERSONAL_DATA.get(table, ()):  # the tag: duckdb_columns().comment
             con.execute(f"COMMENT ON COLUMN {table}.{column} IS {sql_text(PERSONAL_COMMENT)}")
 
 
-def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the warehouse's views: what every stretto reader uses."""
+def open_catalogue(
+    layout: Layout, tables: Collection[str] = tuple(TABLES)
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the warehouse's views (those of `tables`): what every stretto
+    reader uses."""
     if not has_warehouse(layout):
         where = committed(layout).where
         raise NoWarehouse(f"no warehouse at {where} yet: run `stretto ingest` first")
     con = duckdb.connect()
     try:
-        build_catalogue(con, layout)
+        build_catalogue(con, layout, tables=tables)
     except BaseException:
         con.close()
         raise
@@ -403,26 +409,13 @@ class Reader:
         return int(self(f"SELECT count(*) AS n FROM {view}").column("n")[0].as_py())
 
 
-Read = Reader  # what `reading` yields
-
-
 @contextmanager
-def reading(layout: Layout, views: bool = True) -> Iterator[Reader]:
-    """One connection for several read-only queries: yields a `Reader`. With `views`, every
-    table's view (`open_catalogue`); without, the registry's tables only, and the views a
-    caller asks for (`Reader.view`: only the data files it needs)."""
-    if views:
-        con = open_catalogue(layout)
-    else:
-        if not has_warehouse(layout):
-            where = committed(layout).where
-            raise NoWarehouse(f"no warehouse at {where} yet: run `stretto ingest` first")
-        con = duckdb.connect()
-        try:
-            registry.load(con, layout)
-        except BaseException:
-            con.close()
-            raise
+def reading(layout: Layout, views: Collection[str] | bool = True) -> Iterator[Reader]:
+    """One connection for several read-only queries: yields a `Reader` with the registry's
+    tables and the views of `views` (True: every table's; False: none, and a caller makes the
+    ones it needs with `Reader.view`, over only the data files it needs)."""
+    tables = TABLES if views is True else () if views is False else views
+    con = open_catalogue(layout, tables)
     try:
         con.execute(f"SET allowed_directories = [{sql_text(str(layout.parquet) + os.sep)}]")
         con.execute("SET enable_external_access = false")
@@ -437,5 +430,20 @@ def query(layout: Layout, sql: str) -> pa.Table:
     read the warehouse's Parquet files and nothing else: no other file, no writes, no
     settings (DuckDB's external access is off and its configuration locked)."""
     _check_read_only(sql)  # before the catalogue is built
-    with reading(layout) as run:
+    with reading(layout, views_named(sql)) as run:
         return run(sql)
+
+
+# Words that make a query look at the catalogue itself (which views exist, their columns).
+_CATALOGUE_WORDS = re.compile(
+    r"duckdb_|information_schema|pragma|\bshow\b|describe|summarize", re.IGNORECASE
+)
+
+
+def views_named(sql: str) -> Collection[str]:
+    """The views a query needs (building a view costs a look at each of its files): the
+    tables it names, or every one when it names none or looks at the catalogue itself."""
+    if _CATALOGUE_WORDS.search(sql):
+        return tuple(TABLES)
+    named = [t for t in TABLES if re.search(rf"\b{t}\b", sql, re.IGNORECASE)]
+    return named or tuple(TABLES)

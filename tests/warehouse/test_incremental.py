@@ -201,3 +201,21 @@ def test_the_contract_check_reads_the_recent_days_and_finds_what_the_whole_would
         source.rename(target)
     with store.reading(layout, views=False) as read:
         assert contract_drift(read, "d") == ["shop: close_order"]
+
+
+def test_a_query_builds_the_views_it_names_or_all_when_it_looks_at_the_catalogue(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
+    layout = Layout.at(home)
+    run(layout, "first")
+    assert list(store.views_named("SELECT domain FROM Sessions s")) == ["sessions"]
+    assert list(store.views_named("SELECT count(*) FROM steps JOIN calls USING (session)")) == [
+        "calls",
+        "steps",
+    ]
+    assert list(store.views_named("SELECT 1")) == list(TABLES)
+    listed = store.query(layout, "SELECT view_name FROM duckdb_views() WHERE NOT internal")
+    assert set(listed.column("view_name").to_pylist()) >= set(TABLES)
+    assert rows(home, "SELECT count(*) AS n FROM sessions") == [{"n": 6}]
