@@ -64,21 +64,47 @@ def committed_ids(layout: Layout) -> set[str]:
     return {COMMIT_NAME.fullmatch(n).group(2) for n in commit_names(layout)}  # type: ignore[union-attr]
 
 
-def read(layout: Layout) -> pa.Table:
+# The registry as this process last loaded it, and the tables it makes current
+# (sql/registry.sql), per warehouse: reused while its committed files are the same ones (a
+# load otherwise reads every registry file and computes the tables again).
+_LOADED: dict[str, tuple[tuple, dict[str, pa.Table]]] = {}
+
+
+def _current(layout: Layout) -> dict[str, pa.Table]:
     data = committed(layout)
-    tables = [data.read_registry(n, SCHEMA) for n in commit_names(layout)]
-    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+    names = commit_names(layout)
+    key = tuple((name, *data.registry_version(name)) for name in names)
+    hit = _LOADED.get(data.where)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    files = [data.read_registry(name, SCHEMA) for name in names]
+    table = pa.concat_tables(files) if files else SCHEMA.empty_table()
+    con = duckdb.connect()
+    try:
+        con.register("registry_arrow", table)
+        con.execute("CREATE TEMP TABLE registry AS SELECT * FROM registry_arrow")
+        con.unregister("registry_arrow")
+        tables = {"registry": table}
+        for name, sql in statements("registry"):
+            con.execute(sql.replace("{temp}", "TEMP"))
+            tables[name] = con.sql(f"SELECT * FROM {name}").to_arrow_table()
+    finally:
+        con.close()
+    _LOADED[data.where] = (key, tables)
+    return tables
+
+
+def read(layout: Layout) -> pa.Table:
+    return _current(layout)["registry"]
 
 
 def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> None:
     """The registry and what it says is current, as tables on `con` (sql/registry.sql)."""
-    table = read(layout)
-    con.register("registry_arrow", table)
     kind = "TEMP" if temp else ""
-    con.execute(f"CREATE OR REPLACE {kind} TABLE registry AS SELECT * FROM registry_arrow")
-    con.unregister("registry_arrow")
-    for _, sql in statements("registry"):
-        con.execute(sql.replace("{temp}", kind))
+    for name, table in _current(layout).items():
+        con.register(f"{name}_arrow", table)
+        con.execute(f"CREATE OR REPLACE {kind} TABLE {name} AS SELECT * FROM {name}_arrow")
+        con.unregister(f"{name}_arrow")
 
 
 def commit(

@@ -83,6 +83,11 @@ class LocalData:
     def read_registry(self, name: str, schema: pa.Schema) -> pa.Table:
         return pq.read_table(self.layout.registry / name, schema=schema)
 
+    def registry_version(self, name: str) -> tuple[int, ...]:
+        """What tells a registry file from another of the same name (one written again)."""
+        found = (self.layout.registry / name).stat()
+        return found.st_ino, found.st_size, found.st_mtime_ns
+
     def write_registry(self, name: str, table: pa.Table) -> None:
         write_atomic(self.layout.registry / name, lambda temp: pq.write_table(table, temp))
 
@@ -162,6 +167,9 @@ class RemoteData:
                     self._at(f"registry/{name}"), schema=schema, filesystem=self.fs
                 )
         return _REGISTRY_FILES[key]
+
+    def registry_version(self, name: str) -> tuple[int, ...]:
+        return ()  # written once, never changed
 
     def write_registry(self, name: str, table: pa.Table) -> None:
         # one PUT: the object is there whole once the stream closes, or not at all
