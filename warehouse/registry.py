@@ -99,11 +99,15 @@ def read(layout: Layout) -> pa.Table:
 
 
 def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> None:
-    """The registry and what it says is current, as tables on `con` (sql/registry.sql)."""
-    kind = "TEMP" if temp else ""
+    """The registry and what it says is current, as tables on `con` (sql/registry.sql): for
+    a connection's own use (`temp`) the Arrow tables themselves, registered by name (no copy),
+    else copied into its database."""
     for name, table in _current(layout).items():
+        if temp:
+            con.register(name, table)
+            continue
         con.register(f"{name}_arrow", table)
-        con.execute(f"CREATE OR REPLACE {kind} TABLE {name} AS SELECT * FROM {name}_arrow")
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_arrow")
         con.unregister(f"{name}_arrow")
 
 
