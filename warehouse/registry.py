@@ -100,8 +100,14 @@ def read(layout: Layout) -> pa.Table:
 
 def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> None:
     """The registry and what it says is current, as tables on `con` (sql/registry.sql): for
-    a connection's own use (`temp`) the Arrow tables themselves, registered by name (no copy),
-    else copied into its database."""
+    a connection's own use (`temp`) the Arrow tables themselves, registered by name (no copy);
+    in a database file (stretto.duckdb), views over the registry's files when they are local
+    (the file stays small and quick to write), else copies."""
+    if not temp and not committed(layout).remote:
+        con.execute(f"CREATE OR REPLACE VIEW registry AS {_files_select(con, layout)}")
+        for _, sql in statements("registry"):
+            con.execute(sql.replace("{temp} TABLE", "VIEW"))
+        return
     for name, table in _current(layout).items():
         if temp:
             con.register(name, table)
@@ -109,6 +115,28 @@ def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> N
         con.register(f"{name}_arrow", table)
         con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_arrow")
         con.unregister(f"{name}_arrow")
+
+
+_TYPES = {"int64": "BIGINT", "string": "VARCHAR", "timestamp[ms, tz=UTC]": "TIMESTAMPTZ"}
+
+
+def _files_select(con: duckdb.DuckDBPyConnection, layout: Layout) -> str:
+    """A query over the committed registry files, in SCHEMA's columns (a column older files
+    lack reads as NULL there)."""
+    paths = [str(layout.registry / name) for name in commit_names(layout)]
+    if not paths:
+        columns = [f"CAST(NULL AS {_TYPES[str(f.type)]}) AS {f.name}" for f in SCHEMA]
+        return "SELECT " + ", ".join(columns) + " WHERE false"
+    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    source = f"read_parquet([{listed}], union_by_name = true)"
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    columns = [
+        f"CAST({f.name} AS {_TYPES[str(f.type)]}) AS {f.name}"
+        if f.name in present
+        else f"CAST(NULL AS {_TYPES[str(f.type)]}) AS {f.name}"
+        for f in SCHEMA
+    ]
+    return f"SELECT {', '.join(columns)} FROM {source}"
 
 
 def commit(
