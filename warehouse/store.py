@@ -306,12 +306,9 @@ def write_steps(layout: Layout, steps_id: str) -> tuple[int, list[dict], list[st
     no steps run has done, read from the data files committed since the first of them
     (warehouse/sql/steps.sql) and written (not committed). How many rows, the registry rows
     of the files, the ingest runs done; None when there is nothing to do."""
-    if not has_warehouse(layout):
-        raise NoWarehouse(f"no warehouse at {committed(layout).where} yet")
     sql = dict(statements("steps"))
-    con = duckdb.connect()
+    con = open_catalogue(layout, tables=())  # the registry's tables; the views come below
     try:
-        registry.load(con, layout)
         con.execute(sql["steps_runs"])
         runs = con.execute("SELECT ingest_id, commit_no FROM steps_runs").fetchall()
         if not runs:
