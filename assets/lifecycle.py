@@ -89,13 +89,14 @@ def drift_check(
             "sounding": result.sounding,
             "sessions": len(result.sessions),
             "scored": outcome.scored,
+            "logs read": outcome.read,
             "alarms": len(result.alarms),
             "change": result.sessions[-1]["change"],
             "report": str(folder / "drift.md"),
         }
         context.log.info(
-            f"drift of {domain}: {outcome.scored} session(s) scored, {outcome.cached} from the "
-            f"cache"
+            f"drift of {domain}: {outcome.scored} session(s) scored ({outcome.read} log(s) read), "
+            f"{outcome.cached} from the cache"
         )
     sounding = sorted(d for d, r in per_domain.items() if r.get("sounding") or "error" in r)
     return dg.AssetCheckResult(

@@ -23,6 +23,7 @@ cannot answer is left out of both measures and counted (`unanswered`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from stretto.logs.episode import Assistant, Episode
@@ -107,11 +108,21 @@ def audit(
     for episode in episodes:
         judge = judges.judge(episode) if judges is not None else None
         transcript = Judges.transcript() if judges is not None else None
-        for point in walk(episode, sources, transcript=transcript):
-            if isinstance(point, Point) and point.batch_end:
-                asked = _Asked(judge.on(point.view)) if judge is not None else None
-                _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result, asked)
+        for point in decision_points(episode, sources, transcript):
+            asked = _Asked(judge.on(point.view)) if judge is not None else None
+            _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result, asked)
     return result
+
+
+def decision_points(
+    episode: Episode, sources: frozenset[str] | None = None, transcript=None
+) -> Iterator[Point]:
+    """Audit's decision points, as the proxy saw them: the last result of each batch of
+    results that something followed (the one rule, drift's cache reads it too). Each point's
+    view is live until the next one is asked for."""
+    for point in walk(episode, sources, transcript=transcript):
+        if isinstance(point, Point) and point.batch_end:
+            yield point
 
 
 class _Asked:
@@ -149,7 +160,7 @@ def _audit_point(
         probs = scorer.probabilities(view.history, last)
     if probs:
         out.decisions.append(
-            _score(session, probs, _agents_step(point.following), last, kinds, dists)
+            _score(session, probs, agents_step(point.following), last, kinds, dists)
         )
     decision = server.decide(list(view.history), last, view.state, judge=judge)
     if judge is not None and judge.judged is not None and judge.judged.reason is not None:
@@ -174,7 +185,8 @@ def _audit_point(
         )
 
 
-def _agents_step(event) -> str | None:
+def agents_step(event) -> str | None:
+    """The agent's next step after a decision point: its call's tool, or None."""
     if isinstance(event, Assistant) and event.calls:
         return event.calls[0].name
     return None  # a reply, or the customer speaking

@@ -118,13 +118,12 @@ class Scored:
         ]
 
 
-def unknown_steps(episode: Episode, known: set[str]) -> tuple[int, int, list[str]]:
-    """(the agent's steps after a tool result, those that follow a tool not in `known`, those
-    tools sorted)."""
+def step_tools(episode: Episode) -> list[str]:
+    """Per step of the agent's after a tool result, the tool it followed (the "unknown"
+    series' raw data: it depends on the session only, not on the flow)."""
     from stretto.logs.episode import Assistant, ToolResult
 
-    steps = unknown = 0
-    tools: set[str] = set()
+    tools: list[str] = []
     events = episode.events
     for i, event in enumerate(events):
         if not isinstance(event, ToolResult) or i + 1 >= len(events):
@@ -134,11 +133,90 @@ def unknown_steps(episode: Episode, known: set[str]) -> tuple[int, int, list[str
             continue
         if isinstance(following, Assistant) and following.calls and following.calls[0].by_proxy:
             continue  # the flow's lookup, not the agent's step
-        steps += 1
-        if event.name not in known:
-            unknown += 1
-            tools.add(event.name)
-    return steps, unknown, sorted(tools)
+        tools.append(event.name)
+    return tools
+
+
+def unknown_steps(episode: Episode | list[str], known: set[str]) -> tuple[int, int, list[str]]:
+    """(the agent's steps after a tool result, those that follow a tool not in `known`, those
+    tools sorted); from the episode or its step_tools."""
+    tools = episode if isinstance(episode, list) else step_tools(episode)
+    unknown = [t for t in tools if t not in known]
+    return len(tools), len(unknown), sorted(set(unknown))
+
+
+# A decision point as the habit and reach deciders see it: the history, the call answered,
+# whether it failed, and the agent's next step (None: a reply or the customer speaking).
+Context = tuple[tuple[str, ...], str, bool, str | None]
+
+
+@dataclass
+class Facts:
+    """What scoring reads from a session, whatever the flow (stretto.offline.driftcache keeps
+    it per session): its decision points (audit.decision_points) and its step_tools."""
+
+    id: str
+    started_ms: int
+    points: list[Context]
+    tools: list[str]
+
+
+def facts(episode: Episode) -> Facts:
+    from stretto.offline.audit import agents_step, decision_points
+
+    points = [
+        (tuple(p.view.history), p.last[0], p.last[1], agents_step(p.following))
+        for p in decision_points(episode)
+    ]
+    return Facts(episode.id, episode.started_ms, points, step_tools(episode))
+
+
+def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
+    """Each session scored from its facts as score() would from its log, each distinct
+    decision point scored once; None for the arbiter (its judge reads the transcript)."""
+    from stretto.model.decide import Decider
+    from stretto.model.program import FlowDistributions
+    from stretto.offline.audit import _score
+
+    scorer = Decider(flow, decider)
+    if scorer.kind == "arbiter":
+        return None
+    dists = FlowDistributions(flow)
+    kinds = flow["manifest"]["tools"]
+    known = trained_tools(flow)
+    memo: dict[Context, dict | None] = {}
+    out = []
+    for f in sessions:
+        ds = []
+        for point in f.points:
+            if point not in memo:
+                history, call, failed, step = point
+                probs = scorer.probabilities(list(history), (call, failed))
+                memo[point] = (
+                    _score("", probs, step, (call, failed), kinds, dists) if probs else None
+                )
+            d = memo[point]
+            if d is not None:
+                ds.append(d)
+        n = len(ds)
+        log_prob = sum(d["log_prob"] for d in ds)
+        steps, unknown, tools = unknown_steps(f.tools, known)
+        out.append(
+            Scored(
+                id=f.id,
+                started_ms=f.started_ms,
+                decisions=n,
+                surprise=-log_prob / n if n else None,
+                disagreement=1.0 - sum(d["hit"] for d in ds) / n if n else None,
+                steps=steps,
+                unknown_steps=unknown,
+                unknown_tools=tools,
+                sites=[d["site"] for d in ds],
+                hits=[d["hit"] for d in ds],
+                log_probs=[d["log_prob"] for d in ds],
+            )
+        )
+    return out, scorer.kind
 
 
 def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored, str]:

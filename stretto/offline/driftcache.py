@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stretto.offline.drift import Drift, Scored, Settings, detect, score
+from stretto.offline.drift import Drift, Facts, Scored, Settings, detect, facts, score, score_facts
 
 if TYPE_CHECKING:
     from stretto.logs.episode import Episode
 
 VERSION = 1  # the file's format and the scoring it holds: bump when either changes
+FACTS_VERSION = 1  # the facts file's format and the decision-point rule it holds
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,9 @@ class Session:
 @dataclass
 class Outcome:
     result: Drift
-    scored: int  # sessions read from their logs and scored in this run
+    scored: int  # sessions scored in this run (from their facts)
     cached: int  # sessions whose values came from the cache
+    read: int = 0  # sessions whose logs were read (the others' facts came from the facts file)
 
 
 def flow_digest(flow: dict) -> str:
@@ -73,18 +75,36 @@ def cached_drift(
     settings.check()
     digest = flow_digest(flow)
     kind, known = load(path, digest, decider)
+    kept = load_facts(facts_path(path))
     values: dict[str, Scored] = {}
-    scored = 0
+    read_now: dict[str, Facts] = {}
+    missing: list[tuple[Session, Facts]] = []
     for session in sessions:
         one = known.get(session.key)
-        if one is None:
-            one, kind = score(flow, read(session.file), decider)
-            scored += 1
-        values[session.key] = one
-    if scored or len(values) != len(known):
+        if one is not None:
+            values[session.key] = one
+            continue
+        f = kept.get(session.key)
+        if f is None:
+            f = read_now[session.key] = facts(read(session.file))
+        missing.append((session, f))
+    fresh = score_facts(flow, [f for _, f in missing], decider) if missing else None
+    if fresh is not None:
+        kind = fresh[1]
+        for (session, _), one in zip(missing, fresh[0], strict=True):
+            values[session.key] = one
+    else:  # the arbiter: its judge reads the session's transcript, scored from the log
+        for session, _ in missing:
+            values[session.key], kind = score(flow, read(session.file), decider)
+    if missing or len(values) != len(known):
         save(path, digest, decider, kind, values)
+    if read_now or kept.keys() - values.keys():  # the facts file holds these sessions'
+        save_facts(
+            facts_path(path),
+            {k: kept.get(k) or read_now[k] for k in values if k in kept or k in read_now},
+        )
     result = detect(flow, list(values.values()), kind or decider, settings)
-    return Outcome(result, scored, len(values) - scored)
+    return Outcome(result, len(missing), len(values) - len(missing), len(read_now))
 
 
 # --- the file ---------------------------------------------------------------------------------
@@ -169,3 +189,59 @@ def _scored(entry: list, sites: list[str]) -> Scored:
         hits=[bool(h) for h in hits],
         log_probs=list(log_probs),
     )
+
+
+# --- the facts file: per session, what scoring reads from it whatever the flow ------------
+
+
+def facts_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".facts.json")
+
+
+def load_facts(path: Path) -> dict[str, Facts]:
+    """key -> the session's facts, if the file is this version's; else {} (read again)."""
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("stretto_drift_facts") != FACTS_VERSION:
+            return {}
+        contexts = [tuple(h) for h in data["contexts"]]
+        if not all(isinstance(t, str) for h in contexts for t in h):
+            return {}
+        return {key: _facts(entry, contexts) for key, entry in data["sessions"].items()}
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return {}
+
+
+def save_facts(path: Path, sessions: dict[str, Facts]) -> None:
+    from stretto.home import private_dirs
+    from stretto.offline.versions import write_atomically
+
+    contexts: dict[tuple[str, ...], int] = {}
+    entries = {
+        key: [
+            f.id,
+            f.started_ms,
+            [[contexts.setdefault(h, len(contexts)), c, int(e), s] for h, c, e, s in f.points],
+            f.tools,
+        ]
+        for key, f in sessions.items()
+    }
+    data = {"stretto_drift_facts": FACTS_VERSION, "contexts": list(contexts), "sessions": entries}
+    private_dirs(path.parent)
+    write_atomically(path, json.dumps(data, separators=(",", ":")).encode())
+
+
+def _facts(entry: list, contexts: list[tuple[str, ...]]) -> Facts:
+    ident, started, points, tools = entry
+    if not isinstance(ident, str) or type(started) is not int:
+        raise TypeError("not a drift facts entry")
+    out = []
+    for at, call, failed, step in points:
+        if type(at) is not int or at < 0 or not isinstance(call, str) or failed not in (0, 1):
+            raise TypeError("not a drift facts entry")
+        if step is not None and not isinstance(step, str):
+            raise TypeError("not a drift facts entry")
+        out.append((contexts[at], call, bool(failed), step))
+    if not all(isinstance(t, str) for t in tools):
+        raise TypeError("not a drift facts entry")
+    return Facts(ident, started, out, list(tools))

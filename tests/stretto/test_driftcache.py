@@ -101,10 +101,11 @@ def test_the_cached_result_is_the_fresh_one_as_sessions_come_and_the_flow_change
     assert fresh.unknown_tools == {"get_returns": 5}
     assert fresh.sessions[5]["id"] == "s-0099"
 
-    # another flow served: every session scored again, under it
+    # another flow served: every session scored again, under it, from the facts file: no log
+    # is read
     read = Reader()
     outcome = cached_drift(second, sessions(logs), cache, read)
-    assert outcome.scored == 32 == len(read.read)
+    assert outcome.scored == 32 and read.read == [] and outcome.read == 0
     same(outcome.result, drift(second, read_episodes(logs)))
     assert outcome.result.sessions != fresh.sessions
 
@@ -112,11 +113,20 @@ def test_the_cached_result_is_the_fresh_one_as_sessions_come_and_the_flow_change
     kept = [s for s in sessions(logs) if s.id != "s-0100"]
     outcome = cached_drift(second, kept, cache, Reader())
     assert outcome.scored == 0 and len(json.loads(cache.read_text())["sessions"]) == 31
+    facts = json.loads(driftcache.facts_path(cache).read_text())["sessions"]
+    assert len(facts) == 31
+
+    # and back to the first flow, after new sessions: only the new logs are read
+    new = write_sessions(logs, ["usual"] * 3, seed=9, start=140)
+    read = Reader()
+    outcome = cached_drift(first, kept + sessions(logs)[-3:], cache, read)
+    assert outcome.scored == 34 and sorted(read.read) == sorted(p.name for p in new)
+    same(outcome.result, drift(first, [e for e in read_episodes(logs) if e.id != "s-0100"]))
     assert "s-0100" not in [r["id"] for r in outcome.result.sessions]
 
 
 def test_a_changed_log_is_another_session_and_settings_apply_afresh(flows, tmp_path) -> None:
-    first, _ = flows
+    first, second = flows
     logs, cache = tmp_path / "logs", tmp_path / "cache/shop.habit.json"
     paths = write_sessions(logs, ["usual"] * 12, seed=11, start=200)
     cached_drift(first, sessions(logs), cache, Reader())
@@ -127,6 +137,11 @@ def test_a_changed_log_is_another_session_and_settings_apply_afresh(flows, tmp_p
     outcome = cached_drift(first, sessions(logs), cache, read, settings=settings)
     assert read.read == [paths[5].name]
     same(outcome.result, drift(first, read_episodes(logs), settings=settings))
+    # and under another flow, the changed session's new facts are the ones scored
+    read = Reader()
+    outcome = cached_drift(second, sessions(logs), cache, read, settings=settings)
+    assert read.read == [] and outcome.scored == 12
+    same(outcome.result, drift(second, read_episodes(logs), settings=settings))
 
 
 def _tamper(data: dict) -> dict:
@@ -156,9 +171,44 @@ def test_a_corrupt_or_foreign_cache_is_ignored_and_rebuilt(flows, tmp_path, spoi
     cache.write_text(spoil(cache.read_text()))
     read = Reader()
     outcome = cached_drift(first, sessions(logs), cache, read)
-    assert outcome.scored == 10 == len(read.read)
+    assert outcome.scored == 10 and read.read == []  # scored again from the facts file
     same(outcome.result, drift(first, read_episodes(logs)))
     assert cached_drift(first, sessions(logs), cache, Reader()).scored == 0  # rebuilt
+
+
+def _tamper_facts(data: dict) -> dict:
+    entry = next(iter(data["sessions"].values()))
+    entry[2][0][0] = 10**6  # a context that is not in the table
+    return data
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda text: text[: len(text) // 2],  # torn
+        lambda text: json.dumps({**json.loads(text), "stretto_drift_facts": 999}),
+        lambda text: json.dumps(_tamper_facts(json.loads(text))),
+        lambda text: json.dumps({**json.loads(text), "contexts": [[1]]}),
+    ],
+    ids=["torn", "version", "entry", "contexts"],
+)
+def test_a_spoiled_facts_file_is_ignored_and_rebuilt(flows, tmp_path, spoil) -> None:
+    first, second = flows
+    logs, cache = tmp_path / "logs", tmp_path / "cache/shop.habit.json"
+    write_sessions(logs, ["usual"] * 8 + ["changed"] * 2, seed=14, start=400)
+    cached_drift(first, sessions(logs), cache, Reader())
+    facts = driftcache.facts_path(cache)
+    facts.write_text(spoil(facts.read_text()))
+    read = Reader()
+    outcome = cached_drift(second, sessions(logs), cache, read)
+    assert outcome.scored == 10 == len(read.read)
+    same(outcome.result, drift(second, read_episodes(logs)))
+    read = Reader()
+    assert cached_drift(first, sessions(logs), cache, read).scored == 10 and read.read == []
+    same(
+        cached_drift(first, sessions(logs), cache, Reader()).result,
+        drift(first, read_episodes(logs)),
+    )
 
 
 def test_the_flow_digest_leaves_out_the_compile_time_only(flows) -> None:
