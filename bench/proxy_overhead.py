@@ -298,34 +298,52 @@ def upstream(tmp: Path, calls: int, warmup: int, reps: int, startup_reps: int) -
         )
 
         direct, proxied = HttpClient(port), Peer(proxied_command)
+        compared = Peer([*COMPARE, *proxied_command[len(proxy_command()) :]]) if COMPARE else None
         try:
-            proxied.initialize()
-            for i in range(warmup):
-                direct.timed_call(f"warm{i}")
-                proxied.timed_call(f"warm{i}")
-            samples = alternate(
-                {
-                    "direct": lambda: direct.timed_call("k"),
-                    "proxied": lambda: proxied.timed_call("k") / 1e6,
-                },
-                calls,
-                quiet_gc=True,
-            )
+            sides = {
+                "direct": lambda: direct.timed_call("k"),
+                "proxied": lambda: proxied.timed_call("k") / 1e6,
+            }
+            for peer in (proxied, compared):
+                if peer is not None:
+                    peer.initialize()
+            if compared is not None:
+                sides["compared"] = lambda: compared.timed_call("k") / 1e6
+            for _ in range(warmup):
+                for side in sides.values():
+                    side()
+            samples = alternate(sides, calls, quiet_gc=True)
             out.update({name: _summary(values) for name, values in samples.items()})
             out["added"] = {q: out["proxied"][q] - out["direct"][q] for q in ("p50", "p99")}
+            if compared is not None:
+                out["compared_added"] = {
+                    q: out["compared"][q] - out["direct"][q] for q in ("p50", "p99")
+                }
 
             burst = 500
             pings = b"".join(
                 b'{"jsonrpc":"2.0","id":"b%d","method":"ping"}\n' % i for i in range(burst)
             )
-            started = time.perf_counter_ns()
-            for i in range(burst):
-                direct.post(b'{"jsonrpc":"2.0","id":"b%d","method":"ping"}' % i)
-            direct_ms = (time.perf_counter_ns() - started) / 1e6
-            proxied_ms = proxied.stream(pings, burst)
+
+            def direct_burst() -> float:
+                started = time.perf_counter_ns()
+                for i in range(burst):
+                    direct.post(b'{"jsonrpc":"2.0","id":"b%d","method":"ping"}' % i)
+                return (time.perf_counter_ns() - started) / 1e6
+
+            burst_sides = {
+                "direct": direct_burst,
+                "proxied": lambda: proxied.stream(pings, burst),
+            }
+            if compared is not None:
+                burst_sides["compared"] = lambda: compared.stream(pings, burst)
+            bursts = alternate(burst_sides, reps)  # ms per burst, the median of each side
+            per_s = {name: burst / (statistics.median(ms) / 1000) for name, ms in bursts.items()}
             out["burst_messages"] = burst
-            out["burst_direct_per_s"] = burst / (direct_ms / 1000)
-            out["burst_proxied_per_s"] = burst / (proxied_ms / 1000)
+            out["burst_direct_per_s"] = per_s["direct"]
+            out["burst_proxied_per_s"] = per_s["proxied"]
+            if compared is not None:
+                out["burst_compared_per_s"] = per_s["compared"]
             out["burst_ratio"] = out["burst_proxied_per_s"] / out["burst_direct_per_s"]
 
             size = 16 * 2**20
@@ -338,13 +356,16 @@ def upstream(tmp: Path, calls: int, warmup: int, reps: int, startup_reps: int) -
                 direct.post(body)
                 return (time.perf_counter_ns() - started) / 1e6
 
-            big = alternate(
-                {"direct": timed_post, "proxied": lambda: proxied.stream(body + b"\n", 1)}, reps
-            )
+            big_sides = {"direct": timed_post, "proxied": lambda: proxied.stream(body + b"\n", 1)}
+            if compared is not None:
+                big_sides["compared"] = lambda: compared.stream(body + b"\n", 1)
+            big = alternate(big_sides, reps)
             out["big"] = {name: _summary(values) for name, values in big.items()}
             out["big_ratio"] = out["big"]["proxied"]["median"] / out["big"]["direct"]["median"]
         finally:
             proxied.close()
+            if compared is not None:
+                compared.close()
             direct.conn.close()
     finally:
         server.terminate()
@@ -379,20 +400,22 @@ def _goal(goal: str, value: float, op: str, limit: float, unit: str, fmt: str, n
 def goals_table(f: dict) -> list[tuple[str, str, str, bool | None]]:
     loaded = f["load"]["loaded"]
     factor, note = (GOALS["loaded_factor"], " (loaded: x2)") if loaded else (1.0, "")
-    s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
     start, start_flow = GOALS["startup_ms"] * factor, GOALS["startup_flow_ms"] * factor
     p50, p99, shadow = GOALS["p50_ms"], GOALS["p99_ms"], GOALS["shadow_p50_ms"]
     rate, big = GOALS["messages_per_s"], GOALS["big_ratio"]
-    ms, x = (" ms", "+.3f"), ("x", ".2f")
-    rows = [
-        _goal("start-up added, recording", s["added_record_ms"], "<=", start, " ms", "+.1f", note),
-        _goal("start-up added, --flow", s["added_flow_ms"], "<=", start_flow, " ms", "+.1f", note),
-        _goal("per call p50 added, recording", c["record_added"]["p50"], "<=", p50, *ms),
-        _goal("per call p99 added, recording", c["record_added"]["p99"], "<=", p99, *ms),
-        _goal("per call p50 added, --flow-shadow", c["shadow_added"]["p50"], "<=", shadow, *ms),
-        _goal("small messages each way, recording", t["record_per_s"], ">=", rate, "/s", ",.0f"),
-        _goal("16 MiB line, proxied / cat", b["ratio"], "<", big, *x),
-    ]
+    ms, ms1, x, rate_fmt = (" ms", "+.3f"), (" ms", "+.1f"), ("x", ".2f"), ("/s", ",.0f")
+    rows = []
+    if "startup" in f:  # not with --only-http
+        s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
+        rows += [
+            _goal("start-up added, recording", s["added_record_ms"], "<=", start, *ms1, note),
+            _goal("start-up added, --flow", s["added_flow_ms"], "<=", start_flow, *ms1, note),
+            _goal("per call p50 added, recording", c["record_added"]["p50"], "<=", p50, *ms),
+            _goal("per call p99 added, recording", c["record_added"]["p99"], "<=", p99, *ms),
+            _goal("per call p50 added, --flow-shadow", c["shadow_added"]["p50"], "<=", shadow, *ms),
+            _goal("small messages each way, recording", t["record_per_s"], ">=", rate, *rate_fmt),
+            _goal("16 MiB line, proxied / cat", b["ratio"], "<", big, *x),
+        ]
     h = f.get("http")
     if h:
         rows += [
@@ -407,16 +430,27 @@ def goals_table(f: dict) -> list[tuple[str, str, str, bool | None]]:
 
 
 def report(f: dict) -> str:
-    s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
     load = f["load"]
     lines = [
         f"stretto-proxy overhead: {f['machine']}",
         f"other processes kept {load['others_cpus']:.2f} of {os.cpu_count()} CPUs busy during "
         f"the run (load average before it: {load['loadavg_before']:.2f}) -> "
         f"{'loaded' if load['loaded'] else 'not loaded'}",
-        "",
-        f"Start-up to the first line back, median of {s['echo']['n']} (ms):",
     ]
+    if "startup" in f:  # not with --only-http
+        lines += _stdio_report(f)
+    h = f.get("http")
+    if h:
+        lines += _http_report(h)
+    lines += ["", f"{'goal (issue 20)':<48}{'limit':<28}{'measured':<16}"]
+    for goal, limit, measured, ok in goals_table(f):
+        lines.append(f"{goal:<48}{limit:<28}{measured:<16}{'' if ok is None else _verdict(ok)}")
+    return "\n".join(lines)
+
+
+def _stdio_report(f: dict) -> list[str]:
+    s, c, t, b = f["startup"], f["per_call"], f["throughput"], f["big"]
+    lines = ["", f"Start-up to the first line back, median of {s['echo']['n']} (ms):"]
     for name, label in (
         ("echo", "echo server"),
         ("echo_record", "  through --record"),
@@ -465,23 +499,29 @@ def report(f: dict) -> str:
         f"A {b['bytes'] / 2**20:.0f} MiB line: cat {b['direct']['median']:.1f} ms, through "
         f"--record {b['record']['median']:.1f} ms ({b['ratio']:.2f}x)",
     ]
-    h = f.get("http")
-    if h:
-        start, big = h["startup"], h["big"]
-        lines += [
-            "",
-            "--upstream (Streamable HTTP, JSON answers), direct client / proxy:",
-            f"  start-up {start['direct']['median']:.1f} / {start['proxied']['median']:.1f} ms; "
-            f"per call p50 {h['direct']['p50']:.3f} / {h['proxied']['p50']:.3f} ms, "
-            f"p99 {h['direct']['p99']:.3f} / {h['proxied']['p99']:.3f} ms",
-            f"  a burst of {h['burst_messages']} pings {h['burst_direct_per_s']:,.0f} / "
-            f"{h['burst_proxied_per_s']:,.0f} per s; a 16 MiB result "
-            f"{big['direct']['median']:.0f} / {big['proxied']['median']:.0f} ms",
-        ]
-    lines += ["", f"{'goal (issue 20)':<48}{'limit':<28}{'measured':<16}"]
-    for goal, limit, measured, ok in goals_table(f):
-        lines.append(f"{goal:<48}{limit:<28}{measured:<16}{'' if ok is None else _verdict(ok)}")
-    return "\n".join(lines)
+    return lines
+
+
+def _http_report(h: dict) -> list[str]:
+    start, big = h["startup"], h["big"]
+    lines = [
+        "",
+        "--upstream (Streamable HTTP, JSON answers), direct client / proxy:",
+        f"  start-up {start['direct']['median']:.1f} / {start['proxied']['median']:.1f} ms; "
+        f"per call p50 {h['direct']['p50']:.3f} / {h['proxied']['p50']:.3f} ms, "
+        f"p99 {h['direct']['p99']:.3f} / {h['proxied']['p99']:.3f} ms",
+        f"  a burst of {h['burst_messages']} pings {h['burst_direct_per_s']:,.0f} / "
+        f"{h['burst_proxied_per_s']:,.0f} per s; a 16 MiB result "
+        f"{big['direct']['median']:.0f} / {big['proxied']['median']:.0f} ms",
+    ]
+    if "compared" in h:
+        lines.append(
+            f"  compared: per call p50 {h['compared']['p50']:.3f} ms (added "
+            f"{h['compared_added']['p50']:+.3f}, p99 {h['compared_added']['p99']:+.3f}); "
+            f"burst {h['burst_compared_per_s']:,.0f} per s; 16 MiB "
+            f"{big['compared']['median']:.0f} ms"
+        )
+    return lines
 
 
 class OthersCpu:
@@ -534,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=100_000, help="throughput burst size")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument("--no-http", action="store_true", help="skip the --upstream part")
+    parser.add_argument("--only-http", action="store_true", help="just the --upstream part")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--proxy", metavar="COMMAND", help="measure this proxy command instead")
     parser.add_argument(
@@ -553,12 +594,13 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict = {"machine": machine(), "goals": GOALS}
     with tempfile.TemporaryDirectory(prefix="stretto-bench-") as name:
         tmp = Path(name)
-        flow = learn_demo_flow(tmp)
-        figures["startup"] = startup(args.startup_reps, tmp, flow)
-        figures["per_call"] = per_call(args.calls, args.warmup, tmp, flow)
         reps = 3 if args.quick else 5
-        figures["throughput"] = throughput(args.messages, reps, tmp)
-        figures["big"] = big_line(16 * 2**20, reps, tmp)
+        if not args.only_http:
+            flow = learn_demo_flow(tmp)
+            figures["startup"] = startup(args.startup_reps, tmp, flow)
+            figures["per_call"] = per_call(args.calls, args.warmup, tmp, flow)
+            figures["throughput"] = throughput(args.messages, reps, tmp)
+            figures["big"] = big_line(16 * 2**20, reps, tmp)
         if not args.no_http:
             figures["http"] = upstream(
                 tmp, max(200, args.calls // 5), args.warmup, reps, args.startup_reps
