@@ -187,6 +187,8 @@ def open_session(
     if http is not None:
         http.set_error_handler(relay.answer_errors)
         http.start(relay.from_server)
+        if not relay.hold_server_lines:
+            http.stream_big_answers(pump.stream_to_host, relay.forwarded_from_server)
     loader = None
     if args.flow:
         from proxy.flowload import FlowLoader

@@ -148,6 +148,23 @@ class Outlet:
             self._pump.wake()  # the loop has something to do about it
         return True
 
+    def stream(self, data: bytes, line_open: bool) -> bool:
+        """(Another thread, one line at a time) part of a line, `line_open` until its last
+        piece: whole lines queued meanwhile follow it. False if the reader has gone."""
+        with self._lock:
+            if self.failed or self.closed:
+                return False
+            self._write(data)
+            self.line_open = line_open
+            if not line_open and self._queued:
+                lines, self._queued = self._queued, []
+                for line in lines:
+                    self._write(line)
+            left = self.failed or bool(self._pieces)
+        if left:
+            self._pump.wake()
+        return not self.failed
+
     def take_queued(self) -> None:
         """(Loop thread) write the queued lines, unless a line is half-written."""
         with self._lock:
@@ -280,6 +297,10 @@ class Pump:
     def to_host(self, line: bytes) -> bool:
         """A whole line for the host (from any thread); False once the host has gone."""
         return self.to_host_outlet.queue(line)
+
+    def stream_to_host(self, data: bytes, line_open: bool) -> bool:
+        """Part of a line for the host (from another thread, one line at a time)."""
+        return self.to_host_outlet.stream(data, line_open)
 
     def to_server(self, line: bytes) -> bool:
         """A whole line for the server (from any thread); False once it cannot be sent."""

@@ -61,15 +61,27 @@ class Relay:
     # host -> server ------------------------------------------------------------------------
 
     def from_host(self, line: bytes, t_ns: int | None = None) -> None:
-        """Account for one of the host's lines and send it to the server. (Accounted first:
-        the HTTP upstream may answer a request with an error before `send` returns.)"""
-        if self.host_line(line, t_ns) and not self.upstream.send(line):
+        """Send one of the host's lines to the server (a line that is not JSON is only logged)
+        and account for it once the request is on the wire, while the server works on it: the
+        upstream reads its answer, or reports an error for it, only after that."""
+        parsed = parse_json_line(line)
+        if parsed is None:
+            self.host_line(line, t_ns, parsed=None)
+            return
+        if not self.upstream.send(line, parsed, lambda: self.host_line(line, t_ns, parsed=parsed)):
             self.fail_pending("the MCP server is not running")
 
-    def host_line(self, line: bytes, t_ns: int | None = None, delivered: bool = True) -> bool:
+    def host_line(
+        self,
+        line: bytes,
+        t_ns: int | None = None,
+        delivered: bool = True,
+        parsed: Parsed | bool = False,
+    ) -> bool:
         """Account for a line of the host's, read at `t_ns` and sent on (unless not
-        `delivered`: the server is gone). Whether it was JSON."""
-        parsed = parse_json_line(line)
+        `delivered`: the server is gone), `parsed` already if given. Whether it was JSON."""
+        if isinstance(parsed, bool):  # not given
+            parsed = parse_json_line(line)
         if parsed is not None:
             value = parsed[0]
             if self.context is not None and _calls_a_tool(value):
@@ -123,17 +135,28 @@ class Relay:
         The host gets it first, unless a flow may hold it."""
         if not self.hold_server_lines:
             self.to_host(line)
-            if len(line) >= BIG_LINE and self.host_has_all is not None:
-                # Parsing holds Python's lock: let the host have a big line first.
-                deadline = time.monotonic() + BIG_LINE_WAIT_S
-                while not self.host_has_all() and time.monotonic() < deadline:
-                    time.sleep(0.001)
+            self._let_host_have(line)
         if isinstance(parsed, bool):  # not given
             parsed = parse_json_line(line)
         forward = self.account_server(line, parsed, None, not self.hold_server_lines)
         if self.hold_server_lines and forward:
             self.to_host(line)
         return parsed
+
+    def forwarded_from_server(self, line: bytes) -> Parsed:
+        """Account for one of the server's lines the host has been sent already, piece by
+        piece (never while a flow may hold the server's lines)."""
+        self._let_host_have(line)
+        parsed = parse_json_line(line)
+        self.account_server(line, parsed, None, True)
+        return parsed
+
+    def _let_host_have(self, line: bytes) -> None:
+        if len(line) >= BIG_LINE and self.host_has_all is not None:
+            # Parsing holds Python's lock: let the host have a big line first.
+            deadline = time.monotonic() + BIG_LINE_WAIT_S
+            while not self.host_has_all() and time.monotonic() < deadline:
+                time.sleep(0.001)
 
     def server_line(self, line: bytes, t_ns: int | None = None, forwarded: bool = False) -> bool:
         """Account for a line of the server's, read at `t_ns`. Already `forwarded` to the host,

@@ -24,6 +24,14 @@ REQUEST_TIMEOUT_S = 600.0  # a tool may run long; a dead server is noticed by th
 GET_RETRIES = 3
 # Servers drop idle keep-alive connections (uvicorn after 5 s); reuse only fresher ones.
 REUSE_IDLE_S = 2.0
+# With this many requests unanswered, a new one waits a little for a connection to come free
+# before it opens another: a burst reuses a few warm connections (and their reader threads)
+# instead of a connection and a thread per message, while slow tools delay the next call by
+# at most the wait.
+STREAM_BYTES = 1 << 20  # a JSON answer this long goes to the host as it arrives ...
+STREAM_PIECE = 1 << 18  # ... read this much at a time
+BUSY_CONNECTIONS = 8
+BUSY_WAIT_S = 0.005
 
 
 class Workers:
@@ -83,6 +91,9 @@ class HttpUpstream:
         self._done = threading.Event()
         self.wake: Callable[[], None] = lambda: None  # the proxy's loop: something changed
         self._get_started = False
+        self._stream_piece: Callable[[bytes, bool], bool] | None = None
+        self._streamed: Callable[[bytes], Parsed] = lambda line: None
+        self._streaming = threading.Lock()  # one answer's pieces at a time
 
     # the upstream interface ----------------------------------------------------------------
 
@@ -91,29 +102,47 @@ class HttpUpstream:
         parse_json_line made of it, if known) and says what parse_json_line made of it."""
         self._on_line = on_line
 
+    def stream_big_answers(
+        self, piece: Callable[[bytes, bool], bool], streamed: Callable[[bytes], Parsed]
+    ) -> None:
+        """Send a long JSON answer to the host as it arrives, `piece(data, line_open)` at a
+        time, then `streamed(line)` to account for it (instead of `on_line`)."""
+        self._stream_piece, self._streamed = piece, streamed
+
     def set_error_handler(self, on_error: Callable[[list[object], str], object]) -> None:
         """Called with request ids the server could not answer, and why."""
         self._on_error = on_error
 
-    def send(self, line: bytes) -> bool:
+    def send(
+        self,
+        line: bytes,
+        parsed: Parsed | bool = False,
+        accounted: Callable[[], object] = lambda: None,
+    ) -> bool:
+        """POST one line (`parsed` already, if given). `accounted()` runs once, when the
+        request is on the wire (or could not be sent) and before its answer is read or an
+        error for it reported: the caller logs the request while the server works on it."""
         if self._closing:
+            accounted()
             return False
         body = line.rstrip(b"\r\n")
         if not body.strip():
+            accounted()
             return True
-        parsed = parse_json_line(line)
+        if isinstance(parsed, bool):  # not given
+            parsed = parse_json_line(line)
         value = parsed[0] if parsed else None
         ids = [m["id"] for m in messages(value) if is_request(m)]
         initialized = any(m.get("method") == "notifications/initialized" for m in messages(value))
-        with self._lock:
-            self._inflight += 1
         try:
-            conn = self._connection()
+            conn = self._connection(for_request=True)
             conn.request("POST", self._path, body=body, headers=self._post_headers())
         except OSError as exc:
+            accounted()
             self._finished_one()
             self._on_error(ids, f"cannot reach the upstream server: {exc}")
             return True
+        accounted()
         # The request is on the wire in order; its answer is read on its own thread so a
         # slow tool does not hold up the calls after it.
         self._readers.run(self._read_answer, conn, ids, value)
@@ -151,14 +180,27 @@ class HttpUpstream:
 
     # internals -----------------------------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
-        now = time.monotonic()
-        with self._lock:
-            while self._idle:
-                since, conn = self._idle.pop()
-                if now - since < REUSE_IDLE_S:
-                    return conn
-                conn.close()
+    def _connection(self, for_request: bool = False) -> http.client.HTTPConnection:
+        """A kept-alive connection if a fresh one is idle, else a new one. `for_request`:
+        counted in flight until `_finished_one`, waiting BUSY_WAIT_S at most for one to come
+        free while BUSY_CONNECTIONS requests are unanswered."""
+        with self._settled:
+            deadline = None
+            while True:
+                now = time.monotonic()
+                while self._idle:
+                    since, conn = self._idle.pop()
+                    if now - since < REUSE_IDLE_S:
+                        self._inflight += for_request
+                        return conn
+                    conn.close()
+                if not for_request or self._inflight < BUSY_CONNECTIONS:
+                    break
+                deadline = now + BUSY_WAIT_S if deadline is None else deadline
+                if now >= deadline:
+                    break
+                self._settled.wait(deadline - now)
+            self._inflight += for_request
         if self._https:
             return http.client.HTTPSConnection(self._host, self._port, timeout=REQUEST_TIMEOUT_S)
         return http.client.HTTPConnection(self._host, self._port, timeout=REQUEST_TIMEOUT_S)
@@ -197,7 +239,10 @@ class HttpUpstream:
             if response.status in (200, 201) and kind == "text/event-stream":
                 self._read_events(response, answered, sent)
             elif response.status in (200, 201) and kind == "application/json":
-                self._deliver(response.read(), answered, sent)
+                if self._streams(response, sent):
+                    self._stream(response, answered)
+                else:
+                    self._deliver(response.read(), answered, sent)
             elif response.status == 202:
                 response.read()
             else:
@@ -217,19 +262,33 @@ class HttpUpstream:
         finally:
             self._finished_one()
 
+    def _streams(self, response: http.client.HTTPResponse, sent) -> bool:
+        return (
+            self._stream_piece is not None
+            and (response.length or 0) >= STREAM_BYTES
+            and not any(m.get("method") == "initialize" for m in messages(sent))
+        )
+
+    def _stream(self, response: http.client.HTTPResponse, answered: set[str]) -> None:
+        """Hand a long answer to the host piece by piece as it arrives, then account for it."""
+        assert self._stream_piece is not None
+        pieces: list[bytes] = []
+        with self._streaming:
+            while True:
+                piece = one_line(response.read(STREAM_PIECE))
+                if not piece:
+                    break
+                pieces.append(piece)
+                self._stream_piece(piece, True)
+            self._stream_piece(b"\n", False)
+        parsed = self._streamed(b"".join(pieces) + b"\n")
+        self._note_answered(parsed, answered)
+
     def _deliver(self, payload: bytes, answered: set[str] | None, sent=None) -> None:
         """Hand one JSON-RPC message (or batch) from the server to the host as one line."""
-        payload = payload.strip()
+        payload = one_line(payload.strip())
         if not payload:
             return
-        if b"\n" in payload or b"\r" in payload:
-            # A line protocol cannot carry a pretty-printed body; compact it.
-            import json
-
-            try:
-                payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
-            except ValueError:
-                payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
         line = payload + b"\n"
         if any(m.get("method") == "initialize" for m in messages(sent)):
             # Noted before the host has the answer, and so before its next request.
@@ -239,6 +298,10 @@ class HttpUpstream:
             self._on_line(line, parsed)
         else:
             parsed = self._on_line(line)  # parsed once the host has it, if it may
+        self._note_answered(parsed, answered)
+
+    @staticmethod
+    def _note_answered(parsed: Parsed, answered: set[str] | None) -> None:
         if parsed is not None and answered is not None:
             for message in messages(parsed[0]):
                 if "id" in message and "method" not in message:
@@ -343,3 +406,12 @@ class HttpUpstream:
                 pass
         self._done.set()
         self.wake()
+
+
+def one_line(body: bytes) -> bytes:
+    """A body fit for a line protocol: a line break in JSON is only ever whitespace (one
+    inside a string is escaped), so a pretty-printed body becomes one line with every value
+    as the server wrote it."""
+    if b"\n" in body or b"\r" in body:
+        return body.replace(b"\r", b" ").replace(b"\n", b" ")
+    return body

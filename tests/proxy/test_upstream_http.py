@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from proxy.upstream_http import BUSY_CONNECTIONS, STREAM_BYTES
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
@@ -66,25 +67,50 @@ def test_a_session_through_streamable_http(http_server: str, logs: Path) -> None
 
 
 def test_slow_calls_do_not_hold_up_later_ones(http_server: str, logs: Path) -> None:
+    # More slow calls than the proxy keeps connections busy for: the fast one still passes.
+    slow_ids = list(range(100, 100 + BUSY_CONNECTIONS + 2))
     with StdioClient([PROXY, "--record", str(logs), "--upstream", http_server]) as client:
         client.initialize()
-        slow = {
-            "jsonrpc": "2.0",
-            "id": 100,
-            "method": "tools/call",
-            "params": {"name": "slow", "arguments": {"delay_ms": 1500}},
-        }
+        for request_id in slow_ids:
+            slow = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"delay_ms": 1500}},
+            }
+            client.send_line(json.dumps(slow).encode() + b"\n")
         fast = {
             "jsonrpc": "2.0",
-            "id": 101,
+            "id": 1,
             "method": "tools/call",
             "params": {"name": "lookup", "arguments": {"key": "quick"}},
         }
-        client.send_line(json.dumps(slow).encode() + b"\n")
         client.send_line(json.dumps(fast).encode() + b"\n")
-        order = [json.loads(client.read_line(20))["id"] for _ in range(2)]
+        order = [json.loads(client.read_line(20))["id"] for _ in range(len(slow_ids) + 1)]
         client.close()
-    assert order == [101, 100]
+    assert order[0] == 1 and sorted(order[1:]) == slow_ids
+
+
+def test_a_burst_is_answered_whole_and_logged_request_first(http_server: str, logs: Path) -> None:
+    burst = [f"b{i}" for i in range(300)]
+    with StdioClient([PROXY, "--record", str(logs), "--upstream", http_server]) as client:
+        client.initialize()
+        client.send_line(
+            b"".join(b'{"jsonrpc":"2.0","id":"%s","method":"ping"}\n' % i.encode() for i in burst)
+        )
+        answered = [json.loads(client.read_line(20)) for _ in burst]
+        client.close()
+    assert sorted(a["id"] for a in answered) == sorted(burst)
+    assert all(a["result"] == {} for a in answered)
+    (log_path,) = logs.glob("*.jsonl")
+    seen: dict[str, str] = {}
+    for line in read_session_log(log_path).lines:
+        message = line.message if isinstance(line.message, dict) else {}
+        if str(message.get("id", "")).startswith("b"):
+            # Each request is in the log before its answer.
+            assert seen.get(message["id"]) == ("client" if line.sender == "server" else None)
+            seen[message["id"]] = line.sender
+    assert set(seen) == set(burst) and set(seen.values()) == {"server"}
 
 
 def test_credentials_in_the_url_are_not_logged(http_server: str, logs: Path) -> None:
@@ -121,3 +147,23 @@ def test_upstream_and_a_command_together_is_a_usage_error() -> None:
     )
     assert done.returncode == 2
     assert b"not both" in done.stderr
+
+
+def test_a_long_answer_reaches_the_host_whole_and_is_logged(http_server: str, logs: Path) -> None:
+    # Over STREAM_BYTES: with JSON answers it goes to the host piece by piece as it arrives.
+    size = 3 * STREAM_BYTES
+    with StdioClient([PROXY, "--record", str(logs), "--upstream", http_server]) as client:
+        client.initialize()
+        answer = client.call_tool("big", {"size": size})
+        after = client.call_tool("lookup", {"key": "after"})
+        client.close()
+    text = result_text(answer)
+    assert len(text) == size and set(text) == {"x"}
+    assert json.loads(result_text(after))["found"] == "value-of-after"
+    (log_path,) = logs.glob("*.jsonl")
+    (logged,) = [
+        line.message
+        for line in read_session_log(log_path).lines
+        if line.sender == "server" and line.message.get("id") == answer["id"]
+    ]
+    assert logged == answer
