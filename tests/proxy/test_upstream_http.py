@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.upstream_http import BUSY_CONNECTIONS, STREAM_BYTES
+from proxy.upstream_http import BUSY_CONNECTIONS, STREAM_BYTES, one_line
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
@@ -167,3 +167,11 @@ def test_a_long_answer_reaches_the_host_whole_and_is_logged(http_server: str, lo
         if line.sender == "server" and line.message.get("id") == answer["id"]
     ]
     assert logged == answer
+
+
+def test_a_pretty_printed_answer_becomes_one_line_with_its_text_unchanged() -> None:
+    body = '{\r\n  "id": 1,\n  "result": {"text": "café \\n ünïcode"}\n}'.encode()
+    line = one_line(body)
+    assert b"\n" not in line and b"\r" not in line
+    assert json.loads(line) == json.loads(body)
+    assert "café".encode() in line  # as the server wrote it, not re-escaped
