@@ -329,6 +329,24 @@ def searched(inner: Learner) -> Learner:
     return Learner(f"{inner.key}+search", make)
 
 
+def cv_searched(inner: Learner, by: str = "agent") -> Learner:
+    """`inner`'s flow with per-site thresholds from `stretto search`, each kept only where the
+    search pays on held-out task folds of the training episodes (search.cross_validated)."""
+    from stretto.offline.search import cross_validated, with_thresholds
+
+    def make(domain: Domain, ids: list[str]) -> dict:
+        flow = inner(domain, ids)
+        chosen = set(ids)
+        train = [e for e in domain.train if e.id in chosen]
+        setting, report = cross_validated(
+            flow, train, decider="reach", threshold=theta_star(domain), costs=domain.costs, by=by
+        )
+        print(f"{domain.name} cvsearch: {json.dumps(report)}", file=sys.stderr)
+        return with_thresholds(flow, setting)
+
+    return Learner(f"{inner.key}+cvsearch-{by}", make)
+
+
 def reach_alpha(inner: Learner, alpha: float) -> Learner:
     """`inner`'s flow with the reach model's α set to `alpha` (the habit's is kept)."""
 
@@ -372,6 +390,10 @@ def parse(spec: str) -> Variant:
         learn = calibrated(learn)
     if "search" in parts:
         learn = searched(learn)
+    if "cvsearch" in parts:
+        learn = cv_searched(learn)
+    if "cvtask" in parts:
+        learn = cv_searched(learn, "task")
     if "habit" in parts:
         decider = "habit"
     unknown = {p for p in parts if not p.startswith("ra")} - {
@@ -379,6 +401,8 @@ def parse(spec: str) -> Variant:
         "cur",
         "cal",
         "search",
+        "cvsearch",
+        "cvtask",
         "habit",
         *BINDING_CHANGES,
     }

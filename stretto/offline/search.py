@@ -236,6 +236,81 @@ class Search:
         )
 
 
+MAX_P = 0.05  # a searched threshold is kept when held-out tasks favour it at this level
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """One-sided p of at least `wins` of `wins + losses` tasks gaining by chance (p = ½)."""
+    from math import comb
+
+    n = wins + losses
+    return sum(comb(n, k) for k in range(wins, n + 1)) / 2**n if n else 1.0
+
+
+def cross_validated(
+    flow: dict,
+    episodes: list[Episode],
+    *,
+    decider: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    costs: tuple[float, float] = DEFAULT_COSTS,
+    by: str = "agent",
+) -> tuple[dict[str, float], dict]:
+    """Per-site thresholds from the search, each kept only where it pays on tasks the search
+    did not see (docs/algorithms.md, "Thresholds searched across tasks").
+
+    The episodes are split into folds by task (stretto.offline.calibrate.fold). For each fold
+    k, the search runs on the other folds' episodes; for each site whose level it changed,
+    each of fold k's tasks gains or loses the utility of its episodes with only that site at
+    the level found without k, against the start. A site takes the level the search on every
+    episode chose when the tasks that gained outnumber those that lost beyond chance (a
+    one-sided sign test, p < MAX_P) and their summed gain is positive; the others stay at the
+    start. Returns the setting and a report: per site, the level searched on every episode,
+    the held-out tasks that gained and lost, the summed gain, the test's p, and whether it
+    was kept."""
+    from stretto.offline.calibrate import fold, task_of
+
+    full = Search(flow, episodes, decider=decider, threshold=threshold, costs=costs)
+    chosen = full.run().setting
+    tally = {site: [0, 0, 0.0] for site in full.sites}  # tasks gaining, losing; summed gain
+    beta, delta = costs
+    group = (lambda e: e.agent_model) if by == "agent" else (lambda e: fold(task_of(e)))
+    for k in sorted({group(e) for e in episodes}):
+        held = [e for e in episodes if group(e) == k]
+        rest = [e for e in episodes if group(e) != k]
+        if not held or not rest:
+            continue
+        found = Search(flow, rest, decider=decider, threshold=threshold, costs=costs).run()
+        judge = Search(flow, held, decider=decider, threshold=threshold, costs=costs)
+        for site in full.sites:
+            if found.setting[site] == judge.start[site]:
+                continue
+            changed = {**judge.start, site: found.setting[site]}
+            by_task: dict[str, float] = {}
+            for i, episode in enumerate(held):
+                a, b = judge._episode(i, judge.start), judge._episode(i, changed)
+                gain = beta * (b.turns_saved - a.turns_saved) - delta * (b.detours - a.detours)
+                by_task[task_of(episode)] = by_task.get(task_of(episode), 0.0) + gain
+            tally[site][0] += sum(g > 0 for g in by_task.values())
+            tally[site][1] += sum(g < 0 for g in by_task.values())
+            tally[site][2] += sum(by_task.values())
+    report, setting = {}, {}
+    for site in full.sites:
+        wins, losses, gain = tally[site]
+        p = sign_test(wins, losses)
+        kept = chosen[site] != full.start[site] and p < MAX_P and gain > 0
+        setting[site] = chosen[site] if kept else full.start[site]
+        report[site] = {
+            "searched": chosen[site],
+            "gained": wins,
+            "lost": losses,
+            "held_out_gain": gain,
+            "p": p,
+            "kept": kept,
+        }
+    return setting, report
+
+
 def with_thresholds(flow: dict, setting: dict[str, float]) -> dict:
     """The flow with the setting's thresholds written in (other sites' entries kept)."""
     thresholds = {**flow.get("thresholds", {}), **setting}
