@@ -283,7 +283,7 @@ def both(*changes):
     return change
 
 
-def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
+def calibrated(inner: Learner, penalty: float | None = None, served: bool = False) -> Learner:
     """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
     episodes of the tasks learned from (stretto.offline.calibrate)."""
     from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
@@ -301,7 +301,10 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
             if e.id in chosen or (not e.succeeded and (every or e.task_id in tasks))
         ]
         rows = cross_fitted_rows(
-            episodes, lambda rest: inner(domain, [e.id for e in rest]), decider="reach"
+            episodes,
+            lambda rest: inner(domain, [e.id for e in rest]),
+            decider="reach",
+            threshold=theta_star(domain) if served else 0.3,
         )
         table = fit_map(rows, penalty)
         if table is None:
@@ -309,7 +312,7 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
         table.update(folds=FOLDS, episodes=len(episodes))
         return {**flow, "calibration": {"reach": table}}
 
-    return Learner(f"{inner.key}+cal{penalty or 'cv'}", make)
+    return Learner(f"{inner.key}+cal{penalty or 'cv'}{'*' if served else ''}", make)
 
 
 def searched(inner: Learner) -> Learner:
@@ -388,6 +391,8 @@ def parse(spec: str) -> Variant:
             learn = reach_alpha(learn, float(part[2:]))
     if "cal" in parts:
         learn = calibrated(learn)
+    if "calstar" in parts:
+        learn = calibrated(learn, served=True)
     if "search" in parts:
         learn = searched(learn)
     if "cvsearch" in parts:
@@ -403,6 +408,7 @@ def parse(spec: str) -> Variant:
         "search",
         "cvsearch",
         "cvtask",
+        "calstar",
         "habit",
         *BINDING_CHANGES,
     }
