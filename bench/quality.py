@@ -283,7 +283,7 @@ def both(*changes):
     return change
 
 
-def calibrated(inner: Learner, penalty: float | None = None, served: bool = False) -> Learner:
+def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
     episodes of the tasks learned from (stretto.offline.calibrate)."""
     from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
@@ -301,10 +301,7 @@ def calibrated(inner: Learner, penalty: float | None = None, served: bool = Fals
             if e.id in chosen or (not e.succeeded and (every or e.task_id in tasks))
         ]
         rows = cross_fitted_rows(
-            episodes,
-            lambda rest: inner(domain, [e.id for e in rest]),
-            decider="reach",
-            threshold=theta_star(domain) if served else 0.3,
+            episodes, lambda rest: inner(domain, [e.id for e in rest]), decider="reach"
         )
         table = fit_map(rows, penalty)
         if table is None:
@@ -312,7 +309,7 @@ def calibrated(inner: Learner, penalty: float | None = None, served: bool = Fals
         table.update(folds=FOLDS, episodes=len(episodes))
         return {**flow, "calibration": {"reach": table}}
 
-    return Learner(f"{inner.key}+cal{penalty or 'cv'}{'*' if served else ''}", make)
+    return Learner(f"{inner.key}+cal{penalty or 'cv'}", make)
 
 
 def searched(inner: Learner) -> Learner:
@@ -330,24 +327,6 @@ def searched(inner: Learner) -> Learner:
         return with_thresholds(flow, found.setting)
 
     return Learner(f"{inner.key}+search", make)
-
-
-def cv_searched(inner: Learner, by: str = "agent") -> Learner:
-    """`inner`'s flow with per-site thresholds from `stretto search`, each kept only where the
-    search pays on held-out task folds of the training episodes (search.cross_validated)."""
-    from stretto.offline.search import cross_validated, with_thresholds
-
-    def make(domain: Domain, ids: list[str]) -> dict:
-        flow = inner(domain, ids)
-        chosen = set(ids)
-        train = [e for e in domain.train if e.id in chosen]
-        setting, report = cross_validated(
-            flow, train, decider="reach", threshold=theta_star(domain), costs=domain.costs, by=by
-        )
-        print(f"{domain.name} cvsearch: {json.dumps(report)}", file=sys.stderr)
-        return with_thresholds(flow, setting)
-
-    return Learner(f"{inner.key}+cvsearch-{by}", make)
 
 
 def reach_alpha(inner: Learner, alpha: float) -> Learner:
@@ -391,14 +370,8 @@ def parse(spec: str) -> Variant:
             learn = reach_alpha(learn, float(part[2:]))
     if "cal" in parts:
         learn = calibrated(learn)
-    if "calstar" in parts:
-        learn = calibrated(learn, served=True)
     if "search" in parts:
         learn = searched(learn)
-    if "cvsearch" in parts:
-        learn = cv_searched(learn)
-    if "cvtask" in parts:
-        learn = cv_searched(learn, "task")
     if "habit" in parts:
         decider = "habit"
     unknown = {p for p in parts if not p.startswith("ra")} - {
@@ -406,9 +379,6 @@ def parse(spec: str) -> Variant:
         "cur",
         "cal",
         "search",
-        "cvsearch",
-        "cvtask",
-        "calstar",
         "habit",
         *BINDING_CHANGES,
     }
