@@ -8,27 +8,31 @@
 
 -- name: histories
 -- Each step with its name, its last two steps, the segment it is in (steps between two writes
--- share one; for reach) and the step after it (for sites): one pass over the steps.
+-- share one; for reach) and the step after it (for sites): one pass over the steps. Only
+-- what the counts read is kept, as booleans where it can be (strings cost the pass most), and
+-- a session is its `session_order` (one per session, an integer to sort and join on).
 CREATE OR REPLACE TEMP TABLE histories AS
 WITH named AS (
-    SELECT s.session, s.step, s.action, s.kind, s.outcome, s.session_order, s.part,
+    SELECT s.step, s.action, s.session_order, s.part,
            CASE WHEN s.kind = 'tool'
                     THEN s.action || CASE WHEN s.outcome = 'failed' THEN ' (error)' ELSE '' END
                 WHEN s.outcome = 'reply' THEN 'respond'
                 ELSE 'respond (end)' END AS symbol,
+           s.kind = 'tool' AS is_tool,
+           s.outcome = 'failed' AS failed,
            s.kind = 'tool' AND coalesce(k.kind = 'write', false) AS is_write,
-           CASE WHEN s.kind = 'tool' THEN coalesce(k.kind, 'generic') END AS tool_kind
+           s.kind = 'tool' AND coalesce(k.kind = 'read', false) AS is_read
     FROM learn_steps s LEFT JOIN kinds k ON k.tool = s.action
 )
-SELECT session, step, action, is_write, kind, outcome, session_order, part,
+SELECT session_order, step, action, is_write, is_tool, failed, part,
        coalesce(lag(symbol, 1) OVER w, '<start>') AS h1,
        coalesce(lag(symbol, 2) OVER w, '<start>') AS h2,
        coalesce(sum(is_write::INTEGER) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                0) AS segment,
-       lead(action) OVER w AS next_action, lead(kind) OVER w AS next_kind,
-       lead(tool_kind) OVER w AS next_tool_kind
+                0)::INTEGER AS segment,
+       lead(action) OVER w AS next_action,
+       coalesce(lead(is_read) OVER w, false) AS next_read
 FROM named
-WINDOW w AS (PARTITION BY session ORDER BY step);
+WINDOW w AS (PARTITION BY session_order ORDER BY step);
 
 -- name: habit
 -- n(c, a): at each level, how often action a followed history c.
@@ -43,22 +47,22 @@ GROUP BY GROUPING SETS ((part, action), (part, h1, action), (part, h2, h1, actio
 -- from that step on, so a occurs in it when the step comes at or before a's last place in
 -- the segment; writes never count, and a write's own reach is empty.
 WITH last_place AS (
-    SELECT session, segment, action, max(step) AS last_step
+    SELECT session_order, segment, action, max(step) AS last_step
     FROM histories WHERE NOT is_write GROUP BY ALL
 )
 SELECT h.part, CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
        h.h2, h.h1, l.action, count(*)::DOUBLE AS n
-FROM (SELECT session, segment, step, h1, h2, part FROM histories) h
-JOIN last_place l ON l.session = h.session AND l.segment = h.segment AND h.step <= l.last_step
+FROM (SELECT session_order, segment, step, h1, h2, part FROM histories) h
+JOIN last_place l
+  ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
 GROUP BY GROUPING SETS ((h.part, l.action), (h.part, h.h1, l.action),
                         (h.part, h.h2, h.h1, l.action));
 
 -- name: sites
 -- After each call that succeeded or failed: the reads the agent made right after it.
-SELECT part, action AS after, outcome = 'failed' AS failed, next_action AS lookup,
-       count(*) AS n
+SELECT part, action AS after, failed, next_action AS lookup, count(*) AS n
 FROM histories
-WHERE kind = 'tool' AND next_kind = 'tool' AND next_tool_kind = 'read'
+WHERE is_tool AND next_read
 GROUP BY ALL;
 
 -- name: part_steps

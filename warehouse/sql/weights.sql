@@ -37,12 +37,13 @@ GROUP BY GROUPING SETS ((h.action), (h.h1, h.action), (h.h2, h.h1, h.action));
 -- name: reach
 -- m(c, a) weighted: counts.sql's `reach` with each step counting its session's weight.
 WITH last_place AS (
-    SELECT session, segment, action, max(step) AS last_step
+    SELECT session_order, segment, action, max(step) AS last_step
     FROM histories WHERE NOT is_write GROUP BY ALL
 )
 SELECT CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
        h.h2, h.h1, l.action, sum(w.weight)::DOUBLE AS n
-FROM (SELECT session, session_order, segment, step, h1, h2 FROM histories) h
+FROM (SELECT session_order, segment, step, h1, h2 FROM histories) h
 JOIN wanted w USING (session_order)
-JOIN last_place l ON l.session = h.session AND l.segment = h.segment AND h.step <= l.last_step
+JOIN last_place l
+  ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
 GROUP BY GROUPING SETS ((l.action), (h.h1, l.action), (h.h2, h.h1, l.action));
