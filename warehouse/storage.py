@@ -211,9 +211,9 @@ class RemoteData:
         self, con, name: str, table: str, files: list[tuple[str, int | None]]
     ) -> tuple[str, set[str]]:
         """`files` as one pyarrow dataset registered on `con` as `<name>_files` (the schema
-        the newest file's,
-        with the partition keys; older files lack what was added since: null there). The
-        registry's sizes spare a request per file (a file without one is asked for its size)."""
+        the newest file's, with the partition keys; older files lack what was added since: null
+        there). The registry's sizes spare a request per file (a file without one is asked for
+        its size)."""
         parquet = ds.ParquetFileFormat()
         hive = ds.partitioning(PARTITIONING, flavor="hive")
         folder = f"parquet/{table}/"
@@ -228,9 +228,9 @@ class RemoteData:
                 for path, size in files
             ]
             schema = fragments[-1].physical_schema
-            for name in PARTITIONING.names:
-                if name not in schema.names:
-                    schema = schema.append(PARTITIONING.field(name))
+            for key in PARTITIONING.names:
+                if key not in schema.names:
+                    schema = schema.append(PARTITIONING.field(key))
             dataset = ds.FileSystemDataset(fragments, schema, parquet, self.fs)
         con.register(f"{name}_files", dataset)
         return f"{name}_files", set(schema.names)
