@@ -147,28 +147,57 @@ def nothing_to_check(specs: list[dg.AssetCheckSpec], reason: str):
         )
 
 
-def table_preview(read: store.Read, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
-    """The first rows of `table` (of one ingest run, if given), long cells cut."""
-    where = f" WHERE ingest_id = '{ingest_id}'" if ingest_id else ""
-    rows = read(f"SELECT * FROM {table}{where} LIMIT 5").to_pylist()
+def table_preview(read: store.Reader, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
+    """The first rows of `table` (of one ingest run, if given: read from the files committed
+    since it), long cells cut."""
+    if ingest_id:
+        view = read.view(table, read.commit_of(ingest_id))
+        rows = read(f"SELECT * FROM {view} WHERE ingest_id = '{ingest_id}' LIMIT 5").to_pylist()
+    else:
+        rows = read(f"SELECT * FROM {read.view(table)} LIMIT 5").to_pylist()
     names = [c for c in (rows[0] if rows else {}) if c != "ingest_id"]
     return preview(rows, names)
 
 
-def contract_drift(read: store.Read, ingest_id: str) -> list[str]:
+# Where the contract drift check first looks for each tool's earlier contract: the days from
+# this many before the run's first day on (a tool listed then needs no older file read).
+DRIFT_WINDOW_DAYS = 7
+DRIFT = (
+    "WITH listed AS (SELECT t.tool, t.contract, t.ingest_id, s.domain, s.started_unix_ms "
+    "FROM {tools} t JOIN {sessions} s USING (session)), "
+    "earlier AS (SELECT domain, tool, contract FROM listed WHERE ingest_id <> '{run}' "
+    "QUALIFY row_number() OVER (PARTITION BY domain, tool ORDER BY started_unix_ms DESC) = 1) "
+    "SELECT n.domain, n.tool, bool_or(e.tool IS NOT NULL) AS seen, "
+    "bool_or(e.tool IS NOT NULL AND n.contract IS DISTINCT FROM e.contract) AS changed "
+    "FROM listed n LEFT JOIN earlier e USING (domain, tool) WHERE n.ingest_id = '{run}' "
+    "GROUP BY ALL ORDER BY 1, 2"
+)
+
+
+def contract_drift(read: store.Reader, ingest_id: str) -> list[str]:
     """Tools of the run's sessions whose contract differs from the one last seen for that tool
-    in the same domain's earlier sessions: `domain: tool`."""
-    rows = read(
-        "WITH listed AS (SELECT t.tool, t.contract, t.ingest_id, s.domain, s.started_unix_ms "
-        "FROM tools t JOIN sessions s USING (session)), "
-        "earlier AS (SELECT domain, tool, contract FROM listed "
-        f"WHERE ingest_id <> '{ingest_id}' "
-        "QUALIFY row_number() OVER (PARTITION BY domain, tool ORDER BY started_unix_ms DESC) = 1) "
-        "SELECT DISTINCT n.domain, n.tool FROM listed n JOIN earlier e USING (domain, tool) "
-        f"WHERE n.ingest_id = '{ingest_id}' AND n.contract IS DISTINCT FROM e.contract "
-        "ORDER BY 1, 2",
-    ).to_pylist()
-    return [f"{r['domain']}: {r['tool']}" for r in rows]
+    in the same domain's earlier sessions: `domain: tool`. Looked for in the days just before
+    the run's first; the whole warehouse is read only when a tool was not listed then (a
+    session's tools are in its day's partition, and the last seen is the latest started)."""
+    since = read.commit_of(ingest_id)
+    sessions = read.view("sessions", since)
+    first = (
+        read(
+            f"SELECT strftime(min(day) - INTERVAL {DRIFT_WINDOW_DAYS} DAY, '%Y-%m-%d') AS d "
+            f"FROM {sessions} WHERE ingest_id = '{ingest_id}'"
+        )
+        .column("d")[0]
+        .as_py()
+    )
+    found = []
+    if first:
+        recent = {"tools": read.view("tools", days_from=first)}
+        recent["sessions"] = read.view("sessions", days_from=first)
+        found = read(DRIFT.format(**recent, run=ingest_id)).to_pylist()
+    if not found or not all(r["seen"] for r in found):
+        everything = {"tools": read.view("tools"), "sessions": read.view("sessions")}
+        found = read(DRIFT.format(**everything, run=ingest_id)).to_pylist()
+    return [f"{r['domain']}: {r['tool']}" for r in found if r["changed"]]
 
 
 @dg.multi_asset(outs=TABLE_OUTS, deps=["logs"], check_specs=CHECKS, can_subset=False)
@@ -208,11 +237,9 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
     added = register(context.instance, known_parts(layout))
     if added:
         context.log.info("new partitions: " + ", ".join(added))
-    with store.reading(layout) as read:  # one catalogue for all the metadata's queries
-        counted = " UNION ALL ".join(
-            f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in ingest.OUTPUT_TABLES
-        )
-        totals = {r["t"]: r["n"] for r in read(counted).to_pylist()}
+    # one connection for all the metadata's queries, reading only the data files each needs
+    with store.reading(layout, views=False) as read:
+        totals = read.rows(ingest.OUTPUT_TABLES)
         previews = {
             t: table_preview(read, t, ingest_id if stats.rows[t] else None)
             for t in ingest.OUTPUT_TABLES
@@ -233,7 +260,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         **timings.metadata(),
     }
     for table in ingest.OUTPUT_TABLES:
-        metadata = {
+        metadata: dict = {
             "dagster/row_count": totals[table],
             "rows written": stats.rows[table],
             "preview": previews[table],
@@ -293,8 +320,8 @@ def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
             written = store.derive_steps(layout, step_id)
     except (store.WarehouseBusy, StorageError) as exc:
         raise _failure(exc) from None
-    with store.reading(layout) as read:
-        total = read("SELECT count(*) AS n FROM steps").to_pylist()[0]["n"]
+    with store.reading(layout, views=False) as read:
+        total = read.rows(["steps"])["steps"]
         preview = table_preview(read, "steps", step_id if written else None)
     yield dg.MaterializeResult(
         metadata={"rows written": written, "dagster/row_count": total, "preview": preview}

@@ -24,6 +24,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 from stretto.logs.sessionlog import is_session_log
 from warehouse.layout import Layout
@@ -99,16 +100,36 @@ def hash_and_header(path: str) -> tuple[str, str | None]:
 
 
 def _walk(logs: Path) -> list[tuple[str, os.stat_result, str]]:
+    """Every session log under `logs` (as os.walk would go: a folder's files in name order,
+    then its folders, symbolic links to folders not followed), with its stat and domain hint
+    (its first folder under `logs`). One stat per file: the listing says what is a folder."""
     found: list[tuple[str, os.stat_result, str]] = []
-    if not logs.is_dir():
-        return found
-    for folder, dirs, names in os.walk(logs):
-        dirs.sort()
-        hint = Path(folder).relative_to(logs).parts
-        for name in sorted(names):
-            path = os.path.join(folder, name)
-            if is_session_log(Path(path)) and os.path.isfile(path):
-                found.append((path, os.stat(path), hint[0] if hint else "mcp"))
+
+    def visit(folder: str, hint: str | None) -> None:
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            return
+        folders = []
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    if not entry.is_symlink():
+                        folders.append(entry)
+                    continue
+                if not is_session_log(Path(entry.name)):
+                    continue
+                stat = entry.stat()
+            except OSError:  # gone since the listing
+                continue
+            if S_ISREG(stat.st_mode):
+                found.append((entry.path, stat, hint or "mcp"))
+        for entry in folders:
+            visit(entry.path, hint or entry.name)
+
+    if logs.is_dir():
+        visit(str(logs), None)
     return found
 
 

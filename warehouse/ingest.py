@@ -81,15 +81,26 @@ class IngestStats:
         return self.lines_read == self.lines_ingested + self.lines_quarantined + self.lines_dropped
 
 
-def batches(files: list[LogFile]) -> Iterator[list[LogFile]]:
+def batches(files: list[LogFile], workers: int = 1) -> Iterator[list[LogFile]]:
+    """The files in batches of at most BATCH_BYTES and BATCH_FILES, in order. When there is
+    more than one, as many as a multiple of `workers`, of even size (by bytes, or by files
+    when those are what limits): no worker is left with the last batch alone while the others
+    wait."""
+    total = sum(f.size for f in files)
+    by_bytes, by_files = -(-total // BATCH_BYTES), -(-len(files) // BATCH_FILES)
+    count = max(by_bytes, by_files, 1)
+    if count > 1:
+        count = -(-count // workers) * workers
     batch: list[LogFile] = []
-    size = 0
-    for log in files:
-        if batch and (size + log.size > BATCH_BYTES or len(batch) >= BATCH_FILES):
+    size = seen = share = 0
+    for i, log in enumerate(files):
+        due = seen * count // total if by_bytes >= by_files and total else i * count // len(files)
+        if batch and (due > share or size + log.size > BATCH_BYTES or len(batch) >= BATCH_FILES):
             yield batch
-            batch, size = [], 0
+            batch, size, share = [], 0, due
         batch.append(log)
         size += log.size
+        seen += log.size
     if batch:
         yield batch
 
@@ -406,8 +417,11 @@ def ingest_files(
     """Ingest files batch by batch, batches in parallel worker processes; `on_batch` hears
     about each one as it finishes (for progress). Nothing is committed here."""
     total = IngestStats()
-    jobs = [(b, ingest_id, layout, f"{ingest_id}-{i}") for i, b in enumerate(batches(files))]
-    workers = min(workers or WORKERS, len(jobs))
+    workers = workers or WORKERS
+    jobs = [
+        (b, ingest_id, layout, f"{ingest_id}-{i}") for i, b in enumerate(batches(files, workers))
+    ]
+    workers = min(workers, len(jobs))
     if workers <= 1:
         for job in jobs:
             stats = ingest_batch(*job)

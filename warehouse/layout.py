@@ -192,6 +192,11 @@ class Layout(Paths):
 
     def relative(self, path: str | Path) -> str:
         """A path under the home as the warehouse stores it: relative to the home."""
+        text, home = os.fspath(path), os.fspath(self.home) + os.sep
+        rest = text.removeprefix(home)
+        plain = os.sep + "." not in os.sep + rest and os.sep * 2 not in os.sep + rest + os.sep
+        if rest != text and plain:
+            return rest  # no `.`, `..` or empty parts: what relpath would give
         return os.path.relpath(path, self.home)
 
     def absolute(self, stored: str) -> Path:

@@ -17,6 +17,8 @@ Rows of a registry file (`kind`):
   warehouse: its table, path and row count; no reader reads it from that commit on, and the
   file is deleted once the commit is written.
 - `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
+- `derived`: an ingest run (its id in `note`) whose current sessions a steps run derived the
+  `table_name` table for (store.derive_steps): the next steps run does not look at it again.
 """
 
 from __future__ import annotations
@@ -62,21 +64,79 @@ def committed_ids(layout: Layout) -> set[str]:
     return {COMMIT_NAME.fullmatch(n).group(2) for n in commit_names(layout)}  # type: ignore[union-attr]
 
 
-def read(layout: Layout) -> pa.Table:
+# The registry as this process last loaded it, and the tables it makes current
+# (sql/registry.sql), per warehouse: reused while its committed files are the same ones (a
+# load otherwise reads every registry file and computes the tables again).
+_LOADED: dict[str, tuple[tuple, dict[str, pa.Table]]] = {}
+
+
+def _current(layout: Layout) -> dict[str, pa.Table]:
     data = committed(layout)
-    tables = [data.read_registry(n, SCHEMA) for n in commit_names(layout)]
-    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+    names = commit_names(layout)
+    key = tuple((name, *data.registry_version(name)) for name in names)
+    hit = _LOADED.get(data.where)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    files = [data.read_registry(name, SCHEMA) for name in names]
+    table = pa.concat_tables(files) if files else SCHEMA.empty_table()
+    con = duckdb.connect()
+    try:
+        con.register("registry_arrow", table)
+        con.execute("CREATE TEMP TABLE registry AS SELECT * FROM registry_arrow")
+        con.unregister("registry_arrow")
+        tables = {"registry": table}
+        for name, sql in statements("registry"):
+            con.execute(sql.replace("{temp}", "TEMP"))
+            tables[name] = con.sql(f"SELECT * FROM {name}").to_arrow_table()
+    finally:
+        con.close()
+    _LOADED[data.where] = (key, tables)
+    return tables
+
+
+def read(layout: Layout) -> pa.Table:
+    return _current(layout)["registry"]
 
 
 def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> None:
-    """The registry and what it says is current, as tables on `con` (sql/registry.sql)."""
-    table = read(layout)
-    con.register("registry_arrow", table)
-    kind = "TEMP" if temp else ""
-    con.execute(f"CREATE OR REPLACE {kind} TABLE registry AS SELECT * FROM registry_arrow")
-    con.unregister("registry_arrow")
-    for _, sql in statements("registry"):
-        con.execute(sql.replace("{temp}", kind))
+    """The registry and what it says is current, as tables on `con` (sql/registry.sql): for
+    a connection's own use (`temp`) the Arrow tables themselves, registered by name (no copy);
+    in a database file (stretto.duckdb), views over the registry's files when they are local
+    (the file stays small and quick to write), else copies."""
+    if not temp and not committed(layout).remote:
+        con.execute(f"CREATE OR REPLACE VIEW registry AS {_files_select(con, layout)}")
+        for _, sql in statements("registry"):
+            con.execute(sql.replace("{temp} TABLE", "VIEW"))
+        return
+    for name, table in _current(layout).items():
+        if temp:
+            con.register(name, table)
+            continue
+        con.register(f"{name}_arrow", table)
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_arrow")
+        con.unregister(f"{name}_arrow")
+
+
+_TYPES = {"int64": "BIGINT", "string": "VARCHAR", "timestamp[ms, tz=UTC]": "TIMESTAMPTZ"}
+
+
+def _files_select(con: duckdb.DuckDBPyConnection, layout: Layout) -> str:
+    """A query over the committed registry files, in SCHEMA's columns (a column older files
+    lack reads as NULL there)."""
+    paths = [str(layout.registry / name) for name in commit_names(layout)]
+    if not paths:
+        columns = [f"CAST(NULL AS {_TYPES[str(f.type)]}) AS {f.name}" for f in SCHEMA]
+        return "SELECT " + ", ".join(columns) + " WHERE false"
+    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    source = f"read_parquet([{listed}], union_by_name = true)"
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    columns = [
+        f"CAST({f.name} AS {_TYPES[str(f.type)]}) AS {f.name}"
+        if f.name in present
+        else f"CAST(NULL AS {_TYPES[str(f.type)]}) AS {f.name}"
+        for f in SCHEMA
+    ]
+    return f"SELECT {', '.join(columns)} FROM {source}"
 
 
 def commit(
@@ -86,6 +146,7 @@ def commit(
     data: list[dict],
     dropped: list[dict] | None = None,
     retired: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> str:
     """Write the run's registry file: from now on its data files are part of the warehouse
     (and the `dropped` ones, files a retention run took out, and the `retired` ones, paths a
@@ -97,6 +158,7 @@ def commit(
     rows = [{"kind": "log", **r} for r in logs] + [{"kind": "data", **r} for r in data]
     rows += [{"kind": "dropped", **r} for r in dropped or []]
     rows += [{"kind": "retired", "path": path} for path in retired]
+    rows += [{"kind": "derived", "table_name": "steps", "note": run} for run in derived]
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     columns["commit_no"] = [number] * len(rows)
     columns["ingest_id"] = [ingest_id] * len(rows)

@@ -83,6 +83,11 @@ class LocalData:
     def read_registry(self, name: str, schema: pa.Schema) -> pa.Table:
         return pq.read_table(self.layout.registry / name, schema=schema)
 
+    def registry_version(self, name: str) -> tuple[int, ...]:
+        """What tells a registry file from another of the same name (one written again)."""
+        found = (self.layout.registry / name).stat()
+        return found.st_ino, found.st_size, found.st_mtime_ns
+
     def write_registry(self, name: str, table: pa.Table) -> None:
         write_atomic(self.layout.registry / name, lambda temp: pq.write_table(table, temp))
 
@@ -107,10 +112,12 @@ class LocalData:
                 if name.startswith(prefix):
                     os.unlink(os.path.join(folder, name))
 
-    def scan(self, con, table: str, files: list[tuple[str, int | None]]) -> tuple[str, set[str]]:
-        """A FROM clause reading `files` (stored paths and sizes, oldest first) with their
-        partition keys, on `con`, and the columns the newest file has (it has every column any
-        has)."""
+    def scan(
+        self, con, name: str, table: str, files: list[tuple[str, int | None]]
+    ) -> tuple[str, set[str]]:
+        """A FROM clause reading `files` (stored paths and sizes, oldest first) of `table` with
+        their partition keys, on `con` (for the view `name`), and the columns the newest file
+        has (it has every column any has)."""
         paths = [str(self.layout.absolute(f)) for f, _ in files]
         source = (
             f"read_parquet([{', '.join(sql_text(p) for p in paths)}], "
@@ -161,6 +168,9 @@ class RemoteData:
                 )
         return _REGISTRY_FILES[key]
 
+    def registry_version(self, name: str) -> tuple[int, ...]:
+        return ()  # written once, never changed
+
     def write_registry(self, name: str, table: pa.Table) -> None:
         # one PUT: the object is there whole once the stream closes, or not at all
         with self._errors(f"cannot write registry/{name}"):
@@ -197,10 +207,13 @@ class RemoteData:
                 if info.type == pafs.FileType.File and info.base_name.startswith(prefix):
                     self.fs.delete_file(info.path)
 
-    def scan(self, con, table: str, files: list[tuple[str, int | None]]) -> tuple[str, set[str]]:
-        """`files` as one pyarrow dataset registered on `con` (the schema the newest file's,
-        with the partition keys; older files lack what was added since: null there). The
-        registry's sizes spare a request per file (a file without one is asked for its size)."""
+    def scan(
+        self, con, name: str, table: str, files: list[tuple[str, int | None]]
+    ) -> tuple[str, set[str]]:
+        """`files` as one pyarrow dataset registered on `con` as `<name>_files` (the schema
+        the newest file's, with the partition keys; older files lack what was added since: null
+        there). The registry's sizes spare a request per file (a file without one is asked for
+        its size)."""
         parquet = ds.ParquetFileFormat()
         hive = ds.partitioning(PARTITIONING, flavor="hive")
         folder = f"parquet/{table}/"
@@ -215,13 +228,12 @@ class RemoteData:
                 for path, size in files
             ]
             schema = fragments[-1].physical_schema
-            for name in PARTITIONING.names:
-                if name not in schema.names:
-                    schema = schema.append(PARTITIONING.field(name))
+            for key in PARTITIONING.names:
+                if key not in schema.names:
+                    schema = schema.append(PARTITIONING.field(key))
             dataset = ds.FileSystemDataset(fragments, schema, parquet, self.fs)
-        name = f"{table}_files"
-        con.register(name, dataset)
-        return name, set(schema.names)
+        con.register(f"{name}_files", dataset)
+        return f"{name}_files", set(schema.names)
 
 
 def _endpoint() -> tuple[str | None, str | None]:

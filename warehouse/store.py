@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -134,10 +135,11 @@ def commit_run(
     data: list[dict],
     dropped: list[dict] | None = None,
     retired: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> None:
     """Commit a run (its registry file), then rebuild stretto.duckdb for DuckDB clients."""
     fault("before-commit")
-    registry.commit(layout, ingest_id, logs, data, dropped, list(retired))
+    registry.commit(layout, ingest_id, logs, data, dropped, list(retired), list(derived))
     fault("after-commit")
     shutil.rmtree(layout.staging / ingest_id, ignore_errors=True)
     write_catalogue(layout)
@@ -163,9 +165,8 @@ def ingest_run(
     for crashed in recover(layout):
         say(f"removed the uncommitted files of the crashed run {crashed}")
     delete_dropped(layout)
-    state = known_state(layout)
-    if state.commits != plan.commits:
-        plan = discover(layout, state, logs=plan.logs)
+    if len(registry.commit_names(layout)) != plan.commits:  # another run committed since
+        plan = discover(layout, known_state(layout), logs=plan.logs)
     begin_run(layout, ingest_id)
     stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch)
     if stats.logs or plan.known:
@@ -182,15 +183,25 @@ def _empty_select(table: str) -> str:
     )
 
 
-def table_select(con, layout: Layout, table: str) -> str:
+def view_name(table: str, since: int = 0, days_from: str = "") -> str:
+    """The name of `table`'s view over the files `table_select` picks."""
+    return f"{table}_{since}_{days_from.replace('-', '')}" if since or days_from else table
+
+
+def table_select(con, layout: Layout, table: str, since: int = 0, days_from: str = "") -> str:
+    """The view of `table` over its data files: those committed from commit `since` on (they
+    hold every row of the ingest runs committed since then) in the days from `days_from` on
+    (YYYY-MM-DD; a file's day is its partition's)."""
     files = con.execute(
-        "SELECT path, size_bytes FROM data_files WHERE table_name = ? ORDER BY commit_no, path",
-        [table],
+        "SELECT path, size_bytes FROM data_files WHERE table_name = ? AND commit_no >= ? "
+        "AND coalesce(regexp_extract(path, '/day=([^/]*)/', 1), '') >= ? "
+        "ORDER BY commit_no, path",
+        [table, since, days_from],
     ).fetchall()
     if not files:
         return _empty_select(table)
     # Files written before a column was added lack it (it reads as NULL there).
-    source, present = committed(layout).scan(con, table, files)
+    source, present = committed(layout).scan(con, view_name(table, since, days_from), table, files)
     columns = [
         f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
         for name, kind in [*TABLES[table], *PARTITION_KEYS]
@@ -215,28 +226,33 @@ def table_select(con, layout: Layout, table: str) -> str:
     )
 
 
-def build_catalogue(con, layout: Layout, temp: bool = True) -> None:
-    """The registry's tables and one view per table on `con`. A persistent catalogue of a
-    warehouse on an object store holds the registry's tables only (its views read through
-    pyarrow datasets that live on one connection)."""
+def build_catalogue(
+    con, layout: Layout, temp: bool = True, tables: Collection[str] = tuple(TABLES)
+) -> None:
+    """The registry's tables and one view per table (of `tables`) on `con`. A persistent
+    catalogue of a warehouse on an object store holds the registry's tables only (its views
+    read through pyarrow datasets that live on one connection)."""
     registry.load(con, layout, temp=temp)
     if not temp and committed(layout).remote:
         return
     kind = "TEMP VIEW" if temp else "VIEW"
-    for table in TABLES:
+    for table in [t for t in TABLES if t in tables]:
         con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
         for column in PERSONAL_DATA.get(table, ()):  # the tag: duckdb_columns().comment
             con.execute(f"COMMENT ON COLUMN {table}.{column} IS {sql_text(PERSONAL_COMMENT)}")
 
 
-def open_catalogue(layout: Layout) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the warehouse's views: what every stretto reader uses."""
+def open_catalogue(
+    layout: Layout, tables: Collection[str] = tuple(TABLES)
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the warehouse's views (those of `tables`): what every stretto
+    reader uses."""
     if not has_warehouse(layout):
         where = committed(layout).where
         raise NoWarehouse(f"no warehouse at {where} yet: run `stretto ingest` first")
     con = duckdb.connect()
     try:
-        build_catalogue(con, layout)
+        build_catalogue(con, layout, tables=tables)
     except BaseException:
         con.close()
         raise
@@ -277,25 +293,39 @@ def derive_steps(layout: Layout, steps_id: str) -> int:
     """Write and commit the steps of every current session that has none yet; how many
     rows. Call with the ingest lock held."""
     recover(layout)
-    con = open_catalogue(layout)
+    done = write_steps(layout, steps_id)
+    if done is None:
+        return 0
+    written, data, runs = done
+    commit_run(layout, steps_id, [], data, derived=runs)
+    return written
+
+
+def write_steps(layout: Layout, steps_id: str) -> tuple[int, list[dict], list[str]] | None:
+    """The steps run before its commit: the steps of the current sessions of the ingest runs
+    no steps run has done, read from the data files committed since the first of them
+    (warehouse/sql/steps.sql) and written (not committed). How many rows, the registry rows
+    of the files, the ingest runs done; None when there is nothing to do."""
+    sql = dict(statements("steps"))
+    con = open_catalogue(layout, tables=())  # the registry's tables; the views come below
     try:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE pending_steps AS "
-            "SELECT s.session, s.ingest_id FROM session_current s "
-            "SEMI JOIN sessions v USING (session, ingest_id) "  # not those retention dropped
-            "WHERE NOT EXISTS (SELECT 1 FROM steps t WHERE t.session = s.session "
-            "AND t.ingest_id = s.ingest_id)"
-        )
+        con.execute(sql["steps_runs"])
+        runs = con.execute("SELECT ingest_id, commit_no FROM steps_runs").fetchall()
+        if not runs:
+            return None
+        since = min(commit for _, commit in runs)
+        for table in ("sessions", "context", "calls", "steps"):
+            con.execute(f"CREATE TEMP VIEW {table} AS {table_select(con, layout, table, since)}")
+        con.execute(sql["pending_steps"])
         pending = con.execute("SELECT count(*) FROM pending_steps").fetchall()[0][0]
-        if not pending:
-            return 0
         begin_run(layout, steps_id)
-        (query,) = [sql for name, sql in statements("steps") if name == "steps"]
-        written, data = write_parquet(con, query, "steps", layout, steps_id, f"{steps_id}-steps")
+        written, data = 0, list[dict]()
+        if pending:
+            tag = f"{steps_id}-steps"
+            written, data = write_parquet(con, sql["steps"], "steps", layout, steps_id, tag)
     finally:
         con.close()
-    commit_run(layout, steps_id, [], data)
-    return written
+    return written, data, sorted(run for run, _ in runs)
 
 
 def _check_read_only(sql: str) -> None:
@@ -311,28 +341,83 @@ def _check_read_only(sql: str) -> None:
             )
 
 
-Read = Callable[[str], pa.Table]  # a read-only query on an open catalogue (`reading`)
+class Reader:
+    """Read-only queries on one connection (`reading`): `reader(sql)` -> pyarrow Table, each
+    query held to what `query` allows. Building a catalogue costs more than a small query, so
+    a caller with several (an asset's metadata) opens one."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, layout: Layout) -> None:
+        self.con, self.layout = con, layout
+
+    def __call__(self, sql: str) -> pa.Table:
+        _check_read_only(sql)
+        result = self.con.sql(sql)
+        if result is None:
+            raise QueryRefused("`stretto sql`: the query returned no rows to show")
+        return result.to_arrow_table()
+
+    def view(self, table: str, since: int = 0, days_from: str = "") -> str:
+        """A view of `table` over the data files committed from commit `since` on, of the days
+        from `days_from` on (`table_select`): its name."""
+        name = view_name(table, since, days_from)
+        select = table_select(self.con, self.layout, table, since, days_from)
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
+        return name
+
+    def commit_of(self, run_id: str) -> int:
+        """The commit number of a committed run."""
+        found = self.con.execute(
+            "SELECT min(commit_no) FROM registry WHERE ingest_id = ?", [run_id]
+        ).fetchall()
+        if found[0][0] is None:
+            raise KeyError(f"no committed run {run_id}")
+        return int(found[0][0])
+
+    def rows(self, tables: Sequence[str] = tuple(TABLES)) -> dict[str, int]:
+        """How many rows each table's view holds, from the registry's row counts where they
+        say it: the data files committed before the first ingest run with a session that is no
+        longer current (a log that grew or was rewritten since) hold current rows only, so
+        their counts add up; the files since then (and the quarantine, shown by content) are
+        counted through their views."""
+        (since,) = self.con.execute(
+            "SELECT min(l.commit_no) FROM log_entries l WHERE l.status = 'ingested' "
+            "AND NOT EXISTS (SELECT 1 FROM session_current c "
+            "WHERE c.session = l.session AND c.ingest_id = l.ingest_id)"
+        ).fetchall()[0]
+        counted = {
+            table: int(n)
+            for table, n in self.con.execute(
+                "SELECT table_name, sum(rows) FROM data_files WHERE commit_no < ? "
+                "GROUP BY table_name",
+                [since if since is not None else 1 << 62],
+            ).fetchall()
+        }
+        out = {}
+        for table in tables:
+            if table == "quarantine":
+                out[table] = self.count(self.view(table))
+            elif since is None:
+                out[table] = counted.get(table, 0)
+            else:
+                out[table] = counted.get(table, 0) + self.count(self.view(table, since))
+        return out
+
+    def count(self, view: str) -> int:
+        return int(self(f"SELECT count(*) AS n FROM {view}").column("n")[0].as_py())
 
 
 @contextmanager
-def reading(layout: Layout) -> Iterator[Read]:
-    """One catalogue for several read-only queries: yields `run(sql) -> pyarrow Table`, each
-    query held to what `query` allows. Building the catalogue costs more than a small query, so
-    a caller with several (an asset's metadata) opens it once."""
-    con = open_catalogue(layout)
+def reading(layout: Layout, views: Collection[str] | bool = True) -> Iterator[Reader]:
+    """One connection for several read-only queries: yields a `Reader` with the registry's
+    tables and the views of `views` (True: every table's; False: none, and a caller makes the
+    ones it needs with `Reader.view`, over only the data files it needs)."""
+    tables = TABLES if views is True else () if views is False else views
+    con = open_catalogue(layout, tables)
     try:
         con.execute(f"SET allowed_directories = [{sql_text(str(layout.parquet) + os.sep)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-
-        def run(sql: str) -> pa.Table:
-            _check_read_only(sql)
-            result = con.sql(sql)
-            if result is None:
-                raise QueryRefused("`stretto sql`: the query returned no rows to show")
-            return result.to_arrow_table()
-
-        yield run
+        yield Reader(con, layout)
     finally:
         con.close()
 
@@ -342,5 +427,20 @@ def query(layout: Layout, sql: str) -> pa.Table:
     read the warehouse's Parquet files and nothing else: no other file, no writes, no
     settings (DuckDB's external access is off and its configuration locked)."""
     _check_read_only(sql)  # before the catalogue is built
-    with reading(layout) as run:
+    with reading(layout, views_named(sql)) as run:
         return run(sql)
+
+
+# Words that make a query look at the catalogue itself (which views exist, their columns).
+_CATALOGUE_WORDS = re.compile(
+    r"duckdb_|information_schema|pragma|\bshow\b|describe|summarize", re.IGNORECASE
+)
+
+
+def views_named(sql: str) -> Collection[str]:
+    """The views a query needs (building a view costs a look at each of its files): the
+    tables it names, or every one when it names none or looks at the catalogue itself."""
+    if _CATALOGUE_WORDS.search(sql):
+        return tuple(TABLES)
+    named = [t for t in TABLES if re.search(rf"\b{t}\b", sql, re.IGNORECASE)]
+    return named or tuple(TABLES)

@@ -331,3 +331,21 @@ def test_a_warehouse_written_before_a_column_existed_still_reads(tmp_path: Path)
         pq.write_table(table.drop_columns(["reward"]), path)
     got = rows(home, "SELECT count(*) AS n, count(reward) AS with_reward FROM sessions")
     assert got == [{"n": 6, "with_reward": 0}]
+
+
+def test_batches_keep_every_worker_busy_to_the_end() -> None:
+    """More than one batch: a multiple of the workers, of even size, the files in order."""
+    from warehouse import ingest as engine
+    from warehouse.discover import LogFile
+
+    sizes = [20_000 + (i * 7919) % 50_000 for i in range(10_000)]  # 449 MB: 5 batches of 96 MB
+    files = [LogFile(f"/l/{i}", f"l/{i}", n, 0, "h", f"s{i}", "d") for i, n in enumerate(sizes)]
+    for workers, count in ((1, 5), (2, 6), (4, 8)):
+        found = list(engine.batches(files, workers))
+        assert [f for batch in found for f in batch] == files
+        assert len(found) == count
+        totals = [sum(f.size for f in batch) for batch in found]
+        assert max(totals) - min(totals) < 2 * max(sizes)
+        assert max(totals) <= engine.BATCH_BYTES
+    # one batch's worth stays one batch (read in process, no worker started)
+    assert len(list(engine.batches(files[:100], 2))) == 1

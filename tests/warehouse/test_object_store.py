@@ -231,3 +231,30 @@ def test_learn_from_a_folder_keeps_its_warehouse_under_the_home(
     assert (tmp_path / "shop.flow.json").is_file()
     assert list((tmp_path / "home/cache/learn").glob("*/warehouse/registry/*.parquet"))
     assert objects(bucket, "") == []
+
+
+def test_views_of_several_tables_on_one_connection_each_read_their_own_files(
+    tmp_path: Path, bucket: str
+) -> None:
+    """Each view reads its own pyarrow dataset: on one connection (an asset's metadata) the
+    views of every table, over all files and over the files since a commit or from a day, have
+    their table's columns and rows, as on a local warehouse."""
+    url = f"s3://{bucket}/wh"
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    for home in (local, remote):
+        put_logs(home, SHOP)
+    ingest(local)
+    assert stretto("ingest", "--home", remote, "--warehouse", url).returncode == 0
+
+    def views(layout: Layout) -> dict:
+        with store.reading(layout, views=False) as read:
+            names = [read.view(t, s, d) for t in TABLES for s, d in ((0, ""), (1, "2000-01-01"))]
+            return {
+                name: (read(f"DESCRIBE {name}").column("column_name").to_pylist(), read.count(name))
+                for name in names
+            }
+
+    found = views(Layout.at(remote, url))
+    assert found == views(Layout.at(local))
+    for table in TABLES:
+        assert found[table][0][: len(TABLES[table])] == [n for n, _ in TABLES[table]]

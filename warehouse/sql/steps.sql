@@ -2,6 +2,31 @@
 -- step per tool call (ok, or failed when it failed or got no answer) and one per assistant
 -- reply (`reply` when the user answered it before the next call or reply, else `end`), in log
 -- order. Runs over the warehouse views for the sessions in `pending_steps(session, ingest_id)`.
+--
+-- A run derives the steps of the sessions of the ingest runs no steps run has done yet (each
+-- steps run marks the ingest runs it did: registry rows of kind `derived`), and reads only the
+-- data files committed since the first of them (a run's rows are in its own files, or in a
+-- compaction's, committed later): a nightly run reads the new day's files, not the archive.
+
+-- name: steps_runs
+-- The ingest runs holding a current session that no steps run has marked as done, with their
+-- commit number.
+CREATE OR REPLACE TEMP TABLE steps_runs AS
+SELECT l.ingest_id, min(l.commit_no) AS commit_no FROM log_entries l
+SEMI JOIN session_current c USING (ingest_id)
+WHERE NOT EXISTS (SELECT 1 FROM registry d WHERE d.kind = 'derived'
+                  AND d.table_name = 'steps' AND d.note = l.ingest_id)
+GROUP BY l.ingest_id;
+
+-- name: pending_steps
+-- Their current sessions that have no steps yet (over the views of the files since the first
+-- of them; a session retention dropped has no row in `sessions`).
+CREATE OR REPLACE TEMP TABLE pending_steps AS
+SELECT s.session, s.ingest_id FROM session_current s
+SEMI JOIN steps_runs r USING (ingest_id)
+SEMI JOIN sessions v USING (session, ingest_id)
+WHERE NOT EXISTS (SELECT 1 FROM steps t WHERE t.session = s.session
+                  AND t.ingest_id = s.ingest_id);
 
 -- name: steps
 WITH speaks AS (
