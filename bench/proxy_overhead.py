@@ -594,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict = {"machine": machine(), "goals": GOALS}
     with tempfile.TemporaryDirectory(prefix="stretto-bench-") as name:
         tmp = Path(name)
+        # Every side starts there: `python -m proxy` puts its working directory first on the
+        # path, so a --compare build run from this checkout would import this checkout's proxy.
+        os.chdir(tmp)
         reps = 3 if args.quick else 5
         if not args.only_http:
             flow = learn_demo_flow(tmp)

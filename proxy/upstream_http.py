@@ -221,7 +221,8 @@ class HttpUpstream:
         with self._settled:
             self._inflight -= 1
             self._settled.notify_all()
-        self.wake()
+        if self._closing:  # the loop waits for the last answers only once the host has gone
+            self.wake()
 
     def _read_answer(self, conn: http.client.HTTPConnection, ids: list[object], sent) -> None:
         try:
