@@ -265,7 +265,7 @@ LEFT JOIN whole w USING (file);
 -- (docs/formats.md §1.3). `m` is read only for rare shapes (a null result, an error that is
 -- not an object, a result with neither text nor structuredContent).
 CREATE OR REPLACE TEMP TABLE rpc AS
-WITH ok AS (
+WITH ok AS NOT MATERIALIZED (  -- read twice, copied never
     SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body, p FROM wire
     WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
 ), items AS (
@@ -287,8 +287,9 @@ WITH ok AS (
         CASE WHEN p.error IS NOT NULL THEN true
              WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
              ELSE json_exists(m, '$.error') END AS has_error,
+        -- (a JSON value here is written compactly: a string is one that starts with a quote)
         list_transform(list_filter(coalesce(p.result.content, []),
-                                   lambda x: x.type = '"text"' AND json_type(x.text) = 'VARCHAR'),
+                                   lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
                        lambda x: x.text ->> '$') AS texts
     FROM items
 )
