@@ -45,14 +45,18 @@ WITH split AS (
     SELECT file, string_split(text, chr(10)) AS parts,
            suffix(text, chr(10)) OR text = '' AS complete
     FROM file_text WHERE text IS NOT NULL
-), numbered AS (
-    SELECT file, complete, len(parts) AS n,
+), files AS (
+    -- once per file (beside the unnest below, these would be evaluated once per line)
+    SELECT file, parts, complete, len(parts) AS n,
            -- the header is the first non-blank line (nearly always line 1)
            CASE WHEN trim(parts[1], ' ' || chr(9) || chr(13)) <> '' THEN 1
                 ELSE list_position(list_transform(parts,
-                    lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no,
-           unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
+                    lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no
     FROM split
+), numbered AS (
+    SELECT file, complete, n, header_no,
+           unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
+    FROM files
 )
 SELECT file, line_no::INTEGER AS line_no, line, header_no::INTEGER AS header_no,
        NOT complete AND line_no = n AS unterminated, false AS bad_utf8,
