@@ -180,7 +180,9 @@ WITH body AS (
     FROM fast_parsed
 ), typed AS (
     SELECT *, f.raw AS raw_json,
-           NOT bad_utf8 AND (canon OR f IS NOT NULL OR json_valid(src)) AS valid,
+           -- (a CASE, not OR: OR would check every line with json_valid, a CASE only the rest)
+           NOT bad_utf8 AND CASE WHEN canon OR f IS NOT NULL THEN true
+                                 ELSE json_valid(src) END AS valid,
            -- JSON null reads as absent: look closer only where that could be (rare lines)
            CASE WHEN canon THEN true
                 WHEN f IS NULL THEN false WHEN f.message IS NOT NULL THEN true
