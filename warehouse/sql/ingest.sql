@@ -300,10 +300,15 @@ WITH ok AS NOT MATERIALIZED (  -- read twice, copied never
         CASE WHEN p.error IS NOT NULL THEN true
              WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
              ELSE json_exists(m, '$.error') END AS has_error,
-        -- (a JSON value here is written compactly: a string is one that starts with a quote)
-        list_transform(list_filter(coalesce(p.result.content, []),
-                                   lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
-                       lambda x: x.text ->> '$') AS texts
+        -- the text parts of the content (a JSON value here is written compactly: a string is
+        -- one that starts with a quote); one part, the usual, without a list's lambdas
+        CASE WHEN len(p.result.content) = 1 AND p.result.content[1].type = '"text"'
+                  AND starts_with(p.result.content[1].text, '"')
+             THEN p.result.content[1].text ->> '$' END AS text1,
+        CASE WHEN len(p.result.content) > 1 THEN
+            list_transform(list_filter(p.result.content,
+                                       lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
+                           lambda x: x.text ->> '$') END AS texts
     FROM items
 )
 SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
@@ -321,6 +326,7 @@ SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
            WHEN has_error THEN
                CASE WHEN json_type(p.error.message) = 'VARCHAR' THEN p.error.message ->> '$'
                     ELSE json_extract(m, '$.error')::VARCHAR END
+           WHEN text1 IS NOT NULL THEN text1
            WHEN len(texts) > 0 THEN array_to_string(texts, chr(10))
            WHEN p.result.structuredContent IS NOT NULL THEN p.result.structuredContent::VARCHAR
            ELSE json_extract(m, '$.result')::VARCHAR
