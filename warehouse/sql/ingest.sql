@@ -206,9 +206,12 @@ WITH body AS (
     SELECT file, session, seq, line, t_ms, sender, canon,
            -- the message as logged (kept), and as parsed (lone surrogates repaired)
            CASE WHEN has_message AND NOT has_raw
-                THEN coalesce(canon_body, f.message::VARCHAR, 'null') END AS body,
+                -- (not the proxy's form: the piece after "message": may hold more keys)
+                THEN CASE WHEN canon THEN canon_body ELSE coalesce(f.message::VARCHAR, 'null') END
+           END AS body,
            CASE WHEN has_message AND NOT has_raw AND src IS DISTINCT FROM line
-                THEN coalesce(canon_repaired, f.message::VARCHAR, 'null')
+                THEN CASE WHEN canon THEN canon_repaired
+                          ELSE coalesce(f.message::VARCHAR, 'null') END
            END AS parse_body,
            CASE WHEN NOT canon AND has_message AND NOT has_raw AND f.message IS NOT NULL
                      AND starts_with(f.message, '{') THEN parse_message(f.message)
