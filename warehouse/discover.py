@@ -153,9 +153,12 @@ def discover(layout: Layout, state: State, threads: int = 4, logs: Path | None =
             unchanged += 1
         else:
             changed.append((path, stat, hint, rel))
-    # hashing releases the GIL: a few threads keep the disk busy
+    # hashing releases the GIL: a few threads keep the disk busy (the files in chunks of 64:
+    # a future per file cost the main thread ~0.3 s of CPU per 10,000 files)
+    chunks = [changed[i : i + 64] for i in range(0, len(changed), 64)]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        files = [f for f in pool.map(lambda args: _identify(*args), changed) if f]
+        done = pool.map(lambda chunk: [_identify(*args) for args in chunk], chunks)
+        files = [f for chunk in done for f in chunk if f]
     found = plan(layout, state, files, unchanged)
     found.logs = logs
     return found

@@ -27,7 +27,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -214,6 +213,10 @@ class RemoteData:
         the newest file's, with the partition keys; older files lack what was added since: null
         there). The registry's sizes spare a request per file (a file without one is asked for
         its size)."""
+        # here, not at the top: pyarrow.dataset imports pandas (~0.2 s), which the ingest's
+        # workers and a local warehouse never need
+        import pyarrow.dataset as ds
+
         parquet = ds.ParquetFileFormat()
         hive = ds.partitioning(PARTITIONING, flavor="hive")
         folder = f"parquet/{table}/"

@@ -167,6 +167,31 @@ def test_per_line_faults_are_quarantined_or_dropped_and_the_run_goes_on(tmp_path
     assert ingest(home)["files read"] == 0
 
 
+def test_a_key_after_the_message_in_the_proxys_form_is_read_as_json(tmp_path: Path) -> None:
+    """A line that starts as stretto-proxy writes one but has another key after `message`:
+    its message is the `message` value (it used to be the text up to the last brace, which
+    stopped the whole batch when that text began with a brace)."""
+    home = tmp_path / "home"
+    (home / "logs/x").mkdir(parents=True)
+    (home / "logs/x/k.jsonl").write_bytes(
+        header("k")
+        + b'\n{"t_ms":1,"from":"client","message":{"jsonrpc":"2.0","id":1,"method":"ping"},"n":2}'
+        + b'\n{"t_ms":2,"from":"client","message":5,"n":2}\n'
+    )
+    meta = ingest(home)
+    assert (meta["lines read"], meta["lines ingested"], meta["lines quarantined"]) == (3, 3, 0)
+    got = rows(home, "SELECT seq, kind, method, body FROM messages ORDER BY seq")
+    assert got == [
+        {
+            "seq": 2,
+            "kind": "request",
+            "method": "ping",
+            "body": '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        },
+        {"seq": 3, "kind": "other", "method": None, "body": "5"},
+    ]
+
+
 def test_a_domain_that_is_not_a_plain_name_is_quarantined(tmp_path: Path) -> None:
     """A header's domain becomes a path (flows/<domain>.flow.json, domain=<domain>/)."""
     from assets.learn import flow

@@ -13,6 +13,10 @@ CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
                "structuredContent": "JSON", "tools": "JSON"},
     "error": {"message": "JSON"},
     "role": "JSON", "content": "JSON"}');
+-- A wire line's message, parsed (`m`: its text as parsed; see `wire`): `p` as the wire
+-- statement parsed it, or, for a line in the proxy's own form (there only checked), here.
+CREATE OR REPLACE TEMP MACRO wire_message(canon, p, m) AS
+    CASE WHEN NOT canon THEN p WHEN starts_with(m, '{') THEN parse_message(m) END;
 
 -- name: file_text
 -- Each file's text. A byte-order mark at the start of a file is an encoding mark, not text:
@@ -41,14 +45,18 @@ WITH split AS (
     SELECT file, string_split(text, chr(10)) AS parts,
            suffix(text, chr(10)) OR text = '' AS complete
     FROM file_text WHERE text IS NOT NULL
-), numbered AS (
-    SELECT file, complete, len(parts) AS n,
+), files AS (
+    -- once per file (beside the unnest below, these would be evaluated once per line)
+    SELECT file, parts, complete, len(parts) AS n,
            -- the header is the first non-blank line (nearly always line 1)
            CASE WHEN trim(parts[1], ' ' || chr(9) || chr(13)) <> '' THEN 1
                 ELSE list_position(list_transform(parts,
-                    lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no,
-           unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
+                    lambda x: trim(x, ' ' || chr(9) || chr(13)) <> ''), true) END AS header_no
     FROM split
+), numbered AS (
+    SELECT file, complete, n, header_no,
+           unnest(parts) AS line, generate_subscripts(parts, 1) AS line_no
+    FROM files
 )
 SELECT file, line_no::INTEGER AS line_no, line, header_no::INTEGER AS header_no,
        NOT complete AND line_no = n AS unterminated, false AS bad_utf8,
@@ -131,7 +139,9 @@ FROM parsed;
 -- name: wire
 -- Each line after the header, checked; `problem` says why a line is not ingested. `body` is
 -- the message's JSON text (the line's own bytes in the form stretto-proxy writes,
--- {"t_ms":N,"from":"S","message":...}; re-serialized otherwise) and `p` its parsed fields.
+-- {"t_ms":N,"from":"S","message":...}; re-serialized otherwise). `canon`: the line is in that
+-- form, its message only checked here (parsed where it is read: wire_message); otherwise `p`
+-- holds the message's parsed fields.
 CREATE OR REPLACE TEMP TABLE wire AS
 WITH body AS (
     SELECT l.file, h.session, l.line_no AS seq, l.line, l.unterminated, l.bad_utf8,
@@ -159,47 +169,51 @@ WITH body AS (
            END AS canon_repaired
     FROM body
 ), fast_parsed AS (
-    SELECT *, CASE WHEN canon_body IS NOT NULL
-                   THEN try(parse_message(coalesce(canon_repaired, canon_body))) END AS canon_p
+    SELECT *, coalesce(canon_body IS NOT NULL
+                       AND json_valid(coalesce(canon_repaired, canon_body)), false) AS canon
     FROM fast
 ), general AS (
     -- every other line: one generic parse (the message's fields parsed below, lazily)
     SELECT *,
-           CASE WHEN canon_p IS NULL AND NOT bad_utf8 THEN try(json_transform(src,
+           CASE WHEN NOT canon AND NOT bad_utf8 THEN try(json_transform(src,
                '{"t_ms": "JSON", "from": "JSON", "message": "JSON", "raw": "JSON"}')) END AS f
     FROM fast_parsed
 ), typed AS (
     SELECT *, f.raw AS raw_json,
-           NOT bad_utf8 AND (canon_p IS NOT NULL OR f IS NOT NULL OR json_valid(src)) AS valid,
+           -- (a CASE, not OR: OR would check every line with json_valid, a CASE only the rest)
+           NOT bad_utf8 AND CASE WHEN canon OR f IS NOT NULL THEN true
+                                 ELSE json_valid(src) END AS valid,
            -- JSON null reads as absent: look closer only where that could be (rare lines)
-           CASE WHEN canon_p IS NOT NULL THEN true
+           CASE WHEN canon THEN true
                 WHEN f IS NULL THEN false WHEN f.message IS NOT NULL THEN true
                 WHEN contains(line, '"message"') THEN json_exists(src, '$.message')
                 ELSE false END AS has_message,
-           CASE WHEN canon_p IS NOT NULL THEN false
+           CASE WHEN canon THEN false
                 WHEN f IS NULL THEN false WHEN f.raw IS NOT NULL THEN true
                 WHEN contains(line, '"raw"') THEN json_exists(src, '$.raw')
                 ELSE false END AS has_raw,
-           CASE WHEN canon_p IS NOT NULL THEN true
+           CASE WHEN canon THEN true
                 WHEN f IS NULL THEN false
                 WHEN f.t_ms IS NOT NULL OR f."from" IS NOT NULL OR f.message IS NOT NULL
                      OR f.raw IS NOT NULL THEN true
                 ELSE starts_with(ltrim(line), '{') END AS is_object,
-           CASE WHEN canon_p IS NOT NULL THEN TRY_CAST(head.t_ms AS BIGINT)
+           CASE WHEN canon THEN TRY_CAST(head.t_ms AS BIGINT)
                 WHEN json_type(f.t_ms) IN ('UBIGINT', 'BIGINT') THEN TRY_CAST(f.t_ms AS BIGINT) END AS t_ms,
-           CASE WHEN canon_p IS NOT NULL THEN head.sender
+           CASE WHEN canon THEN head.sender
                 WHEN json_type(f."from") = 'VARCHAR' THEN f."from" ->> '$' END AS sender
     FROM general
 ), checked AS (
-    SELECT file, session, seq, line, t_ms, sender,
+    SELECT file, session, seq, line, t_ms, sender, canon,
            -- the message as logged (kept), and as parsed (lone surrogates repaired)
            CASE WHEN has_message AND NOT has_raw
-                THEN coalesce(canon_body, f.message::VARCHAR, 'null') END AS body,
+                -- (not the proxy's form: the piece after "message": may hold more keys)
+                THEN CASE WHEN canon THEN canon_body ELSE coalesce(f.message::VARCHAR, 'null') END
+           END AS body,
            CASE WHEN has_message AND NOT has_raw AND src IS DISTINCT FROM line
-                THEN coalesce(canon_repaired, f.message::VARCHAR, 'null')
+                THEN CASE WHEN canon THEN canon_repaired
+                          ELSE coalesce(f.message::VARCHAR, 'null') END
            END AS parse_body,
-           CASE WHEN canon_p IS NOT NULL THEN canon_p
-                WHEN has_message AND NOT has_raw AND f.message IS NOT NULL
+           CASE WHEN NOT canon AND has_message AND NOT has_raw AND f.message IS NOT NULL
                      AND starts_with(f.message, '{') THEN parse_message(f.message)
            END AS p,
            CASE WHEN has_raw AND NOT has_message THEN raw_json ->> '$' END AS raw,
@@ -265,8 +279,10 @@ LEFT JOIN whole w USING (file);
 -- (docs/formats.md §1.3). `m` is read only for rare shapes (a null result, an error that is
 -- not an object, a result with neither text nor structuredContent).
 CREATE OR REPLACE TEMP TABLE rpc AS
-WITH ok AS (
-    SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body, p FROM wire
+WITH ok AS NOT MATERIALIZED (  -- read twice, copied never
+    SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body,
+           wire_message(canon, p, coalesce(parse_body, body)) AS p
+    FROM wire
     WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
 ), items AS (
     SELECT session, seq, t_ms, sender, 0 AS sub, body AS m, p FROM ok
@@ -287,9 +303,15 @@ WITH ok AS (
         CASE WHEN p.error IS NOT NULL THEN true
              WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
              ELSE json_exists(m, '$.error') END AS has_error,
-        list_transform(list_filter(coalesce(p.result.content, []),
-                                   lambda x: x.type = '"text"' AND json_type(x.text) = 'VARCHAR'),
-                       lambda x: x.text ->> '$') AS texts
+        -- the text parts of the content (a JSON value here is written compactly: a string is
+        -- one that starts with a quote); one part, the usual, without a list's lambdas
+        CASE WHEN len(p.result.content) = 1 AND p.result.content[1].type = '"text"'
+                  AND starts_with(p.result.content[1].text, '"')
+             THEN p.result.content[1].text ->> '$' END AS text1,
+        CASE WHEN len(p.result.content) > 1 THEN
+            list_transform(list_filter(p.result.content,
+                                       lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
+                           lambda x: x.text ->> '$') END AS texts
     FROM items
 )
 SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
@@ -307,6 +329,7 @@ SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
            WHEN has_error THEN
                CASE WHEN json_type(p.error.message) = 'VARCHAR' THEN p.error.message ->> '$'
                     ELSE json_extract(m, '$.error')::VARCHAR END
+           WHEN text1 IS NOT NULL THEN text1
            WHEN len(texts) > 0 THEN array_to_string(texts, chr(10))
            WHEN p.result.structuredContent IS NOT NULL THEN p.result.structuredContent::VARCHAR
            ELSE json_extract(m, '$.result')::VARCHAR
@@ -370,8 +393,8 @@ SELECT session, seq, t_ms,
            ELSE coalesce(p.content::VARCHAR, '')
        END AS content,
        starts_with(body, '{') AS is_object
-FROM wire
-WHERE problem IS NULL AND sender = 'context' AND body IS NOT NULL;
+FROM (SELECT session, seq, t_ms, body, wire_message(canon, p, coalesce(parse_body, body)) AS p
+      FROM wire WHERE problem IS NULL AND sender = 'context' AND body IS NOT NULL);
 
 -- name: speaks
 -- What counts as said for turns and steps: any user message, an assistant reply with text.
