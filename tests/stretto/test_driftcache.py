@@ -144,6 +144,39 @@ def test_a_changed_log_is_another_session_and_settings_apply_afresh(flows, tmp_p
     same(outcome.result, drift(second, read_episodes(logs), settings=settings))
 
 
+def test_facts_gathered_before_any_flow_give_the_result_of_reading_the_logs(
+    flows, tmp_path
+) -> None:
+    """The check on a domain no flow is served for yet keeps its sessions' facts; the first
+    check under a flow then reads only the logs of the sessions that came since, and its
+    result is drift's on every log."""
+    first, second = flows
+    logs, cache = tmp_path / "logs", tmp_path / "cache/shop.habit.json"
+    paths = write_sessions(logs, ["usual"] * 10 + ["changed"] * 4, seed=15, start=500)
+    read = Reader()
+    assert driftcache.gather_facts(sessions(logs), cache, read) == 14 and len(read.read) == 14
+    assert not cache.exists()  # no values without a flow: only the facts file
+    facts = driftcache.facts_path(cache)
+    assert stat.S_IMODE(facts.stat().st_mode) == 0o600
+    read = Reader()
+    assert driftcache.gather_facts(sessions(logs), cache, read) == 0 and read.read == []
+
+    # a new session, and one gone: only the new log is read, the gone one's facts dropped
+    new = write_sessions(logs, ["changed"], seed=16, start=514)
+    held = [s for s in sessions(logs) if s.file != paths[0]]
+    read = Reader()
+    assert driftcache.gather_facts(held, cache, read) == 1 and read.read == [new[0].name]
+    assert len(json.loads(facts.read_text())["sessions"]) == 14
+
+    # the first check under each flow: no log read, the result drift's on every log
+    episodes = [e for e in read_episodes(logs) if e.id != "s-0500"]
+    for flow in (first, second):
+        read = Reader()
+        outcome = cached_drift(flow, held, cache, read)
+        assert (outcome.scored, outcome.read) == (14, 0) and read.read == []
+        same(outcome.result, drift(flow, episodes))
+
+
 def _tamper(data: dict) -> dict:
     entry = next(iter(data["sessions"].values()))
     entry[3] = "3.2"  # a surprise that is not a number
