@@ -1,7 +1,8 @@
 """A flow's life after the first learn, in the pipeline: the drift check after each ingest, and
 the staged relearning the nightly schedule runs (../shared/spec/algorithms.md §11, §17).
 
-Each domain here is one whose flow is served from the home, `flows/<domain>.flow.json`. The
+Each domain here is one whose flow is served from the home, `flows/<domain>.flow.json` (for
+the others the check only keeps their sessions' facts, for the first check under a flow). The
 check and the staging read that domain's sessions from the warehouse; neither ever replaces a
 served flow, but with `auto_commit_if_better` (`stretto stage --auto-commit-if-better`)."""
 
