@@ -173,7 +173,8 @@ def facts(episode: Episode) -> Facts:
 
 def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
     """Each session scored from its facts as score() would from its log, each distinct
-    decision point scored once; None for the arbiter (its judge reads the transcript)."""
+    decision point (as the models see it: habit.seen of its history) scored once; None for the
+    arbiter (its judge reads the transcript)."""
     from stretto.model.decide import Decider
     from stretto.model.habit import seen
     from stretto.model.program import FlowDistributions
