@@ -1,7 +1,8 @@
 """A flow's life after the first learn, in the pipeline: the drift check after each ingest, and
 the staged relearning the nightly schedule runs (../shared/spec/algorithms.md §11, §17).
 
-Each domain here is one whose flow is served from the home, `flows/<domain>.flow.json`. The
+Each domain here is one whose flow is served from the home, `flows/<domain>.flow.json` (for
+the others the check only keeps their sessions' facts, for the first check under a flow). The
 check and the staging read that domain's sessions from the warehouse; neither ever replaces a
 served flow, but with `auto_commit_if_better` (`stretto stage --auto-commit-if-better`)."""
 
@@ -56,20 +57,29 @@ def drift_cache(layout: Layout, domain: str, decider: str = "habit") -> Path:
     "`stretto drift` on every domain's sessions (its report, data and plot under "
     "reports/<domain>/drift-<time>/); a warning while the alarm sounds after the last session. "
     "Only sessions not scored under the same flow before are read and scored "
-    "(warehouse/drift/<domain>.habit.json keeps the others' values).",
+    "(warehouse/drift/<domain>.habit.json keeps the others' values), from their facts when "
+    "the check has seen them before (warehouse/drift/<domain>.habit.facts.json: gathered for "
+    "every domain, served or not, so the first check under a flow reads no log).",
 )
 def drift_check(
     context: dg.AssetCheckExecutionContext, stretto: StrettoHome
 ) -> dg.AssetCheckResult:
     from stretto.logs.episode import read_episode
     from stretto.offline.drift import write_report
-    from stretto.offline.driftcache import cached_drift
+    from stretto.offline.driftcache import cached_drift, gather_facts
 
     layout = stretto.layout()
     timings = Timings(context.log.info)
     per_domain: dict[str, dict] = {}
     served_paths = served_flows(layout)
-    by_domain = domain_sessions(layout) if served_paths else {}
+    by_domain = domain_sessions(layout) if store.has_warehouse(layout) else {}
+    gathered: dict[str, int] = {}
+    for domain in sorted(by_domain.keys() - served_paths.keys()):
+        with timings.phase(f"facts of {domain}"):  # no flow served: its facts, for the first
+            gathered[domain] = gather_facts(  # check under one
+                by_domain[domain], drift_cache(layout, domain), read_episode
+            )
+        context.log.info(f"facts of {domain}: {gathered[domain]} log(s) read (no flow served)")
     for domain, path in sorted(served_paths.items()):
         try:
             served = load_flow(path)
@@ -107,7 +117,11 @@ def drift_check(
             if sounding
             else f"no drift in {len(per_domain)} served flow(s)"
         ),
-        metadata={"domains": dg.MetadataValue.json(per_domain), **timings.metadata()},
+        metadata={
+            "domains": dg.MetadataValue.json(per_domain),
+            "facts gathered (logs read)": dg.MetadataValue.json(gathered),
+            **timings.metadata(),
+        },
     )
 
 

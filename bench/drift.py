@@ -5,8 +5,11 @@ bench/archive.py's archive (its sessions over 60 days and 3 domains, the last da
 in process, on a home of its own: the `ingest` job over 59 days and each domain's `flow` (the
 flows served), then three ingest runs, each with the drift check:
 
+- first: the full ingest's own check, before any flow is served: it scores nothing, but keeps
+  every session's facts (the decision points and the steps' tools; its `read`);
 - cold: the first half of the new day arrives; the check scores every session under the flows
-  just learned (no check has run under them: what bench/archive.py's nightly measures);
+  just learned (no check has run under them: what bench/archive.py's nightly measures), from
+  the facts the first check kept: only the new logs are read;
 - warm: the second half arrives, the served flows unchanged (the `nightly_stage` schedule,
   or any ingest before the next relearn): only the new sessions are read and scored;
 - relearned: each domain's flow is learned again and served (the `nightly` schedule), then
@@ -50,13 +53,15 @@ def _check(instance, home: Path) -> dict:
     }
     (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "drift"]
     domains = evaluation.metadata["domains"].value
+    gathered = evaluation.metadata.get("facts gathered (logs read)")
     return {
         "ingest_s": time.perf_counter() - started,
         "ingest_cpu_s": time.process_time() - cpu,
         "drift_s": seconds.get("steps_drift", 0.0),
         "sessions": sum(d["sessions"] for d in domains.values()),
         "scored": sum(d["scored"] for d in domains.values()),
-        "read": sum(d.get("logs read", d["scored"]) for d in domains.values()),
+        "read": sum(d.get("logs read", d["scored"]) for d in domains.values())
+        + sum(gathered.value.values() if gathered else ()),
     }
 
 
@@ -80,7 +85,8 @@ def run(archive: Path, work: Path) -> dict:
     halves = new[0::2], new[1::2]
     out: dict = {}
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        _check(instance, home)
+        ingested = sum(1 for _ in (archive / "logs").rglob("*.jsonl"))
+        out["first"] = {**_check(instance, home), "new": ingested}
         _learn(instance, home)
         for name, half in zip(("cold", "warm"), halves, strict=True):
             for path in half:

@@ -20,10 +20,16 @@ LOG_ALPHA_PRIOR_SD = 2.0
 Levels = Mapping[tuple[str, ...], Mapping[str, float]]
 
 
+def seen(history: Sequence[str]) -> tuple[str, ...]:
+    """All the models read of a history of step names: its last ORDER steps, padded with
+    START (two histories that end alike get the same probabilities)."""
+    return (*[START] * ORDER, *history[-ORDER:])[-ORDER:]
+
+
 def contexts(history: Sequence[str]) -> list[tuple[str, ...]]:
     """The level-0, -1 and -2 contexts of a history of step names."""
-    padded = [START] * ORDER + list(history)
-    return [(), (padded[-1],), (padded[-2], padded[-1])]
+    last = seen(history)
+    return [(), last[-1:], last]
 
 
 class BackoffModel:

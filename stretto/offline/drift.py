@@ -173,8 +173,10 @@ def facts(episode: Episode) -> Facts:
 
 def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
     """Each session scored from its facts as score() would from its log, each distinct
-    decision point scored once; None for the arbiter (its judge reads the transcript)."""
+    decision point (as the models see it: habit.seen of its history) scored once; None for the
+    arbiter (its judge reads the transcript)."""
     from stretto.model.decide import Decider
+    from stretto.model.habit import seen
     from stretto.model.program import FlowDistributions
     from stretto.offline.audit import _score
 
@@ -184,18 +186,18 @@ def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
     dists = FlowDistributions(flow)
     kinds = flow["manifest"]["tools"]
     known = trained_tools(flow)
+    # the habit and reach models read only what habit.seen keeps of a history: a point is
+    # scored once per (that, call, failed, step)
     memo: dict[Context, dict | None] = {}
     out = []
     for f in sessions:
         ds = []
-        for point in f.points:
-            if point not in memo:
-                history, call, failed, step = point
+        for history, call, failed, step in f.points:
+            key = (seen(history), call, failed, step)
+            if key not in memo:
                 probs = scorer.probabilities(list(history), (call, failed))
-                memo[point] = (
-                    _score("", probs, step, (call, failed), kinds, dists) if probs else None
-                )
-            d = memo[point]
+                memo[key] = _score("", probs, step, (call, failed), kinds, dists) if probs else None
+            d = memo[key]
             if d is not None:
                 ds.append(d)
         n = len(ds)

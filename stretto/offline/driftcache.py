@@ -198,6 +198,25 @@ def facts_path(path: Path) -> Path:
     return path.with_name(path.stem + ".facts.json")
 
 
+def gather_facts(sessions: Iterable[Session], path: Path, read: Callable[[Path], Episode]) -> int:
+    """Keep the sessions' facts in the facts file beside the cache at `path`, reading only the
+    logs of the sessions it lacks (the file then holds exactly these sessions'): what the check
+    does for a domain no flow is served for yet, so that the first check under a flow reads no
+    log. The number of logs read."""
+    where = facts_path(path)
+    kept = load_facts(where)
+    held: dict[str, Facts] = {}
+    read_now = 0
+    for session in sessions:
+        f = kept.get(session.key)
+        if f is None:
+            f, read_now = facts(read(session.file)), read_now + 1
+        held[session.key] = f
+    if read_now or kept.keys() - held.keys():
+        save_facts(where, held)
+    return read_now
+
+
 def load_facts(path: Path) -> dict[str, Facts]:
     """key -> the session's facts, if the file is this version's; else {} (read again)."""
     try:

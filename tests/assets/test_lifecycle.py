@@ -21,12 +21,17 @@ from tests.stretto.lifecycle import learn_folder, write_sessions
 from warehouse.layout import Layout
 
 
-def check(home: Path) -> dict:
-    """One ingest run with the drift check: the check's figures for the shop."""
+def evaluation(home: Path):
     result = materialize([*INGEST_ASSETS, drift_check], str(home), 0)
     assert result.success
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "drift"]
-    return {"passed": evaluation.passed, **evaluation.metadata["domains"].value["shop"]}
+    (found,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "drift"]
+    return found
+
+
+def check(home: Path) -> dict:
+    """One ingest run with the drift check: the check's figures for the shop."""
+    found = evaluation(home)
+    return {"passed": found.passed, **found.metadata["domains"].value["shop"]}
 
 
 def as_fresh(home: Path, figures: dict) -> None:
@@ -73,3 +78,21 @@ def test_the_drift_check_scores_only_what_it_has_not_scored_under_the_served_flo
     spoiled = check(home)
     assert spoiled["scored"] == 35
     as_fresh(home, spoiled)
+
+
+@pytest.mark.slow  # two ingest runs with the check, and a flow learned between them
+def test_the_first_check_under_a_flow_reads_no_log_gathered_before(tmp_path: Path) -> None:
+    """An ingest before any flow is served keeps its sessions' facts (the check has nothing to
+    score yet); the first check under the flow then reads no log, and its report is the one
+    drift computes afresh from every log."""
+    home = tmp_path / "home"
+    write_sessions(home / "logs/shop", ["usual"] * 20 + ["changed"] * 4, seed=3)
+    before = evaluation(home)
+    assert before.passed and before.metadata["domains"].value == {}
+    assert before.metadata["facts gathered (logs read)"].value == {"shop": 24}
+    assert not drift_cache(Layout.at(home), "shop").exists()
+
+    learn_folder(home / "logs/shop", home / "flows/shop.flow.json", tmp_path / "learning")
+    first = check(home)
+    assert (first["scored"], first["logs read"]) == (24, 0)
+    as_fresh(home, first)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stretto.logs.episode import Episode, read_episode, read_episodes
+from stretto.model.habit import seen
 from stretto.offline import driftcache
 from stretto.offline.drift import Drift, Settings, change_probabilities, drift
 from stretto.offline.driftcache import Session, cached_drift, flow_digest
@@ -142,6 +143,43 @@ def test_a_changed_log_is_another_session_and_settings_apply_afresh(flows, tmp_p
     outcome = cached_drift(second, sessions(logs), cache, read, settings=settings)
     assert read.read == [] and outcome.scored == 12
     same(outcome.result, drift(second, read_episodes(logs), settings=settings))
+
+
+def test_facts_gathered_before_any_flow_give_the_result_of_reading_the_logs(
+    flows, tmp_path
+) -> None:
+    """The check on a domain no flow is served for yet keeps its sessions' facts; the first
+    check under a flow then reads only the logs of the sessions that came since, and its
+    result is drift's on every log."""
+    first, second = flows
+    logs, cache = tmp_path / "logs", tmp_path / "cache/shop.habit.json"
+    paths = write_sessions(logs, ["usual"] * 10 + ["changed"] * 4, seed=15, start=500)
+    read = Reader()
+    assert driftcache.gather_facts(sessions(logs), cache, read) == 14 and len(read.read) == 14
+    assert not cache.exists()  # no values without a flow: only the facts file
+    facts = driftcache.facts_path(cache)
+    assert stat.S_IMODE(facts.stat().st_mode) == 0o600
+    read = Reader()
+    assert driftcache.gather_facts(sessions(logs), cache, read) == 0 and read.read == []
+
+    # a new session, and one gone: only the new log is read, the gone one's facts dropped
+    new = write_sessions(logs, ["changed"], seed=16, start=514)
+    held = [s for s in sessions(logs) if s.file != paths[0]]
+    read = Reader()
+    assert driftcache.gather_facts(held, cache, read) == 1 and read.read == [new[0].name]
+    assert len(json.loads(facts.read_text())["sessions"]) == 14
+
+    # points whose histories differ but end alike (scored once: habit.seen) are among them
+    points = {p for f in driftcache.load_facts(facts).values() for p in f.points}
+    assert len({(seen(h), *rest) for h, *rest in points}) < len(points)
+
+    # the first check under each flow: no log read, the result drift's on every log
+    episodes = [e for e in read_episodes(logs) if e.id != "s-0500"]
+    for flow in (first, second):
+        read = Reader()
+        outcome = cached_drift(flow, held, cache, read)
+        assert (outcome.scored, outcome.read) == (14, 0) and read.read == []
+        same(outcome.result, drift(flow, episodes))
 
 
 def _tamper(data: dict) -> dict:
