@@ -15,24 +15,11 @@ from hypothesis import strategies as st
 
 from stretto.logs.domain import DomainError, check_domain, is_valid_domain
 from tests.conftest import PROXY
+from tests.warehouse.faults import FAULTS, HEADER, PING, header
 from tests.warehouse.helpers import ingest, rows
 from warehouse import store
 from warehouse.discover import discover
 from warehouse.layout import Layout
-
-HEADER = {
-    "stretto_mcp_log": 2,
-    "session": "s",
-    "started_unix_ms": 1_796_083_860_031,
-    "server_command": [],
-    "domain": None,
-    "agent_model": None,
-}
-PING = b'{"t_ms":1,"from":"client","message":{"jsonrpc":"2.0","id":1,"method":"ping"}}'
-
-
-def header(session: str, **fields: object) -> bytes:
-    return json.dumps({**HEADER, "session": session, **fields}).encode()
 
 
 def test_lines_that_are_not_json_are_kept_as_raw_and_ingest_keeps_working(tmp_path: Path) -> None:
@@ -63,46 +50,6 @@ def test_lines_that_are_not_json_are_kept_as_raw_and_ingest_keeps_working(tmp_pa
     )
     assert ingest(home)["files read"] == 1
     assert rows(home, "SELECT count(*) AS n FROM sessions") == [{"n": 2}]
-
-
-FAULTS = {
-    # file: (content, lines read, ingested, quarantined, dropped)
-    "bad-utf8": (
-        header("bad-utf8")
-        + b"\n"
-        + PING
-        + b'\n{"t_ms":2,"from":"client","raw":"\xff\xfe"}\n'
-        + PING
-        + b"\n",
-        4,
-        3,
-        1,
-        0,
-    ),
-    "bom": (b"\xef\xbb\xbf" + header("bom") + b"\n" + PING + b"\n", 2, 2, 0, 0),
-    "long-torn": (header("long-torn") + b"\n" + b"a" * 200_000, 2, 1, 0, 1),
-    "long-raw": (
-        header("long-raw") + b'\n{"t_ms":1,"from":"client","raw":"' + b"a" * 200_000 + b'"}\n',
-        2,
-        2,
-        0,
-        0,
-    ),
-    "random-text": (b'\\\\u{["bb\t:,1\n]}{x\n\n"\\ud8\n', 4, 0, 3, 1),
-    "only-newlines": (b"\n\n\n", 3, 0, 0, 3),
-    "tab-line": (header("tab-line") + b"\n\t\n \t\r\n" + PING + b"\n", 4, 2, 0, 2),
-    "lone-surrogate": (
-        header("lone-surrogate")
-        + b'\n{"t_ms":1,"from":"server","message":{"jsonrpc":"2.0","id":1,'
-        + b'"result":{"content":[{"type":"text","text":"a\\ud800b"}]}}}\n'
-        + b'{"t_ms":2,"from":"client","raw":"\\udc00"}\n',
-        3,
-        3,
-        0,
-        0,
-    ),
-    "torn-utf8": (header("torn-utf8") + b"\n" + PING + b'\n{"t_ms":3,"raw":"caf\xc3', 3, 2, 0, 1),
-}
 
 
 def test_per_line_faults_are_quarantined_or_dropped_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.synth_logs import generate
 from tests.conftest import REFERENCE_HOME
-from tests.warehouse.test_bad_input import FAULTS, header
+from tests.warehouse.faults import FAULTS, header
 from warehouse import store
 from warehouse.discover import discover
 from warehouse.layout import Layout
