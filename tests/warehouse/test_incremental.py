@@ -10,6 +10,7 @@ from datetime import date
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from assets.ingest import DRIFT, contract_drift
 from tests.builders import SHOP_TOOLS, LogBuilder, shop_log, write_logs
@@ -44,6 +45,7 @@ def files_of(layout: Layout, run_id: str) -> list[Path]:
     ]
 
 
+@pytest.mark.slow  # several ingest runs
 def test_steps_are_derived_only_for_the_new_run_and_equal_a_full_recompute(tmp_path: Path) -> None:
     home = tmp_path / "home"
     shutil.copytree(REFERENCE_HOME / "logs/shop", home / "logs/shop")
@@ -125,6 +127,7 @@ def registry_counts(layout: Layout) -> dict[str, int]:
         return read.rows()
 
 
+@pytest.mark.slow  # several ingest runs
 def test_the_totals_from_the_registry_equal_the_views_counts(tmp_path: Path) -> None:
     from warehouse import compact, retention
 
@@ -174,6 +177,7 @@ def drift_of(layout: Layout, run_id: str) -> tuple[list[str], list[str]]:
     return found, [f"{r['domain']}: {r['tool']}" for r in full if r["changed"]]
 
 
+@pytest.mark.slow  # several ingest runs
 def test_the_contract_check_reads_the_recent_days_and_finds_what_the_whole_would(
     tmp_path: Path,
 ) -> None:
