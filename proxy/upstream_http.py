@@ -24,12 +24,12 @@ REQUEST_TIMEOUT_S = 600.0  # a tool may run long; a dead server is noticed by th
 GET_RETRIES = 3
 # Servers drop idle keep-alive connections (uvicorn after 5 s); reuse only fresher ones.
 REUSE_IDLE_S = 2.0
+STREAM_BYTES = 1 << 20  # a JSON answer this long goes to the host as it arrives ...
+STREAM_PIECE = 1 << 18  # ... read this much at a time
 # With this many requests unanswered, a new one waits a little for a connection to come free
 # before it opens another: a burst reuses a few warm connections (and their reader threads)
 # instead of a connection and a thread per message, while slow tools delay the next call by
 # at most the wait.
-STREAM_BYTES = 1 << 20  # a JSON answer this long goes to the host as it arrives ...
-STREAM_PIECE = 1 << 18  # ... read this much at a time
 BUSY_CONNECTIONS = 8
 BUSY_WAIT_S = 0.005
 
@@ -267,7 +267,7 @@ class HttpUpstream:
         return (
             self._stream_piece is not None
             and (response.length or 0) >= STREAM_BYTES
-            and not any(m.get("method") == "initialize" for m in messages(sent))
+            and not _initializes(sent)
         )
 
     def _stream(self, response: http.client.HTTPResponse, answered: set[str]) -> None:
@@ -291,7 +291,7 @@ class HttpUpstream:
         if not payload:
             return
         line = payload + b"\n"
-        if any(m.get("method") == "initialize" for m in messages(sent)):
+        if _initializes(sent):
             # Noted before the host has the answer, and so before its next request.
             parsed = parse_json_line(line)
             for message in messages(parsed[0] if parsed is not None else None):
@@ -407,6 +407,11 @@ class HttpUpstream:
                 pass
         self._done.set()
         self.wake()
+
+
+def _initializes(sent) -> bool:
+    """The request (or batch) sent holds an `initialize`, whose answer is noted first."""
+    return any(m.get("method") == "initialize" for m in messages(sent))
 
 
 def one_line(body: bytes) -> bytes:
