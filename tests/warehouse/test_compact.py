@@ -7,6 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REFERENCE_HOME, ROOT
 from tests.warehouse.helpers import ingest, rows
 from warehouse import compact, store
@@ -21,6 +23,7 @@ def data_files(home: Path) -> list[str]:
     return [r["path"] for r in rows(home, "SELECT path FROM data_files ORDER BY path")]
 
 
+@pytest.mark.slow  # several ingest runs
 def test_compaction_leaves_one_file_per_partition_and_the_same_rows(tmp_path: Path) -> None:
     home = tmp_path / "home"
     logs = home / "logs/shop"

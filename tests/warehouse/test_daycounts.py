@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from stretto.model.binding import Rules
 from tests.warehouse.helpers import SHOP, ingest, put_log
 from warehouse.daycounts import PartStore
@@ -19,6 +21,7 @@ def learned(home: Path, said: list[str] | None = None) -> dict:
     return learn_flow(Layout.at(home), "shop", only_domain=True, now_ms=0, say=notes.append)
 
 
+@pytest.mark.slow  # several ingest runs
 def test_a_new_day_is_counted_alone_and_the_sum_is_the_full_recount(tmp_path: Path) -> None:
     nightly, full = tmp_path / "nightly", tmp_path / "full"
     for i, log in enumerate(SHOP[:4]):
@@ -63,6 +66,7 @@ def same(flow: dict, other: dict) -> bool:
     return json.dumps(flow, sort_keys=True) == json.dumps(other, sort_keys=True)
 
 
+@pytest.mark.slow  # several ingest runs
 def test_an_earlier_day_changed_is_counted_replayed_and_walked_again(tmp_path: Path) -> None:
     home = tmp_path / "home"
     for log, day in zip(SHOP[:4], [0, 1, 2, 2], strict=True):
@@ -80,6 +84,7 @@ def test_an_earlier_day_changed_is_counted_replayed_and_walked_again(tmp_path: P
     assert same(flow, recounted(tmp_path, [0, 1, 2, 2, 0]))
 
 
+@pytest.mark.slow  # several ingest runs
 def test_rules_that_change_replay_only_their_lookups(tmp_path: Path) -> None:
     home = tmp_path / "home"
     put_log(SHOP[0], home / "logs/shop", 0)
