@@ -31,11 +31,20 @@ def served_flows(layout: Layout) -> dict[str, Path]:
     return {d: path for d, path in found.items() if path.is_file()}
 
 
-def domain_sessions(layout: Layout) -> dict[str, list[Session]]:
-    """The warehouse's current sessions by domain: id, content hash and log file each."""
+def domain_sessions(layout: Layout, newest: int | None = None) -> dict[str, list[Session]]:
+    """The warehouse's current sessions by domain (with `newest`, only that many of each, the
+    last to start): id, content hash and log file each."""
+    keep = (
+        ""
+        if newest is None
+        else "QUALIFY row_number() OVER (PARTITION BY domain "
+        f"ORDER BY started_unix_ms DESC, session DESC) <= {int(newest)}"
+    )
     con = store.open_catalogue(layout)
     try:
-        rows = con.execute("SELECT domain, session, content_hash, file FROM sessions").fetchall()
+        rows = con.execute(
+            f"SELECT domain, session, content_hash, file FROM sessions {keep}"
+        ).fetchall()
     finally:
         con.close()
     by: dict[str, list[Session]] = {}
@@ -54,7 +63,8 @@ def drift_cache(layout: Layout, domain: str, decider: str = "habit") -> Path:
     name="drift",
     blocking=False,
     description="Has the agent changed its habits since each served flow was learned? "
-    "`stretto drift` on every domain's sessions (its report, data and plot under "
+    "`stretto drift` on each domain's newest sessions (the `stretto` resource's "
+    "drift_sessions, 2,000 by default; its report, data and plot under "
     "reports/<domain>/drift-<time>/); a warning while the alarm sounds after the last session. "
     "Only sessions not scored under the same flow before are read and scored "
     "(warehouse/drift/<domain>.habit.json keeps the others' values), from their facts when "
@@ -72,7 +82,15 @@ def drift_check(
     timings = Timings(context.log.info)
     per_domain: dict[str, dict] = {}
     served_paths = served_flows(layout)
-    by_domain = domain_sessions(layout) if store.has_warehouse(layout) else {}
+    if stretto.drift_sessions < 1:
+        raise dg.Failure(f"drift_sessions must be at least 1, not {stretto.drift_sessions}")
+    # The newest sessions only, so that a check costs the same however large the archive
+    # grows: it runs after every ingest and, under `nightly`, scores them all again under each
+    # new flow. The alarm is about the last sessions (--window, 10); the others before them
+    # are its baseline, and a few thousand are baseline enough.
+    by_domain = (
+        domain_sessions(layout, stretto.drift_sessions) if store.has_warehouse(layout) else {}
+    )
     gathered: dict[str, int] = {}
     for domain in sorted(by_domain.keys() - served_paths.keys()):
         with timings.phase(f"facts of {domain}"):  # no flow served: its facts, for the first

@@ -13,6 +13,8 @@ class StrettoHome(dg.ConfigurableResource):
     progress: bool = False  # draw a progress bar on stderr (the CLI on a terminal)
     # the committed data's object-store URL; None: $STRETTO_WAREHOUSE, else HOME/warehouse
     warehouse: str | None = None
+    # the newest sessions of each domain the ingest's drift check scores (assets/lifecycle.py)
+    drift_sessions: int = 2000
 
     def layout(self) -> Layout:
         return Layout.at(self.home, self.warehouse)

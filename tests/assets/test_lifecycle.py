@@ -96,3 +96,46 @@ def test_the_first_check_under_a_flow_reads_no_log_gathered_before(tmp_path: Pat
     first = check(home)
     assert (first["scored"], first["logs read"]) == (24, 0)
     as_fresh(home, first)
+
+
+def test_the_check_scores_only_each_domains_newest_sessions(tmp_path: Path) -> None:
+    """With drift_sessions, the check is drift on the newest sessions alone (its cost does not
+    grow with the archive), and its caches hold only those."""
+    import dagster as dg
+
+    from assets.resources import StrettoHome
+
+    home = tmp_path / "home"
+    write_sessions(home / "logs/shop", ["usual"] * 20 + ["other"] * 8, seed=3)
+    learn_folder(home / "logs/shop", home / "flows/shop.flow.json", tmp_path / "learning")
+    resource = StrettoHome(home=str(home), wait_seconds=0, drift_sessions=12)
+    result = dg.materialize([*INGEST_ASSETS, drift_check], resources={"stretto": resource})
+    (found,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "drift"]
+    figures = found.metadata["domains"].value["shop"]
+    assert figures["sessions"] == figures["scored"] == 12
+
+    layout = Layout.at(home)
+    newest = warehouse_episodes(layout, "shop")[-12:]
+    fresh = drift(load_flow(home / "flows/shop.flow.json"), newest)
+    reported = json.loads(Path(figures["report"]).with_name("drift.json").read_text())
+    assert reported == json.loads(json.dumps(fresh.as_json()))
+    assert [s["id"] for s in reported["sessions"]] == [e.id for e in newest]
+    cached = json.loads(drift_cache(layout, "shop").read_text())["sessions"]
+    assert sorted(k.split("\t")[0] for k in cached) == sorted(e.id for e in newest)
+
+
+def test_the_checks_session_count_must_be_positive(tmp_path: Path) -> None:
+    import dagster as dg
+
+    from assets.resources import StrettoHome
+
+    home = tmp_path / "home"
+    write_sessions(home / "logs/shop", ["usual"] * 3, seed=1)
+    resource = StrettoHome(home=str(home), wait_seconds=0, drift_sessions=0)
+    result = dg.materialize(
+        [*INGEST_ASSETS, drift_check], resources={"stretto": resource}, raise_on_error=False
+    )
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert failures and "drift_sessions must be at least 1, not 0" in str(
+        failures[0].event_specific_data.error
+    )
