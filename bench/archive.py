@@ -90,7 +90,7 @@ def _relearn(home: Path, instance, run_config: dict, timings: dict, phase: str) 
         "ingest_s": ingest_s,
         "learn_s": time.perf_counter() - started - ingest_s,
         "seconds": time.perf_counter() - started,
-        # the ingest job's `drift` check (rereads every served domain's session logs)
+        # the ingest job's `drift` check (each domain's newest sessions, under the served flow)
         "drift_s": steps.get("steps_drift", 0.0),
         "steps": steps,
     }

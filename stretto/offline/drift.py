@@ -162,10 +162,13 @@ class Facts:
 
 
 def facts(episode: Episode) -> Facts:
+    from stretto.model.habit import seen
     from stretto.offline.audit import agents_step, decision_points
 
+    # a history only as far as the habit and reach models read it (its last steps): the
+    # facts of an archive's sessions stay small, and alike points are alike here already
     points = [
-        (tuple(p.view.history), p.last[0], p.last[1], agents_step(p.following))
+        (seen(p.view.history), p.last[0], p.last[1], agents_step(p.following))
         for p in decision_points(episode)
     ]
     return Facts(episode.id, episode.started_ms, points, step_tools(episode))

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from stretto.logs.episode import Episode
 
 VERSION = 1  # the file's format and the scoring it holds: bump when either changes
-FACTS_VERSION = 1  # the facts file's format and the decision-point rule it holds
+FACTS_VERSION = 2  # the facts file's format and the decision-point rule it holds
+# (2: a point's history is what habit.seen keeps of it)
 
 
 @dataclass(frozen=True)
