@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -34,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import PeakMemory  # noqa: E402
+from bench.ingest import PeakMemory, tree_rss_bytes  # noqa: E402
 from bench.sides import run_side  # noqa: E402
 
 DOMAINS = ("retail", "airline", "telecom")
@@ -68,7 +69,36 @@ def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, i
     return last, last_bytes
 
 
-def _relearn(home: Path, instance, run_config: dict, timings: dict, phase: str) -> None:
+class MemoryTimeline(PeakMemory):
+    """PeakMemory that also keeps its samples, (unix time, bytes), so each step's own peak
+    can be read from the step's start and end in the run's event log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples: list[tuple[float, int]] = []
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            rss = tree_rss_bytes(os.getpid())
+            self.samples.append((time.time(), rss))
+            self.peak = max(self.peak, rss)
+
+    def step_peaks(self, instance, run_id: str) -> dict[str, float]:
+        """Each step's peak resident memory (GB) over the samples taken while it ran."""
+        spans: dict[str, list[float]] = {}
+        for entry in instance.all_logs(run_id):
+            if entry.step_key:
+                span = spans.setdefault(entry.step_key, [entry.timestamp, entry.timestamp])
+                span[0], span[1] = min(span[0], entry.timestamp), max(span[1], entry.timestamp)
+        return {
+            key: max((rss for at, rss in self.samples if start <= at <= end), default=0) / 1024**3
+            for key, (start, end) in spans.items()
+        }
+
+
+def _relearn(
+    home: Path, instance, run_config: dict, timings: dict, phase: str, memory: MemoryTimeline
+) -> None:
     """The ingest run, then each domain's flow run: their seconds into timings[phase]."""
     from pipeline.run import execute, failure_message
 
@@ -78,6 +108,7 @@ def _relearn(home: Path, instance, run_config: dict, timings: dict, phase: str) 
         raise SystemExit(f"{phase} ingest: {failure_message(ingested)}")
     ingest_s = time.perf_counter() - started
     steps = _step_seconds(ingested)
+    peaks = memory.step_peaks(instance, ingested.run_id)
     for domain in DOMAINS:
         learned = execute(
             "relearn", instance, str(home), domain, run_config=run_config, assets=["flow"]
@@ -86,6 +117,8 @@ def _relearn(home: Path, instance, run_config: dict, timings: dict, phase: str) 
             raise SystemExit(f"{phase} {domain} flow: {failure_message(learned)}")
         for key, seconds in _step_seconds(learned).items():
             steps[key] = steps.get(key, 0.0) + seconds
+        for key, gb in memory.step_peaks(instance, learned.run_id).items():
+            peaks[key] = max(peaks.get(key, 0.0), gb)
     timings[phase] = {
         "ingest_s": ingest_s,
         "learn_s": time.perf_counter() - started - ingest_s,
@@ -93,6 +126,7 @@ def _relearn(home: Path, instance, run_config: dict, timings: dict, phase: str) 
         # the ingest job's `drift` check (each domain's newest sessions, under the served flow)
         "drift_s": steps.get("steps_drift", 0.0),
         "steps": steps,
+        "step_peak_gb": peaks,
     }
 
 
@@ -114,7 +148,7 @@ def side(executor: str, work: Path, archive: Path) -> dict:
     shutil.copy(ROOT / "pipeline/dagster.yaml", dagster_home)
     shutil.copytree(archive / "logs", home / "logs", copy_function=_link)
     timings: dict = {}
-    with PeakMemory() as memory, dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+    with MemoryTimeline() as memory, dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         if executor == "dask":
             import dask
             import distributed
@@ -130,10 +164,10 @@ def side(executor: str, work: Path, archive: Path) -> dict:
         else:
             cluster, run_config = None, {}
         try:
-            _relearn(home, instance, run_config, timings, "full")
+            _relearn(home, instance, run_config, timings, "full", memory)
             full_peak = memory.peak
             shutil.copytree(archive / "new", home / "logs", copy_function=_link, dirs_exist_ok=True)
-            _relearn(home, instance, run_config, timings, "nightly")
+            _relearn(home, instance, run_config, timings, "nightly", memory)
         finally:
             if cluster is not None:
                 cluster.close()
@@ -249,6 +283,11 @@ def _print(report: dict) -> None:
         f"  {'peak memory, both (GB)':34}"
         + "".join(f"{results[n]['peak_gb']:14.2f}" for n in names)
     )
+    for name in names:
+        for phase in ("full", "nightly"):
+            top = sorted(results[name][phase]["step_peak_gb"].items(), key=lambda kv: -kv[1])[:4]
+            listed = ", ".join(f"{key} {gb:.2f}" for key, gb in top)
+            print(f"  {name}, {phase}: the steps' peak memory (GB): {listed}")
     if "in_process" in results and "dask" in results:
         base, dask = results["in_process"], results["dask"]
         for phase in ("full", "nightly"):
