@@ -26,6 +26,10 @@ STEPS_OF_WANTED = (
     "FROM wanted_steps s JOIN wanted w USING (session)"
 )
 NARROWED = ("calls", "context", "steps", "tools")  # set_wanted's wanted_<table> views
+# Parts to count (or replay) are taken a few at a time, at most about this many sessions at
+# once, so a full recount's memory stays that of a few days however large the archive grows;
+# a part's counts depend on its own sessions only, so the chunks change no figure.
+CHUNK_SESSIONS = 5_000
 
 
 @dataclass
@@ -49,6 +53,23 @@ class Plan:
     def rows_of(self, parts: Collection[str]) -> list[tuple[str, int, str, int]]:
         wanted = set(parts)
         return [r for r in self.rows if r[2] in wanted]
+
+    def chunks(self, parts: Collection[str], most: int | None = None) -> list[list[str]]:
+        """`parts` in plan order, in runs of whole parts holding at most `most` sessions
+        (CHUNK_SESSIONS by default; a larger part alone)."""
+        most = CHUNK_SESSIONS if most is None else most
+        sizes: dict[str, int] = {}
+        for row in self.rows:
+            sizes[row[2]] = sizes.get(row[2], 0) + 1
+        out: list[list[str]] = []
+        held = most
+        for part in (p for p in self.parts if p in parts):
+            if held + sizes.get(part, 0) > most:
+                out.append([])
+                held = 0
+            out[-1].append(part)
+            held += sizes.get(part, 0)
+        return out
 
 
 def plan_sessions(
@@ -256,13 +277,14 @@ def counted_parts(
     counts = {p: PartCounts.from_json(d) for p, d in found.items()}
     if stale:
         say(f"counting {len(stale)} of {len(parts)} parts (domain and day); the others are kept")
-        set_wanted(con, plan.rows_of(stale), plan.merged, ["steps", "calls"])
-        computed = count_parts(con, STEPS_OF_WANTED, kinds)
-        count_bindings(con, computed, with_constants)
-        for part in stale:
-            counted = computed.get(part, PartCounts())
-            store.save(part, plan.keys[part], what, counted.to_json())
-            counts[part] = counted
+        for chunk in plan.chunks(stale):
+            set_wanted(con, plan.rows_of(chunk), plan.merged, ["steps", "calls"])
+            computed = count_parts(con, STEPS_OF_WANTED, kinds)
+            count_bindings(con, computed, with_constants)
+            for part in chunk:
+                counted = computed.get(part, PartCounts())
+                store.save(part, plan.keys[part], what, counted.to_json())
+                counts[part] = counted
     return counts
 
 

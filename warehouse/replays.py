@@ -112,26 +112,10 @@ def replayed(
             f"replaying the bindings' picks in {len(stale)} of {len(plan.parts)} parts "
             f"({replays} of {len(plan.parts) * len(rules.calls)} lookups by part)"
         )
-        set_wanted(con, plan.rows_of(stale), plan.merged, ["calls", "context"])
-        by_part: dict[str, list] = {p: [] for p in stale}
-        for part, events in session_events(con):
-            by_part[part].append(events)
-        for part, todo in stale.items():
-            tallies: dict[str, dict] = {
-                "agreed": agreement(rules.only(todo["agreed"]), by_part[part], reads)
-                if todo["agreed"]
-                else {},
-                "named": named_other(rules.only(todo["named"]), by_part[part])
-                if todo["named"]
-                else {},
-            }
-            data = kept[part]
-            for kind in KINDS:
-                data[kind] = {
-                    t: [d, tallies[kind].get(t) if t in todo[kind] else data[kind][t][1]]
-                    for t, d in wanted[kind].items()
-                }
-            store.save(part, plan.keys[part], "replays", data)
+        for chunk in plan.chunks(stale):  # a few days' events in memory at a time
+            _replay_chunk(con, plan, {p: stale[p] for p in chunk}, rules, reads, wanted, kept)
+            for part in chunk:
+                store.save(part, plan.keys[part], "replays", kept[part])
     agreed: dict[str, list[list[int]]] = {}
     named: dict[str, list[int]] = {}
     for part in plan.parts:
@@ -147,3 +131,24 @@ def replayed(
                 pair[0] += tally[0]
                 pair[1] += tally[1]
     return {t: agreed[t] for t in sorted(agreed)}, {t: named[t] for t in sorted(named)}
+
+
+def _replay_chunk(con, plan: Plan, stale: dict, rules: Rules, reads, wanted, kept) -> None:
+    """Replay the lookups `stale` names in its parts, into `kept`'s entries for them."""
+    set_wanted(con, plan.rows_of(stale), plan.merged, ["calls", "context"])
+    by_part: dict[str, list] = {p: [] for p in stale}
+    for part, events in session_events(con):
+        by_part[part].append(events)
+    for part, todo in stale.items():
+        tallies: dict[str, dict] = {
+            "agreed": agreement(rules.only(todo["agreed"]), by_part[part], reads)
+            if todo["agreed"]
+            else {},
+            "named": named_other(rules.only(todo["named"]), by_part[part]) if todo["named"] else {},
+        }
+        data = kept[part]
+        for kind in KINDS:
+            data[kind] = {
+                t: [d, tallies[kind].get(t) if t in todo[kind] else data[kind][t][1]]
+                for t, d in wanted[kind].items()
+            }

@@ -127,3 +127,39 @@ def test_a_part_whose_sessions_changed_is_counted_again(tmp_path: Path) -> None:
     )
     assert len(list(folder.glob("*.counts-*.json"))) == 1
     shutil.rmtree(tmp_path)
+
+
+def test_parts_counted_a_few_at_a_time_give_the_flow_of_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warehouse import partcount, replays
+
+    home = tmp_path / "home"
+    for i, log in enumerate(SHOP):
+        put_log(log, home / "logs/shop", i % 3)  # three days, two sessions each
+    ingest(home)
+    one_pass = learned(home)
+    shutil.rmtree(PartStore(Layout.at(home)).root)
+    # at most one session at a time: each part is its own chunk (a larger part alone)
+    monkeypatch.setattr(partcount, "CHUNK_SESSIONS", 1)
+    plan = partcount.Plan(rows=[("a", 0, "p1", 0), ("b", 1, "p1", 0), ("c", 2, "p2", 0)])
+    plan.parts = ["p1", "p2"]
+    assert plan.chunks(["p2", "p1"]) == [["p1"], ["p2"]]
+    assert plan.chunks(["p1", "p2"], most=3) == [["p1", "p2"]]
+    wanted: list[tuple[tuple[str, ...], int]] = []  # each pass: its tables, its parts
+
+    def spied(con, rows, merged=False, tables=partcount.NARROWED) -> None:
+        wanted.append((tuple(tables), len({r[2] for r in rows})))
+        real(con, rows, merged, tables)
+
+    real = partcount.set_wanted
+    monkeypatch.setattr(partcount, "set_wanted", spied)
+    monkeypatch.setattr(replays, "set_wanted", spied)
+    said: list[str] = []
+    chunked = learned(home, said)
+    assert "counting 3 of 3 parts (domain and day); the others are kept" in said
+    # counting (over the steps and calls), then replaying (the calls and context): one part
+    # at a time each
+    assert [n for tables, n in wanted if tables == ("steps", "calls")] == [1, 1, 1]
+    assert [n for tables, n in wanted if tables == ("calls", "context")] == [1, 1, 1]
+    assert same(chunked, one_pass)
