@@ -105,23 +105,24 @@ def change_probabilities(
     runs = _Runs(dims, min(count, 1024) + 1)
     keep_at_least = window + 1
     out = []
+    # each session's seen series are taken together (one array operation over series and
+    # runs, not one per series): the same element-wise figures, the series still added in turn
+    prior_all = _log_t(data, mu0, KAPPA0, ALPHA0, beta0, gamma0) if count else data
     for t in range(count):
         x = data[t]
-        seen = ~np.isnan(x)
-        prior_fits = [
-            float(_log_t(x[d], mu0[d], KAPPA0, ALPHA0, beta0[d], gamma0)) if seen[d] else 0.0
-            for d in range(dims)
-        ]
-        log_new = sum(prior_fits[d] for d in range(dims) if seen[d])
+        seen = np.flatnonzero(~np.isnan(x))
+        prior_fits = prior_all[t, seen]
+        log_new = sum(prior_fits.tolist())
         old = slice(runs.lo, runs.hi)
+        xs = x[seen, None]
         if t > 0:
+            mu, kappa, alpha, beta = runs.stats[:, seen, old]
+            k = runs.counted[seen, old]
+            fits = _log_t(xs, mu, kappa, alpha, beta, table[k + 1] - table[k])
+            terms = np.logaddexp(log_stay + fits, log_outlier + prior_fits[:, None])
             log_run = np.zeros(len(runs))
-            for d in range(dims):
-                if seen[d]:
-                    mu, kappa, alpha, beta = runs.stats[:, d, old]
-                    k = runs.counted[d, old]
-                    fit = _log_t(x[d], mu, kappa, alpha, beta, table[k + 1] - table[k])
-                    log_run += np.logaddexp(log_stay + fit, log_outlier + prior_fits[d])
+            for term in terms:
+                log_run += term
             top = max(log_new, float(log_run.max()))
             grow = runs.posterior[old]
             grow *= np.exp(log_run - top)
@@ -136,14 +137,13 @@ def change_probabilities(
         # the runs' statistics after this session: a new run from the prior, the others grown
         runs.stats[:, :, runs.lo] = [mu0, np.full(dims, KAPPA0), np.full(dims, ALPHA0), beta0]
         runs.counted[:, runs.lo] = 0
-        for d in range(dims):
-            if seen[d]:
-                mu, kappa, alpha, beta = runs.stats[:, d, now]
-                beta[:] = beta + kappa * (x[d] - mu) ** 2 / (2 * (kappa + 1))
-                mu[:] = (kappa * mu + x[d]) / (kappa + 1)
-                kappa += 1
-                alpha += 0.5
-                runs.counted[d, now] += 1
+        if len(seen):
+            mu, kappa, alpha, beta = runs.stats[:, seen, now]
+            runs.stats[3, seen, now] = beta + kappa * (xs - mu) ** 2 / (2 * (kappa + 1))
+            runs.stats[0, seen, now] = (kappa * mu + xs) / (kappa + 1)
+            runs.stats[1, seen, now] = kappa + 1
+            runs.stats[2, seen, now] = alpha + 0.5
+            runs.counted[seen, now] += 1
         # the window's runs: lengths MIN_RUN..window with MIN_BEFORE sessions before them
         shortest, longest = MIN_RUN, min(window, t + 1 - MIN_BEFORE, len(runs))
         change, began = 0.0, None
