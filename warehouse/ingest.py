@@ -208,27 +208,22 @@ def _repair_lines(con: duckdb.DuckDBPyConnection) -> bool:
 
 def _assign_turns(con: duckdb.DuckDBPyConnection) -> None:
     """Run stretto.logs.turns over the batch's turn events; store `turns` and `cancelled_calls`."""
-    events = con.sql("SELECT * FROM turn_events").to_arrow_table()
-    cols = {name: events.column(name).to_pylist() for name in events.column_names}
+    events = con.sql(
+        "SELECT session, event, call_id, seq, sub, t_ms, by_proxy, source, role FROM turn_events"
+    ).to_arrow_table()
     out_session, out_seq, out_sub, out_turn, out_after = [], [], [], [], []
     cancelled: list[tuple[str, int, int]] = []
     tracker = TurnTracker()
     live: dict[str, tuple[int, int]] = {}
     current = None
-    for i in range(events.num_rows):
-        session = cols["session"][i]
+    # one pass over the columns side by side (indexing each column per row cost more than
+    # the tracker itself)
+    rows = zip(*(column.to_pylist() for column in events.columns), strict=True)
+    for session, event, call_id, seq, sub, t_ms, by_proxy, source, role in rows:
         if session != current:
             current, tracker, live = session, TurnTracker(), {}
-        event, call_id, seq, sub = (
-            cols["event"][i],
-            cols["call_id"][i],
-            cols["seq"][i],
-            cols["sub"][i],
-        )
         if event == "call":
-            turn = tracker.call(
-                seq, cols["t_ms"][i], call_id, cols["by_proxy"][i], cols["source"][i]
-            )
+            turn = tracker.call(seq, t_ms, call_id, by_proxy, source)
             out_session.append(session)
             out_seq.append(seq)
             out_sub.append(sub)
@@ -236,13 +231,13 @@ def _assign_turns(con: duckdb.DuckDBPyConnection) -> None:
             out_after.append(tracker.sent_after[call_id])
             live[call_id] = (seq, sub)
         elif event == "result":
-            tracker.result(cols["t_ms"][i], call_id)
+            tracker.result(t_ms, call_id)
             live.pop(call_id, None)
         elif event == "cancel":
             if call_id in live and tracker.cancel(call_id):
                 cancelled.append((session, *live[call_id]))
         else:
-            tracker.said(cols["role"][i])
+            tracker.said(role)
     turns = pa.table(
         {
             "session": out_session,

@@ -277,22 +277,18 @@ LEFT JOIN whole w USING (file);
 -- Every JSON-RPC message of the ingested lines, batches flattened (`sub` = index in the batch),
 -- reduced to what the warehouse keeps: small fields, and for a response its content
 -- (docs/formats.md §1.3). `m` is read only for rare shapes (a null result, an error that is
--- not an object, a result with neither text nor structuredContent).
-CREATE OR REPLACE TEMP TABLE rpc AS
-WITH ok AS NOT MATERIALIZED (  -- read twice, copied never
-    SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body,
-           wire_message(canon, p, coalesce(parse_body, body)) AS p
-    FROM wire
-    WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
-), items AS (
-    SELECT session, seq, t_ms, sender, 0 AS sub, body AS m, p FROM ok
-    WHERE starts_with(body, '{')
-    UNION ALL
-    SELECT session, seq, t_ms, sender, (e.key)::INTEGER AS sub, e.value AS m,
-           parse_message(e.value) AS p
-    FROM ok, json_each(ok.body) AS e
-    WHERE starts_with(ok.body, '[') AND starts_with(e.value, '{')
-), fields AS (
+-- not an object, a result with neither text nor structuredContent). The messages sent alone
+-- (nearly all) are read first, then the items of batches (rpc_batches), each through the
+-- view rpc_fields over `rpc_items`: one statement over the UNION ALL of the two cost a fifth
+-- more CPU.
+CREATE OR REPLACE TEMP VIEW rpc_items AS
+SELECT session, seq, t_ms, sender, 0 AS sub, coalesce(parse_body, body) AS m,
+       wire_message(canon, p, coalesce(parse_body, body)) AS p
+FROM wire
+WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
+  AND starts_with(coalesce(parse_body, body), '{');
+CREATE OR REPLACE TEMP VIEW rpc_fields AS
+WITH fields AS (
     SELECT *,
         CASE WHEN json_type(p.method) = 'VARCHAR' THEN p.method ->> '$' END AS method,
         CASE json_type(p.id) WHEN 'VARCHAR' THEN p.id ->> '$' ELSE p.id::VARCHAR END AS rpc_id,
@@ -312,7 +308,7 @@ WITH ok AS NOT MATERIALIZED (  -- read twice, copied never
             list_transform(list_filter(p.result.content,
                                        lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
                            lambda x: x.text ->> '$') END AS texts
-    FROM items
+    FROM rpc_items
 )
 SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
        CASE WHEN method = 'tools/call' AND json_type(p.params.name) = 'VARCHAR'
@@ -338,6 +334,20 @@ SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
        CASE WHEN is_response AND NOT has_error AND starts_with(p.result.tools, '[')
             THEN '{"tools":' || p.result.tools || '}' END AS tool_list
 FROM fields;
+CREATE OR REPLACE TEMP TABLE rpc AS SELECT * FROM rpc_fields;
+
+-- name: rpc_batches
+-- The items of JSON-RPC batches (rare), added to `rpc` through the same view.
+CREATE OR REPLACE TEMP VIEW rpc_items AS
+SELECT w.session, w.seq, w.t_ms, w.sender, (e.key)::INTEGER AS sub, e.value AS m,
+       parse_message(e.value) AS p
+FROM (SELECT session, seq, t_ms, sender, coalesce(parse_body, body) AS body
+      FROM wire
+      WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
+        AND starts_with(coalesce(parse_body, body), '[')) w,
+     json_each(w.body) AS e
+WHERE starts_with(e.value, '{');
+INSERT INTO rpc SELECT * FROM rpc_fields;
 
 -- name: requests
 -- Requests from the host or the proxy: tools/call and the others (to match answers to them).
