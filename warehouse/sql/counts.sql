@@ -9,7 +9,8 @@
 -- name: histories
 -- Each step as small integers, its last two steps (for sites, the step before it and this
 -- one are a call and the lookup after it) and the segment it is in (steps between two writes
--- share one; for reach): one pass over the sorted steps.
+-- share one; for reach) and its place `g` in learning order (from 1): one pass over the
+-- sorted steps.
 -- A step's names (action, symbol, part, kind flags) are few distinct rows, so they are kept
 -- once in `step_names` and each step carries only its row's `id` (strings carried through
 -- the window's sort, and hashed by every group-by, cost the pass most); the counts group by
@@ -46,6 +47,7 @@ WITH coded AS (
     -- of one session between two writes share a value: their segment.
     SELECT *, lag(id, 1) OVER () AS p1, lag(session_order, 1) OVER () AS p1_order,
            lag(id, 2) OVER () AS p2, lag(session_order, 2) OVER () AS p2_order,
+           row_number() OVER () AS g,
            sum(coalesce(is_write, false)::INTEGER)
                OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS written
     FROM coded
@@ -53,7 +55,7 @@ WITH coded AS (
 SELECT session_order, step, id, action_id, is_write,
        CASE WHEN p1_order = session_order THEN p1 END AS p1,
        CASE WHEN p2_order = session_order THEN p2 END AS p2,
-       (written - coalesce(is_write, false)::INTEGER)::BIGINT AS segment
+       (written - coalesce(is_write, false)::INTEGER)::BIGINT AS segment, g
 FROM walked;
 
 -- name: habit
@@ -117,20 +119,25 @@ GROUP BY n.part;
 -- sessions, whole, while the steps so far stay within $max_steps; the sessions of `histories`
 -- come after $prior_steps steps already walked (warehouse/alphafit.py keeps a walk and
 -- continues it), so these are the whole sessions that keep the total within the limit.
+-- Sessions are whole runs of `g`, so the walk ends before the session of the step just past
+-- the limit (none: every session fits); its steps keep their `g`. Keys number the names (a
+-- history's with '<start>'), equal where the names are, for the walk's windows to sort on.
 CREATE OR REPLACE TEMP TABLE prequential_steps AS
-WITH sizes AS (
-    SELECT session_order, count(*) AS n FROM histories GROUP BY session_order
-), cutoff AS (
-    SELECT coalesce(max(session_order), -1) AS last_order FROM (
-        SELECT session_order, sum(n) OVER (ORDER BY session_order) AS upto FROM sizes)
-    WHERE upto <= $max_steps - $prior_steps
+WITH stop AS (
+    SELECT session_order FROM histories WHERE g = greatest($max_steps - $prior_steps + 1, 1)
+), symbols AS (
+    SELECT symbol, row_number() OVER () AS key
+    FROM (SELECT symbol FROM step_names UNION SELECT '<start>')
+), named AS (
+    SELECT h.session_order, h.g, a.action, a.action_id AS action_key,
+           coalesce(s1.symbol, '<start>') AS h1, coalesce(s2.symbol, '<start>') AS h2
+    FROM histories h JOIN step_names a ON a.id = h.id
+    LEFT JOIN step_names s1 ON s1.id = h.p1 LEFT JOIN step_names s2 ON s2.id = h.p2
+    WHERE NOT EXISTS (SELECT 1 FROM stop) OR h.session_order < (SELECT session_order FROM stop)
 )
-SELECT h.session_order, a.action, coalesce(s1.symbol, '<start>') AS h1,
-       coalesce(s2.symbol, '<start>') AS h2,
-       row_number() OVER (ORDER BY h.session_order, h.step) AS g
-FROM histories h JOIN step_names a ON a.id = h.id
-LEFT JOIN step_names s1 ON s1.id = h.p1 LEFT JOIN step_names s2 ON s2.id = h.p2
-WHERE h.session_order <= (SELECT last_order FROM cutoff);
+SELECT n.session_order, n.action, n.h1, n.h2, n.g, n.action_key, k1.key AS h1_key,
+       k2.key AS h2_key
+FROM named n JOIN symbols k1 ON k1.symbol = n.h1 JOIN symbols k2 ON k2.symbol = n.h2;
 
 -- name: prequential
 -- Each walked step with what the learner had seen before it, at each level: n(c) and n(c, a)
@@ -141,11 +148,11 @@ WITH walked AS (
     -- (g numbers the walk from 1, so the steps before one in a partition are its row number
     -- there less one: no frame to aggregate)
     SELECT g, action, h1, h2, g - 1 AS n0,
-        row_number() OVER (PARTITION BY action ORDER BY g) - 1 AS na0,
-        row_number() OVER (PARTITION BY h1 ORDER BY g) - 1 AS n1,
-        row_number() OVER (PARTITION BY h1, action ORDER BY g) - 1 AS na1,
-        row_number() OVER (PARTITION BY h2, h1 ORDER BY g) - 1 AS n2,
-        row_number() OVER (PARTITION BY h2, h1, action ORDER BY g) - 1 AS na2
+        row_number() OVER (PARTITION BY action_key ORDER BY g) - 1 AS na0,
+        row_number() OVER (PARTITION BY h1_key ORDER BY g) - 1 AS n1,
+        row_number() OVER (PARTITION BY h1_key, action_key ORDER BY g) - 1 AS na1,
+        row_number() OVER (PARTITION BY h2_key, h1_key ORDER BY g) - 1 AS n2,
+        row_number() OVER (PARTITION BY h2_key, h1_key, action_key ORDER BY g) - 1 AS na2
     FROM prequential_steps
 ), c1 AS (
     SELECT h1, sum(n) AS n FROM prior WHERE level = 1 GROUP BY h1
