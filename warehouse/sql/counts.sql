@@ -7,38 +7,70 @@
 -- answered), `respond (end)`; `<start>` pads a history shorter than two steps.
 
 -- name: histories
--- Each step with its name, its last two steps, the segment it is in (steps between two writes
--- share one; for reach) and the step after it (for sites): one pass over the steps. Only
--- what the counts read is kept, as booleans where it can be (strings cost the pass most), and
--- a session is its `session_order` (one per session, an integer to sort and join on).
-CREATE OR REPLACE TEMP TABLE histories AS
-WITH named AS (
-    SELECT s.step, s.action, s.session_order, s.part,
-           CASE WHEN s.kind = 'tool'
-                    THEN s.action || CASE WHEN s.outcome = 'failed' THEN ' (error)' ELSE '' END
-                WHEN s.outcome = 'reply' THEN 'respond'
-                ELSE 'respond (end)' END AS symbol,
-           s.kind = 'tool' AS is_tool,
-           s.outcome = 'failed' AS failed,
-           s.kind = 'tool' AND coalesce(k.kind = 'write', false) AS is_write,
-           s.kind = 'tool' AND coalesce(k.kind = 'read', false) AS is_read
-    FROM learn_steps s LEFT JOIN kinds k ON k.tool = s.action
+-- Each step as small integers, its last two steps (for sites, the step before it and this
+-- one are a call and the lookup after it) and the segment it is in (steps between two writes
+-- share one; for reach) and its place `g` in learning order (from 1): one pass over the
+-- sorted steps.
+-- A step's names (action, symbol, part, kind flags) are few distinct rows, so they are kept
+-- once in `step_names` and each step carries only its row's `id` (strings carried through
+-- the window's sort, and hashed by every group-by, cost the pass most); the counts group by
+-- ids and join the names back to their few groups. A session is its `session_order`.
+CREATE OR REPLACE TEMP TABLE step_names AS
+WITH seen AS (
+    SELECT DISTINCT action, kind = 'tool' AS is_tool, outcome = 'failed' AS failed,
+           outcome = 'reply' AS reply, part
+    FROM learn_steps
 )
-SELECT session_order, step, action, is_write, is_tool, failed, part,
-       coalesce(lag(symbol, 1) OVER w, '<start>') AS h1,
-       coalesce(lag(symbol, 2) OVER w, '<start>') AS h2,
-       coalesce(sum(is_write::INTEGER) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                0)::INTEGER AS segment,
-       lead(action) OVER w AS next_action,
-       coalesce(lead(is_read) OVER w, false) AS next_read
-FROM named
-WINDOW w AS (PARTITION BY session_order ORDER BY step);
+SELECT (row_number() OVER ())::INTEGER AS id,
+       (dense_rank() OVER (ORDER BY s.action))::INTEGER AS action_id,
+       s.action, s.is_tool, s.failed, s.reply, s.part,
+       CASE WHEN s.is_tool THEN s.action || CASE WHEN s.failed THEN ' (error)' ELSE '' END
+            WHEN s.reply THEN 'respond'
+            ELSE 'respond (end)' END AS symbol,
+       s.is_tool AND coalesce(k.kind = 'write', false) AS is_write,
+       s.is_tool AND coalesce(k.kind = 'read', false) AS is_read
+FROM seen s LEFT JOIN kinds k ON k.tool = s.action;
+CREATE OR REPLACE TEMP TABLE histories AS
+WITH coded AS (
+    SELECT s.session_order, s.step, n.id, n.action_id, n.is_write
+    FROM learn_steps s JOIN step_names n
+      ON s.action IS NOT DISTINCT FROM n.action
+     AND (s.kind = 'tool') IS NOT DISTINCT FROM n.is_tool
+     AND (s.outcome = 'failed') IS NOT DISTINCT FROM n.failed
+     AND (s.outcome = 'reply') IS NOT DISTINCT FROM n.reply
+     AND s.part IS NOT DISTINCT FROM n.part
+    ORDER BY s.session_order, s.step
+), walked AS (
+    -- Windows over () stream over the sorted steps (one sort, no per-session partitions: a
+    -- partitioned window costs several times the sort); a neighbour counts only when it is of
+    -- the same session. `written` counts the writes up to each step in that order, so the steps
+    -- of one session between two writes share a value: their segment.
+    SELECT *, lag(id, 1) OVER () AS p1, lag(session_order, 1) OVER () AS p1_order,
+           lag(id, 2) OVER () AS p2, lag(session_order, 2) OVER () AS p2_order,
+           row_number() OVER () AS g,
+           sum(coalesce(is_write, false)::INTEGER)
+               OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS written
+    FROM coded
+)
+SELECT session_order, step, id, action_id, is_write,
+       CASE WHEN p1_order = session_order THEN p1 END AS p1,
+       CASE WHEN p2_order = session_order THEN p2 END AS p2,
+       (written - coalesce(is_write, false)::INTEGER)::BIGINT AS segment, g
+FROM walked;
 
 -- name: habit
--- n(c, a): at each level, how often action a followed history c.
+-- n(c, a): at each level, how often action a followed history c (grouped by ids, then named).
+WITH coded AS (
+    SELECT id, p1, p2, count(*) AS n FROM histories GROUP BY ALL
+), named AS (
+    SELECT a.part, a.action, coalesce(s1.symbol, '<start>') AS h1,
+           coalesce(s2.symbol, '<start>') AS h2, c.n
+    FROM coded c JOIN step_names a ON a.id = c.id
+    LEFT JOIN step_names s1 ON s1.id = c.p1 LEFT JOIN step_names s2 ON s2.id = c.p2
+)
 SELECT part, CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
-       h2, h1, action, count(*)::DOUBLE AS n
-FROM histories
+       h2, h1, action, sum(n)::DOUBLE AS n
+FROM named
 GROUP BY GROUPING SETS ((part, action), (part, h1, action), (part, h2, h1, action));
 
 -- name: reach
@@ -47,43 +79,65 @@ GROUP BY GROUPING SETS ((part, action), (part, h1, action), (part, h2, h1, actio
 -- from that step on, so a occurs in it when the step comes at or before a's last place in
 -- the segment; writes never count, and a write's own reach is empty.
 WITH last_place AS (
-    SELECT session_order, segment, action, max(step) AS last_step
-    FROM histories WHERE NOT is_write GROUP BY ALL
+    SELECT session_order, segment, action_id, any_value(id) AS id, max(step) AS last_step
+    FROM histories WHERE NOT is_write GROUP BY session_order, segment, action_id
+), coded AS (
+    SELECT h.id AS at, h.p1, h.p2, l.id, count(*) AS n
+    FROM (SELECT session_order, segment, step, id, p1, p2 FROM histories) h
+    JOIN last_place l
+      ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
+    GROUP BY ALL
+), named AS (
+    SELECT t.part, a.action, coalesce(s1.symbol, '<start>') AS h1,
+           coalesce(s2.symbol, '<start>') AS h2, c.n
+    FROM coded c JOIN step_names t ON t.id = c.at JOIN step_names a ON a.id = c.id
+    LEFT JOIN step_names s1 ON s1.id = c.p1 LEFT JOIN step_names s2 ON s2.id = c.p2
 )
-SELECT h.part, CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
-       h.h2, h.h1, l.action, count(*)::DOUBLE AS n
-FROM (SELECT session_order, segment, step, h1, h2, part FROM histories) h
-JOIN last_place l
-  ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
-GROUP BY GROUPING SETS ((h.part, l.action), (h.part, h.h1, l.action),
-                        (h.part, h.h2, h.h1, l.action));
+SELECT part, CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
+       h2, h1, action, sum(n)::DOUBLE AS n
+FROM named
+GROUP BY GROUPING SETS ((part, action), (part, h1, action), (part, h2, h1, action));
 
 -- name: sites
 -- After each call that succeeded or failed: the reads the agent made right after it.
-SELECT part, action AS after, failed, next_action AS lookup, count(*) AS n
-FROM histories
-WHERE is_tool AND next_read
+WITH coded AS (
+    SELECT p1, id, count(*) AS n FROM histories WHERE p1 IS NOT NULL GROUP BY ALL
+)
+SELECT a.part, a.action AS after, a.failed, b.action AS lookup, sum(c.n) AS n
+FROM coded c JOIN step_names a ON a.id = c.p1 JOIN step_names b ON b.id = c.id
+WHERE a.is_tool AND b.is_read
 GROUP BY ALL;
 
 -- name: part_steps
 -- How many steps each part holds.
-SELECT part, count(*) AS n FROM histories GROUP BY part;
+SELECT n.part, sum(c.n) AS n
+FROM (SELECT id, count(*) AS n FROM histories GROUP BY id) c JOIN step_names n USING (id)
+GROUP BY n.part;
 
 -- name: prequential_steps
 -- For fitting α: the steps an online learner walks, in learning order. It walks the first
 -- sessions, whole, while the steps so far stay within $max_steps; the sessions of `histories`
 -- come after $prior_steps steps already walked (warehouse/alphafit.py keeps a walk and
 -- continues it), so these are the whole sessions that keep the total within the limit.
+-- Sessions are whole runs of `g`, so the walk ends before the session of the step just past
+-- the limit (none: every session fits); its steps keep their `g`. Keys number the names (a
+-- history's with '<start>'), equal where the names are, for the walk's windows to sort on.
 CREATE OR REPLACE TEMP TABLE prequential_steps AS
-WITH sizes AS (
-    SELECT session_order, count(*) AS n FROM histories GROUP BY session_order
-), cutoff AS (
-    SELECT coalesce(max(session_order), -1) AS last_order FROM (
-        SELECT session_order, sum(n) OVER (ORDER BY session_order) AS upto FROM sizes)
-    WHERE upto <= $max_steps - $prior_steps
+WITH stop AS (
+    SELECT session_order FROM histories WHERE g = greatest($max_steps - $prior_steps + 1, 1)
+), symbols AS (
+    SELECT symbol, row_number() OVER () AS key
+    FROM (SELECT symbol FROM step_names UNION SELECT '<start>')
+), named AS (
+    SELECT h.session_order, h.g, a.action, a.action_id AS action_key,
+           coalesce(s1.symbol, '<start>') AS h1, coalesce(s2.symbol, '<start>') AS h2
+    FROM histories h JOIN step_names a ON a.id = h.id
+    LEFT JOIN step_names s1 ON s1.id = h.p1 LEFT JOIN step_names s2 ON s2.id = h.p2
+    WHERE NOT EXISTS (SELECT 1 FROM stop) OR h.session_order < (SELECT session_order FROM stop)
 )
-SELECT session_order, action, h1, h2, row_number() OVER (ORDER BY session_order, step) AS g
-FROM histories WHERE session_order <= (SELECT last_order FROM cutoff);
+SELECT n.session_order, n.action, n.h1, n.h2, n.g, n.action_key, k1.key AS h1_key,
+       k2.key AS h2_key
+FROM named n JOIN symbols k1 ON k1.symbol = n.h1 JOIN symbols k2 ON k2.symbol = n.h2;
 
 -- name: prequential
 -- Each walked step with what the learner had seen before it, at each level: n(c) and n(c, a)
@@ -91,18 +145,14 @@ FROM histories WHERE session_order <= (SELECT last_order FROM cutoff);
 -- over the $prior_steps earlier steps, h2 and h1 NULL where the level does not use them) and
 -- the earlier steps of this walk — in learning order.
 WITH walked AS (
-    SELECT g, action, h1, h2,
-        count(*) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n0,
-        count(*) OVER (PARTITION BY action ORDER BY g
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na0,
-        count(*) OVER (PARTITION BY h1 ORDER BY g
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n1,
-        count(*) OVER (PARTITION BY h1, action ORDER BY g
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na1,
-        count(*) OVER (PARTITION BY h2, h1 ORDER BY g
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS n2,
-        count(*) OVER (PARTITION BY h2, h1, action ORDER BY g
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS na2
+    -- (g numbers the walk from 1, so the steps before one in a partition are its row number
+    -- there less one: no frame to aggregate)
+    SELECT g, action, h1, h2, g - 1 AS n0,
+        row_number() OVER (PARTITION BY action_key ORDER BY g) - 1 AS na0,
+        row_number() OVER (PARTITION BY h1_key ORDER BY g) - 1 AS n1,
+        row_number() OVER (PARTITION BY h1_key, action_key ORDER BY g) - 1 AS na1,
+        row_number() OVER (PARTITION BY h2_key, h1_key ORDER BY g) - 1 AS n2,
+        row_number() OVER (PARTITION BY h2_key, h1_key, action_key ORDER BY g) - 1 AS na2
     FROM prequential_steps
 ), c1 AS (
     SELECT h1, sum(n) AS n FROM prior WHERE level = 1 GROUP BY h1

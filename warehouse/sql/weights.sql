@@ -28,22 +28,39 @@ WHERE reward IS NULL OR reward >= $success
 ORDER BY session_order;
 
 -- name: habit
--- n(c, a) weighted: counts.sql's `habit` with each step counting its session's weight.
-SELECT CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
-       h.h2, h.h1, h.action, sum(w.weight)::DOUBLE AS n
-FROM histories h JOIN wanted w USING (session_order)
-GROUP BY GROUPING SETS ((h.action), (h.h1, h.action), (h.h2, h.h1, h.action));
+-- n(c, a) weighted: counts.sql's `habit` with each step counting its session's weight (summed
+-- by the steps' ids first, then named: counts.sql's `histories` keeps ids, not names).
+WITH coded AS (
+    SELECT h.id, h.p1, h.p2, sum(w.weight) AS n
+    FROM histories h JOIN wanted w USING (session_order) GROUP BY ALL
+), named AS (
+    SELECT a.action, coalesce(s1.symbol, '<start>') AS h1, coalesce(s2.symbol, '<start>') AS h2, c.n
+    FROM coded c JOIN step_names a ON a.id = c.id
+    LEFT JOIN step_names s1 ON s1.id = c.p1 LEFT JOIN step_names s2 ON s2.id = c.p2
+)
+SELECT CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
+       h2, h1, action, sum(n)::DOUBLE AS n
+FROM named
+GROUP BY GROUPING SETS ((action), (h1, action), (h2, h1, action));
 
 -- name: reach
 -- m(c, a) weighted: counts.sql's `reach` with each step counting its session's weight.
 WITH last_place AS (
-    SELECT session_order, segment, action, max(step) AS last_step
-    FROM histories WHERE NOT is_write GROUP BY ALL
+    SELECT session_order, segment, action_id, any_value(id) AS id, max(step) AS last_step
+    FROM histories WHERE NOT is_write GROUP BY session_order, segment, action_id
+), coded AS (
+    SELECT h.p1, h.p2, l.id, sum(w.weight) AS n
+    FROM (SELECT session_order, segment, step, p1, p2 FROM histories) h
+    JOIN wanted w USING (session_order)
+    JOIN last_place l
+      ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
+    GROUP BY ALL
+), named AS (
+    SELECT a.action, coalesce(s1.symbol, '<start>') AS h1, coalesce(s2.symbol, '<start>') AS h2, c.n
+    FROM coded c JOIN step_names a ON a.id = c.id
+    LEFT JOIN step_names s1 ON s1.id = c.p1 LEFT JOIN step_names s2 ON s2.id = c.p2
 )
-SELECT CASE WHEN h.h1 IS NULL THEN 0 WHEN h.h2 IS NULL THEN 1 ELSE 2 END AS level,
-       h.h2, h.h1, l.action, sum(w.weight)::DOUBLE AS n
-FROM (SELECT session_order, segment, step, h1, h2 FROM histories) h
-JOIN wanted w USING (session_order)
-JOIN last_place l
-  ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
-GROUP BY GROUPING SETS ((l.action), (h.h1, l.action), (h.h2, h.h1, l.action));
+SELECT CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
+       h2, h1, action, sum(n)::DOUBLE AS n
+FROM named
+GROUP BY GROUPING SETS ((action), (h1, action), (h2, h1, action));
