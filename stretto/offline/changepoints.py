@@ -40,9 +40,9 @@ def prior(values: list[float]) -> tuple[float, float]:
     return float(np.median(x)), max(MIN_SCALE, scale)
 
 
-def _log_t(x: float, mu, kappa, alpha, beta, gammas):
-    """log of the normal-gamma's Student-t predictive at x (arrays over runs); `gammas` is
-    lgamma((ν + 1)/2) − lgamma(ν/2) at ν = 2α."""
+def _log_t(x, mu, kappa, alpha, beta, gammas):
+    """log of the normal-gamma's Student-t predictive at x (a value or an array, broadcast
+    over runs); `gammas` is lgamma((ν + 1)/2) − lgamma(ν/2) at ν = 2α."""
     import numpy as np
 
     nu = 2 * alpha
