@@ -4,6 +4,7 @@ the parts rather than added up (warehouse/daycounts.py says which and why)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -58,17 +59,16 @@ class Plan:
         """`parts` in plan order, in runs of whole parts holding at most `most` sessions
         (CHUNK_SESSIONS by default; a larger part alone)."""
         most = CHUNK_SESSIONS if most is None else most
-        sizes: dict[str, int] = {}
-        for row in self.rows:
-            sizes[row[2]] = sizes.get(row[2], 0) + 1
+        sizes = Counter(row[2] for row in self.rows)
+        wanted = set(parts)
         out: list[list[str]] = []
-        held = most
-        for part in (p for p in self.parts if p in parts):
-            if held + sizes.get(part, 0) > most:
+        held = most  # full: the first part starts a run
+        for part in (p for p in self.parts if p in wanted):
+            if held + sizes[part] > most:
                 out.append([])
                 held = 0
             out[-1].append(part)
-            held += sizes.get(part, 0)
+            held += sizes[part]
         return out
 
 
