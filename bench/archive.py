@@ -42,16 +42,38 @@ DOMAINS = ("retail", "airline", "telecom")
 DAY_MS = 86_400_000
 FIRST_DAY_MS = 1_790_000_000_000 // DAY_MS * DAY_MS  # a UTC midnight (2026-09-21)
 ARCHIVE_SEED = 11
+COMPLETE = "complete"  # written last: a folder without it is an interrupted generation
 
 
 def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, int]:
     """Write the archive: the first days-1 days under folder/logs/<domain>/, the last under
-    folder/new/<domain>/. (sessions, bytes) of the last day."""
+    folder/new/<domain>/, on every core (each session's draws are seeded by its index, so the
+    archive is the same whatever the number of processes). (sessions, bytes) of the last day."""
+    import multiprocessing
+
+    for where in ("logs", "new"):
+        for domain in DOMAINS:
+            (folder / where / domain).mkdir(parents=True, exist_ok=True)
+    step = 2_000
+    jobs = [
+        (folder, start, min(start + step, sessions), sessions, calls, days)
+        for start in range(0, sessions, step)
+    ]
+    last, last_bytes = 0, 0
+    with multiprocessing.get_context("spawn").Pool(os.cpu_count()) as pool:
+        for count, size in pool.imap_unordered(_generate_range, jobs):
+            last, last_bytes = last + count, last_bytes + size
+    return last, last_bytes
+
+
+def _generate_range(job: tuple[Path, int, int, int, int, int]) -> tuple[int, int]:
+    """Sessions start..end-1 of the archive: (sessions, bytes) of them on the last day."""
     from bench.synth_logs import session_lines
 
-    rng = random.Random(ARCHIVE_SEED)
+    folder, start, end, sessions, calls, days = job
     last, last_bytes = 0, 0
-    for index in range(sessions):
+    for index in range(start, end):
+        rng = random.Random(ARCHIVE_SEED * 10**9 + index)
         day = index * days // sessions  # evenly over the days, in start order
         lines = session_lines(rng, index, calls, 1)
         header = json.loads(lines[0])
@@ -60,10 +82,8 @@ def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, i
         header.update(domain=domain, started_unix_ms=started, session=f"s{index:07d}")
         lines[0] = json.dumps(header, separators=(",", ":"))
         where = "new" if day == days - 1 else "logs"
-        out = folder / where / domain / f"{header['session']}.jsonl"
-        out.parent.mkdir(parents=True, exist_ok=True)
         data = ("\n".join(lines) + "\n").encode()
-        out.write_bytes(data)
+        (folder / where / domain / f"{header['session']}.jsonl").write_bytes(data)
         if where == "new":
             last, last_bytes = last + 1, last_bytes + len(data)
     return last, last_bytes
@@ -194,6 +214,9 @@ def main() -> int:
     parser.add_argument("--executors", default="in_process,dask")
     parser.add_argument("--keep", type=Path, help="generate into (or reuse) this folder")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="write the archive (into --keep) and stop"
+    )
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
@@ -206,15 +229,22 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="stretto-bench-archive-"))
     archive = args.keep or work / "archive"
     try:
-        if not (archive / "logs").is_dir():
+        if args.generate_only and not args.keep:
+            parser.error("--generate-only needs --keep DIR")
+        if not (archive / COMPLETE).is_file():
             print(
                 f"generating {args.sessions} sessions x {args.calls_per_session} calls over "
                 f"{args.days} days ...",
                 file=sys.stderr,
             )
             started = time.perf_counter()
+            shutil.rmtree(archive / "logs", ignore_errors=True)  # an interrupted one
+            shutil.rmtree(archive / "new", ignore_errors=True)
             generate(archive, args.sessions, args.calls_per_session, args.days)
+            (archive / COMPLETE).write_text(f"{args.sessions} sessions\n")
             print(f"  {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        if args.generate_only:
+            return 0
         size = sum(p.stat().st_size for p in archive.rglob("*.jsonl"))
         new = sum(1 for _ in (archive / "new").rglob("*.jsonl"))
         total = sum(1 for _ in archive.rglob("*.jsonl"))
