@@ -43,6 +43,7 @@ from warehouse.sql import statements as sql_statements
 
 ALPHA_VERSION = 1  # bump when the walk's arrays change meaning
 COLUMNS = ("n0", "na0", "n1", "na1", "n2", "na2")
+EVERY_SESSION = 2**62  # a walk's bound past any session order: no session stops it
 Identity = list  # [session, ingest run]
 
 
@@ -234,7 +235,13 @@ def walked_histories(
     walked so far, and the session order of the first session that did not fit (None when
     all did)."""
     queries = dict(sql_statements("counts"))
-    con.execute(queries["prequential_steps"], {"max_steps": max_steps, "prior_steps": prior_steps})
+    stop = con.execute(
+        queries["prequential_stop"], {"max_steps": max_steps, "prior_steps": prior_steps}
+    ).fetchall()
+    stopped = stop[0][0] if stop else None
+    con.execute(
+        queries["prequential_steps"], {"before": EVERY_SESSION if stopped is None else stopped}
+    )
     before = prior or []
     prior_table = pa.table(
         {
@@ -247,13 +254,43 @@ def walked_histories(
     )
     con.register("prior", prior_table)
     try:
-        table = con.execute(queries["prequential"], {"prior_steps": prior_steps}).fetchnumpy()
+        table = con.execute(queries["prequential"]).fetchnumpy()
     finally:
         con.unregister("prior")
-    arrays = {c: np.asarray(table[c], np.int64) for c in COLUMNS}
+    arrays = _with_walk(table, prior_steps)
     seen = {(lv, h2, h1, a): n for lv, h2, h1, a, n in before}
     for lv, h2, h1, a, n in con.execute(queries["prequential_seen"]).fetchall():
         seen[(lv, h2, h1, a)] = seen.get((lv, h2, h1, a), 0) + int(n)
-    (stopped,) = con.execute(queries["prequential_stopped"]).fetchall()[0]
     ordered = sorted(seen.items(), key=lambda i: tuple("" if x is None else str(x) for x in i[0]))
     return arrays, [[*k, n] for k, n in ordered], stopped
+
+
+def _with_walk(table: Mapping[str, np.ndarray], prior_steps: int) -> dict[str, np.ndarray]:
+    """The walk's arrays: each step's counts before this walk (`table`, in learning order)
+    plus those over this walk's earlier steps, which at each level are how many earlier steps
+    share its context (and its action)."""
+    action, h1, h2 = (np.asarray(table[k], np.int64) for k in ("action_key", "h1_key", "h2_key"))
+    width = int(max((k.max(initial=0) for k in (action, h1, h2)), default=0)) + 1
+    context2 = h2 * width + h1
+    earlier = {
+        "na0": action,
+        "n1": h1,
+        "na1": h1 * width + action,
+        "n2": context2,
+        "na2": context2 * width + action,
+    }
+    arrays = {"n0": prior_steps + np.asarray(table["g"], np.int64) - 1}
+    for column, keys in earlier.items():
+        arrays[column] = np.asarray(table[column], np.int64) + _earlier_alike(keys)
+    return {c: arrays[c] for c in COLUMNS}
+
+
+def _earlier_alike(keys: np.ndarray) -> np.ndarray:
+    """For each element, how many elements before it are equal to it."""
+    order = np.argsort(keys, kind="stable")
+    ranked = keys[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    first = np.repeat(starts, np.diff(np.r_[starts, len(keys)]))
+    out = np.empty(len(keys), np.int64)
+    out[order] = np.arange(len(keys)) - first
+    return out

@@ -79,17 +79,29 @@ def prequential_loglik(counts: Mapping, alphas, vocab_size: int):
     """The online log-likelihood of the steps for each α: each step predicted from the steps
     before it, then observed. `counts` holds, per step, n(c_j) and n(c_j, a) over the earlier
     steps at levels 0–2 (`n0, na0, n1, na1, n2, na2`)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
 
-    out = np.empty(len(alphas))
-    for i, alpha in enumerate(alphas):
-        p = np.full(len(counts["n0"]), 1.0 / vocab_size)
-        for level in "012":
-            n, na = counts[f"n{level}"], counts[f"na{level}"]
-            seen = n > 0
-            p = np.where(seen, (na + alpha * p) / (n + alpha), p)
-        out[i] = float(np.log(p).sum())
-    return out
+    steps = len(counts["n0"])
+    levels = [(counts[f"n{lv}"], counts[f"na{lv}"], counts[f"n{lv}"] > 0) for lv in "012"]
+
+    def loglik(alpha: float) -> float:
+        # p <- (n(c, a) + α p) / (n(c) + α) where c was seen, else p: in place, with the
+        # operations in that order (the same figures as the formula written out)
+        p = np.full(steps, 1.0 / vocab_size)
+        numerator, denominator = np.empty(steps), np.empty(steps)
+        for n, na, seen in levels:
+            np.multiply(p, alpha, out=numerator)
+            np.add(numerator, na, out=numerator)
+            np.add(n, alpha, out=denominator)
+            np.divide(numerator, denominator, out=p, where=seen)
+        return float(np.log(p, out=p).sum())
+
+    # each α's sum is independent of the others', and numpy lets go of the GIL in its loops
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        return np.array(list(pool.map(loglik, alphas)))
 
 
 def fit_alpha(counts: Mapping, vocab_size: int) -> dict:

@@ -114,18 +114,21 @@ SELECT n.part, sum(c.n) AS n
 FROM (SELECT id, count(*) AS n FROM histories GROUP BY id) c JOIN step_names n USING (id)
 GROUP BY n.part;
 
+-- name: prequential_stop
+-- The session of the step just past the walk's limit (none: every session fits): the walk
+-- ends before it. Its own statement, so that the walk's bound is a constant the scan of
+-- `histories` can filter on.
+SELECT session_order FROM histories WHERE g = greatest($max_steps - $prior_steps + 1, 1);
+
 -- name: prequential_steps
 -- For fitting α: the steps an online learner walks, in learning order. It walks the first
--- sessions, whole, while the steps so far stay within $max_steps; the sessions of `histories`
--- come after $prior_steps steps already walked (warehouse/alphafit.py keeps a walk and
--- continues it), so these are the whole sessions that keep the total within the limit.
--- Sessions are whole runs of `g`, so the walk ends before the session of the step just past
--- the limit (none: every session fits); its steps keep their `g`. Keys number the names (a
--- history's with '<start>'), equal where the names are, for the walk's windows to sort on.
+-- sessions, whole, while the steps so far stay within a limit: those before session
+-- $before (`prequential_stop`). The sessions of `histories` come after steps already walked
+-- (warehouse/alphafit.py keeps a walk and continues it). Sessions are whole runs of `g`; the
+-- walked steps keep their `g`. Keys number the names (a history's with '<start>'), equal
+-- where the names are, for the walk's running counts.
 CREATE OR REPLACE TEMP TABLE prequential_steps AS
-WITH stop AS (
-    SELECT session_order FROM histories WHERE g = greatest($max_steps - $prior_steps + 1, 1)
-), symbols AS (
+WITH symbols AS (
     SELECT symbol, row_number() OVER () AS key
     FROM (SELECT symbol FROM step_names UNION SELECT '<start>')
 ), named AS (
@@ -133,39 +136,27 @@ WITH stop AS (
            coalesce(s1.symbol, '<start>') AS h1, coalesce(s2.symbol, '<start>') AS h2
     FROM histories h JOIN step_names a ON a.id = h.id
     LEFT JOIN step_names s1 ON s1.id = h.p1 LEFT JOIN step_names s2 ON s2.id = h.p2
-    WHERE NOT EXISTS (SELECT 1 FROM stop) OR h.session_order < (SELECT session_order FROM stop)
+    WHERE h.session_order < $before
 )
 SELECT n.session_order, n.action, n.h1, n.h2, n.g, n.action_key, k1.key AS h1_key,
        k2.key AS h2_key
 FROM named n JOIN symbols k1 ON k1.symbol = n.h1 JOIN symbols k2 ON k2.symbol = n.h2;
 
 -- name: prequential
--- Each walked step with what the learner had seen before it, at each level: n(c) and n(c, a)
--- over the steps before it — those walked before (`prior(level, h2, h1, action, n)`: n(c, a)
--- over the $prior_steps earlier steps, h2 and h1 NULL where the level does not use them) and
--- the earlier steps of this walk — in learning order.
-WITH walked AS (
-    -- (g numbers the walk from 1, so the steps before one in a partition are its row number
-    -- there less one: no frame to aggregate)
-    SELECT g, action, h1, h2, g - 1 AS n0,
-        row_number() OVER (PARTITION BY action_key ORDER BY g) - 1 AS na0,
-        row_number() OVER (PARTITION BY h1_key ORDER BY g) - 1 AS n1,
-        row_number() OVER (PARTITION BY h1_key, action_key ORDER BY g) - 1 AS na1,
-        row_number() OVER (PARTITION BY h2_key, h1_key ORDER BY g) - 1 AS n2,
-        row_number() OVER (PARTITION BY h2_key, h1_key, action_key ORDER BY g) - 1 AS na2
-    FROM prequential_steps
-), c1 AS (
+-- Each walked step, in learning order: its keys, and n(c) and n(c, a) at each level over the
+-- steps walked before this walk (`prior(level, h2, h1, action, n)`: n(c, a) over the
+-- $prior_steps earlier steps, h2 and h1 NULL where the level does not use them). The counts
+-- over this walk's own earlier steps are each key's running count (warehouse/alphafit.py
+-- takes them with one stable sort per key: five partitioned windows cost several times more).
+WITH c1 AS (
     SELECT h1, sum(n) AS n FROM prior WHERE level = 1 GROUP BY h1
 ), c2 AS (
     SELECT h2, h1, sum(n) AS n FROM prior WHERE level = 2 GROUP BY h2, h1
 )
-SELECT $prior_steps + w.n0 AS n0,
-       w.na0 + coalesce(a0.n, 0) AS na0,
-       w.n1 + coalesce(c1.n, 0) AS n1,
-       w.na1 + coalesce(a1.n, 0) AS na1,
-       w.n2 + coalesce(c2.n, 0) AS n2,
-       w.na2 + coalesce(a2.n, 0) AS na2
-FROM walked w
+SELECT w.g, w.action_key, w.h1_key, w.h2_key,
+       coalesce(a0.n, 0) AS na0, coalesce(c1.n, 0) AS n1, coalesce(a1.n, 0) AS na1,
+       coalesce(c2.n, 0) AS n2, coalesce(a2.n, 0) AS na2
+FROM prequential_steps w
 LEFT JOIN prior a0 ON a0.level = 0 AND a0.action = w.action
 LEFT JOIN c1 ON c1.h1 = w.h1
 LEFT JOIN prior a1 ON a1.level = 1 AND a1.h1 = w.h1 AND a1.action = w.action
@@ -179,8 +170,3 @@ SELECT CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
        h2, h1, action, count(*) AS n
 FROM prequential_steps
 GROUP BY GROUPING SETS ((action), (h1, action), (h2, h1, action));
-
--- name: prequential_stopped
--- The first session of `histories` not walked (it did not fit), or NULL.
-SELECT min(session_order) FROM histories
-WHERE session_order > coalesce((SELECT max(session_order) FROM prequential_steps), -1);
