@@ -16,7 +16,8 @@ memory of the process tree, sampled. Prints the nightly/full ratio (goal: at mos
 the Dask/in-process ratio side by side.
 
     .venv/bin/python bench/archive.py [--sessions 1000000] [--calls-per-session 20]
-                                      [--days 60] [--keep DIR] [--json FILE]
+                                      [--days 60] [--result-scale 1.0]
+                                      [--keep DIR] [--json FILE] [--generate-only]
                                       [--executors in_process,dask]
 """
 
@@ -45,7 +46,9 @@ ARCHIVE_SEED = 11
 COMPLETE = "complete"  # written last: a folder without it is an interrupted generation
 
 
-def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, int]:
+def generate(
+    folder: Path, sessions: int, calls: int, days: int, result_scale: float = 1.0
+) -> tuple[int, int]:
     """Write the archive: the first days-1 days under folder/logs/<domain>/, the last under
     folder/new/<domain>/, on every core (each session's draws are seeded by its index, so the
     archive is the same whatever the number of processes). (sessions, bytes) of the last day."""
@@ -56,7 +59,7 @@ def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, i
             (folder / where / domain).mkdir(parents=True, exist_ok=True)
     step = 2_000
     jobs = [
-        (folder, start, min(start + step, sessions), sessions, calls, days)
+        (folder, start, min(start + step, sessions), sessions, calls, days, result_scale)
         for start in range(0, sessions, step)
     ]
     last, last_bytes = 0, 0
@@ -66,16 +69,16 @@ def generate(folder: Path, sessions: int, calls: int, days: int) -> tuple[int, i
     return last, last_bytes
 
 
-def _generate_range(job: tuple[Path, int, int, int, int, int]) -> tuple[int, int]:
+def _generate_range(job: tuple[Path, int, int, int, int, int, float]) -> tuple[int, int]:
     """Sessions start..end-1 of the archive: (sessions, bytes) of them on the last day."""
     from bench.synth_logs import session_lines
 
-    folder, start, end, sessions, calls, days = job
+    folder, start, end, sessions, calls, days, result_scale = job
     last, last_bytes = 0, 0
     for index in range(start, end):
         rng = random.Random(ARCHIVE_SEED * 10**9 + index)
         day = index * days // sessions  # evenly over the days, in start order
-        lines = session_lines(rng, index, calls, 1)
+        lines = session_lines(rng, index, calls, 1, result_scale)
         header = json.loads(lines[0])
         domain = DOMAINS[index % len(DOMAINS)]
         started = FIRST_DAY_MS + day * DAY_MS + (index * 997 % DAY_MS)
@@ -211,6 +214,12 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=1_000_000)
     parser.add_argument("--calls-per-session", type=int, default=20)
     parser.add_argument("--days", type=int, default=60)
+    parser.add_argument(
+        "--result-scale",
+        type=float,
+        default=1.0,
+        help="multiply every result's size (a smaller archive for a smaller disk)",
+    )
     parser.add_argument("--executors", default="in_process,dask")
     parser.add_argument("--keep", type=Path, help="generate into (or reuse) this folder")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -240,8 +249,10 @@ def main() -> int:
             started = time.perf_counter()
             shutil.rmtree(archive / "logs", ignore_errors=True)  # an interrupted one
             shutil.rmtree(archive / "new", ignore_errors=True)
-            generate(archive, args.sessions, args.calls_per_session, args.days)
-            (archive / COMPLETE).write_text(f"{args.sessions} sessions\n")
+            generate(archive, args.sessions, args.calls_per_session, args.days, args.result_scale)
+            (archive / COMPLETE).write_text(
+                f"{args.sessions} sessions, result scale {args.result_scale}\n"
+            )
             print(f"  {time.perf_counter() - started:.0f} s", file=sys.stderr)
         if args.generate_only:
             return 0
@@ -263,6 +274,7 @@ def main() -> int:
             "new_day_sessions": new,
             "calls": total * args.calls_per_session,
             "archive_gb": round(size / 1e9, 2),
+            "result_scale": args.result_scale,
             "days": args.days,
             "domains": len(DOMAINS),
             "executors": results,
@@ -283,7 +295,8 @@ def _print(report: dict) -> None:
     results, new = report["executors"], report["new_day_sessions"]
     print(
         f"\nrelearn over an archive: {report['sessions']:,} sessions, {report['calls']:,} calls, "
-        f"{report['archive_gb']} GB over {report['days']} days and {report['domains']} domains; "
+        f"{report['archive_gb']} GB (results x{report['result_scale']}) over {report['days']} days "
+        f"and {report['domains']} domains; "
         f"the new day: {new:,} sessions (+{100 * new / (report['sessions'] - new):.1f}%)\n"
     )
     names = list(results)

@@ -63,7 +63,10 @@ def result_text(rng: random.Random, size: int) -> str:
     return f'{{"items":[{",".join(items)}],"count":{len(items)}}}'
 
 
-def session_lines(rng: random.Random, index: int, calls: int, day: int) -> list[str]:
+def session_lines(
+    rng: random.Random, index: int, calls: int, day: int, result_scale: float = 1.0
+) -> list[str]:
+    """A session's lines; `result_scale` multiplies every result's size (1: the default)."""
     clock = f"{index // 3600 % 24:02d}{index // 60 % 60:02d}{index % 60:02d}"
     session = f"202611{day:02d}T{clock}.{index % 1000:03d}Z-{index}"
     header = {
@@ -112,7 +115,7 @@ def session_lines(rng: random.Random, index: int, calls: int, day: int) -> list[
             if rng.random() < 0.03:
                 text, failed = "Error: not found", "true"
             else:
-                size = min(int(rng.lognormvariate(6.7, 1.0)), 65536)
+                size = min(int(result_scale * rng.lognormvariate(6.7, 1.0)), 65536)
                 text, failed = result_text(rng, size), "false"
             content = json.dumps([{"type": "text", "text": text}], separators=(",", ":"))
             line(
