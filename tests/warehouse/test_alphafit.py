@@ -116,3 +116,78 @@ def test_a_walk_whose_arrays_are_lost_is_walked_again(tmp_path: Path) -> None:
     assert "fitting α: walking up to 4 sessions after the 0 walked before" in said
     assert same_walk(fresh, from_start(home, 10**9)[1])
     shutil.rmtree(tmp_path)
+
+
+def test_the_walks_arrays_and_likelihood_are_their_definitions_written_out() -> None:
+    """Each walked step's n(c) and n(c, a) at each level are the counts over the steps before
+    it, and the log-likelihood the back-off formula step by step (both computed faster than
+    that: one sort per key, the grid in place over threads)."""
+    import random
+
+    import duckdb
+
+    from stretto.model.habit import START, prequential_loglik
+    from warehouse.alphafit import walked_histories
+    from warehouse.learn import count_steps
+
+    rng = random.Random(5)
+    tools = ["find", "get", "list", "pay"]
+    rows = []
+    for s in range(40):
+        for step in range(rng.randrange(1, 9)):
+            reply = rng.random() < 0.15
+            rows.append(
+                (
+                    f"s{s}",
+                    step,
+                    "respond" if reply else rng.choice(tools),
+                    "reply" if reply else "tool",
+                    rng.choice(["reply", "end"]) if reply else rng.choice(["ok", "ok", "failed"]),
+                    s,
+                )
+            )
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE steps (session VARCHAR, step INTEGER, action VARCHAR, kind VARCHAR, "
+        "outcome VARCHAR, session_order BIGINT)"
+    )
+    con.executemany("INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?)", rows)
+    count_steps(con, "SELECT * FROM steps", {"pay": "write"})  # leaves `histories`
+    arrays, _, stopped = walked_histories(con, max_steps=10**6)
+    assert stopped is None
+
+    def symbol(action: str, kind: str, outcome: str) -> str:
+        if kind == "tool":
+            return action + (" (error)" if outcome == "failed" else "")
+        return "respond" if outcome == "reply" else "respond (end)"
+
+    steps, last = [], {}
+    for session, _, action, kind, outcome, _ in rows:  # rows are in learning order
+        h2, h1 = last.get(session, (START, START))
+        steps.append((h2, h1, action))
+        last[session] = (h1, symbol(action, kind, outcome))
+    expected: dict[str, list[int]] = {c: [] for c in ("n0", "na0", "n1", "na1", "n2", "na2")}
+    for i, (h2, h1, action) in enumerate(steps):
+        before = steps[:i]
+        expected["n0"].append(i)
+        expected["na0"].append(sum(a == action for _, _, a in before))
+        expected["n1"].append(sum(b1 == h1 for _, b1, _ in before))
+        expected["na1"].append(sum((b1, a) == (h1, action) for _, b1, a in before))
+        expected["n2"].append(sum((b2, b1) == (h2, h1) for b2, b1, _ in before))
+        expected["na2"].append(sum(b == (h2, h1, action) for b in before))
+    assert {c: a.tolist() for c, a in arrays.items()} == expected
+
+    alphas = [0.05, 0.7, 3.0]
+    written_out = []
+    for alpha in alphas:
+        total = 0.0
+        for j in range(len(steps)):
+            p = 1.0 / 6
+            for level in "012":
+                n, na = expected[f"n{level}"][j], expected[f"na{level}"][j]
+                if n > 0:
+                    p = (na + alpha * p) / (n + alpha)
+            total += np.log(p)
+        written_out.append(total)
+    floats = {c: np.asarray(v, np.float64) for c, v in expected.items()}
+    assert np.allclose(prequential_loglik(floats, alphas, 6), written_out, rtol=1e-12)
