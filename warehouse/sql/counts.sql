@@ -144,10 +144,10 @@ FROM named n JOIN symbols k1 ON k1.symbol = n.h1 JOIN symbols k2 ON k2.symbol = 
 
 -- name: prequential
 -- Each walked step, in learning order: its keys, and n(c) and n(c, a) at each level over the
--- steps walked before this walk (`prior(level, h2, h1, action, n)`: n(c, a) over the
--- $prior_steps earlier steps, h2 and h1 NULL where the level does not use them). The counts
--- over this walk's own earlier steps are each key's running count (warehouse/alphafit.py
--- takes them with one stable sort per key: five partitioned windows cost several times more).
+-- steps walked before this walk only (`prior(level, h2, h1, action, n)`: n(c, a) over them,
+-- h2 and h1 NULL where the level does not use them). warehouse/alphafit.py adds the counts
+-- over this walk's own earlier steps, each key's running count, with one stable sort per key
+-- (five partitioned windows here cost several times more).
 WITH c1 AS (
     SELECT h1, sum(n) AS n FROM prior WHERE level = 1 GROUP BY h1
 ), c2 AS (
