@@ -47,6 +47,9 @@ class StdioServer:
                 ],
                 # Python ignores SIGPIPE; the server should not inherit that.
                 setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+                # nor a signal mask: one blocking SIGTERM, inherited from whatever started the
+                # proxy, would leave the server deaf to the group's SIGTERM until SIGKILL
+                setsigmask=(),
                 setpgroup=0,  # its own group, led by itself: pgid == pid
             )
         except OSError as exc:
