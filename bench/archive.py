@@ -235,11 +235,11 @@ def main() -> int:
         print(json.dumps(side(args.side, args.work, args.archive)))
         return 0
 
+    if args.generate_only and not args.keep:
+        parser.error("--generate-only needs --keep DIR")
     work = Path(tempfile.mkdtemp(prefix="stretto-bench-archive-"))
     archive = args.keep or work / "archive"
     try:
-        if args.generate_only and not args.keep:
-            parser.error("--generate-only needs --keep DIR")
         if not (archive / COMPLETE).is_file():
             print(
                 f"generating {args.sessions} sessions x {args.calls_per_session} calls over "

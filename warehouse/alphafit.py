@@ -270,7 +270,7 @@ def _with_walk(table: Mapping[str, np.ndarray], prior_steps: int) -> dict[str, n
     plus those over this walk's earlier steps, which at each level are how many earlier steps
     share its context (and its action)."""
     action, h1, h2 = (np.asarray(table[k], np.int64) for k in ("action_key", "h1_key", "h2_key"))
-    width = int(max((k.max(initial=0) for k in (action, h1, h2)), default=0)) + 1
+    width = int(max(k.max(initial=0) for k in (action, h1, h2))) + 1
     context2 = h2 * width + h1
     earlier = {
         "na0": action,
