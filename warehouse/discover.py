@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 
@@ -33,7 +33,7 @@ from warehouse.registry import State
 HEADER_BYTES = 1 << 20  # a header longer than this is not read for its session id
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogFile:
     path: str  # absolute, to read it
     rel: str  # relative to the home, as stored
@@ -99,11 +99,22 @@ def hash_and_header(path: str) -> tuple[str, str | None]:
     return digest.hexdigest(), header_session(start)
 
 
-def _walk(logs: Path) -> list[tuple[str, os.stat_result, str]]:
+@dataclass
+class Walked:
+    """Every session log under a folder, as columns (a million stat results held ~1 GB)."""
+
+    paths: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    mtimes: list[int] = field(default_factory=list)  # ns
+    ctimes: list[int] = field(default_factory=list)  # ns
+    hints: list[str] = field(default_factory=list)  # the first folder under the logs folder
+
+
+def _walk(logs: Path) -> Walked:
     """Every session log under `logs` (as os.walk would go: a folder's files in name order,
     then its folders, symbolic links to folders not followed), with its stat and domain hint
     (its first folder under `logs`). One stat per file: the listing says what is a folder."""
-    found: list[tuple[str, os.stat_result, str]] = []
+    found = Walked()
 
     def visit(folder: str, hint: str | None) -> None:
         try:
@@ -124,7 +135,11 @@ def _walk(logs: Path) -> list[tuple[str, os.stat_result, str]]:
             except OSError:  # gone since the listing
                 continue
             if S_ISREG(stat.st_mode):
-                found.append((entry.path, stat, hint or "mcp"))
+                found.paths.append(entry.path)
+                found.sizes.append(stat.st_size)
+                found.mtimes.append(stat.st_mtime_ns)
+                found.ctimes.append(stat.st_ctime_ns)
+                found.hints.append(hint or "mcp")
         for entry in folders:
             visit(entry.path, hint or entry.name)
 
@@ -133,33 +148,33 @@ def _walk(logs: Path) -> list[tuple[str, os.stat_result, str]]:
     return found
 
 
-def _identify(path: str, stat: os.stat_result, hint: str, rel: str) -> LogFile | None:
+def _identify(path: str, size: int, mtime_ns: int, hint: str, rel: str) -> LogFile | None:
     try:
         digest, session = hash_and_header(path)
     except OSError:  # gone (moved or deleted) since the walk: the next run sees where
         return None
-    return LogFile(path, rel, stat.st_size, stat.st_mtime_ns, digest, session, hint)
+    return LogFile(path, rel, size, mtime_ns, digest, session, hint)
 
 
 def discover(layout: Layout, state: State, threads: int = 4, logs: Path | None = None) -> Plan:
     """The plan for the logs under HOME/logs (or `logs`, a folder under the home: the
     redacted copy, warehouse/redacted.py)."""
-    changed = []
-    unchanged = 0
-    for path, stat, hint in _walk(logs or layout.logs):
-        rel = layout.relative(path)
-        seen = state.paths.get(rel)
-        if seen and seen[:2] == (stat.st_size, stat.st_mtime_ns) and stat.st_ctime_ns < seen[3]:
-            unchanged += 1
-        else:
-            changed.append((path, stat, hint, rel))
+    walked = _walk(logs or layout.logs)
+    rels = [layout.relative(path) for path in walked.paths]
+    unchanged = state.unchanged(rels, walked.sizes, walked.mtimes, walked.ctimes)
+    changed = [
+        (path, walked.sizes[i], walked.mtimes[i], walked.hints[i], rels[i])
+        for i, path in enumerate(walked.paths)
+        if i not in unchanged
+    ]
+    del walked, rels
     # hashing releases the GIL: a few threads keep the disk busy (the files in chunks of 64:
     # a future per file cost the main thread ~0.3 s of CPU per 10,000 files)
     chunks = [changed[i : i + 64] for i in range(0, len(changed), 64)]
     with ThreadPoolExecutor(max_workers=threads) as pool:
         done = pool.map(lambda chunk: [_identify(*args) for args in chunk], chunks)
         files = [f for chunk in done for f in chunk if f]
-    found = plan(layout, state, files, unchanged)
+    found = plan(layout, state, files, len(unchanged))
     found.logs = logs
     return found
 
@@ -182,9 +197,10 @@ def plan(layout: Layout, state: State, files: list[LogFile], unchanged: int) -> 
     known: list[dict] = []
     first_seen: dict[str, str] = {}
     by_session: dict[str, list[LogFile]] = {}
+    contents = state.contents([f.content_hash for f in files])
     for f in files:
-        if f.content_hash in state.contents:
-            where = state.contents[f.content_hash][1]
+        if f.content_hash in contents:
+            where = contents[f.content_hash][1]
             known.append(_known(f, "unchanged" if where == f.rel else f"same content as {where}"))
         elif f.content_hash in first_seen:
             known.append(_known(f, f"same content as {first_seen[f.content_hash]}"))
@@ -194,8 +210,9 @@ def plan(layout: Layout, state: State, files: list[LogFile], unchanged: int) -> 
                 read.append(f)  # its header decides (quarantined whole, or a session)
             else:
                 by_session.setdefault(f.session, []).append(f)
+    sessions = state.sessions(list(by_session))
     for session, group in by_session.items():
-        current = state.sessions.get(session)
+        current = sessions.get(session)
         # (content hash, size, path) of the session's content so far
         base = current
         chosen: LogFile | None = None

@@ -59,6 +59,9 @@ class IngestStats:
     lines_dropped: int = 0
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTPUT_TABLES, 0))
     logs: list[dict] = field(default_factory=list)  # registry rows: the files read
+    # from a worker: (position in its batch, session, status, note) of each file read, made
+    # into `logs` by the parent (`_with_logs`) from its own LogFile objects
+    outcomes: list[tuple[int, str | None, str, str | None]] = field(default_factory=list)
     data: list[dict] = field(default_factory=list)  # registry rows: the Parquet files written
 
     def add(self, other: IngestStats) -> None:
@@ -105,9 +108,18 @@ def batches(files: list[LogFile], workers: int = 1) -> Iterator[list[LogFile]]:
         yield batch
 
 
-def connect(memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
+def limit_memory(con: duckdb.DuckDBPyConnection, limit: str, spill: Path) -> None:
+    """Hold the connection to `limit`, what does not fit spilled to `spill` (a folder under
+    a run's staging folder, removed with it) rather than to DuckDB's default, `.tmp` in
+    whatever folder the process started in."""
+    private_dirs(spill)
+    con.execute(f"SET memory_limit = '{limit}'")
+    con.execute(f"SET temp_directory = {sql_text(str(spill))}")
+
+
+def connect(spill: Path, memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    con.execute(f"SET memory_limit = '{memory_limit}'")
+    limit_memory(con, memory_limit, spill)
     con.execute("SET threads = 1")  # parallel across batches instead (WORKERS)
     con.execute("SET preserve_insertion_order = false")
     return con
@@ -334,7 +346,7 @@ def _with_domain_rule(sql: str) -> str:
 
 def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str) -> IngestStats:
     """Read one batch of log files and write their rows as Parquet files (not yet committed)."""
-    con = connect()
+    con = connect(layout.staging / ingest_id / tag / "spill")
     try:
         con.register("batch_arrow", _batch_table(files, ingest_id))
         con.execute("CREATE TEMP TABLE batch AS SELECT * FROM batch_arrow")
@@ -365,28 +377,40 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
         (stats.lines_read, stats.lines_ingested, stats.lines_quarantined, stats.lines_dropped) = (
             int(x or 0) for x in totals
         )
-        by_file = {f.path: f for f in files}
+        position = {f.path: i for i, f in enumerate(files)}
         for path, session, error in con.execute(
             "SELECT file, session, file_error FROM file_meta"
         ).fetchall():
-            log = by_file[path]
-            status = "ingested" if error is None else "conflict" if log.conflict else "quarantined"
-            stats.logs.append(
-                {
-                    "path": log.rel,
-                    "size_bytes": log.size,
-                    "mtime_ns": log.mtime_ns,
-                    "content_hash": log.content_hash,
-                    "session": session,
-                    "status": status,
-                    "note": error,
-                }
+            i = position[path]
+            status = (
+                "ingested" if error is None else "conflict" if files[i].conflict else "quarantined"
             )
+            stats.outcomes.append((i, session, status, error))
         fault("batch-written")
         return stats
     finally:
         con.close()
         shutil.rmtree(layout.staging / ingest_id / tag, ignore_errors=True)
+
+
+def _with_logs(stats: IngestStats, files: list[LogFile]) -> IngestStats:
+    """The batch's registry rows, from the caller's own LogFile objects: they share its
+    strings (a worker's copies of a million files' paths and hashes held ~0.7 GB)."""
+    for i, session, status, note in stats.outcomes:
+        log = files[i]
+        stats.logs.append(
+            {
+                "path": log.rel,
+                "size_bytes": log.size,
+                "mtime_ns": log.mtime_ns,
+                "content_hash": log.content_hash,
+                "session": log.session if session == log.session else session,
+                "status": status,
+                "note": note,
+            }
+        )
+    stats.outcomes = []
+    return stats
 
 
 def _end_with_parent(parent: int) -> None:
@@ -419,7 +443,7 @@ def ingest_files(
     workers = min(workers, len(jobs))
     if workers <= 1:
         for job in jobs:
-            stats = ingest_batch(*job)
+            stats = _with_logs(ingest_batch(*job), job[0])
             total.add(stats)
             if on_batch:
                 on_batch(stats)
@@ -435,8 +459,9 @@ def ingest_files(
         initializer=_end_with_parent,
         initargs=(os.getpid(),),
     ) as pool:
-        for future in as_completed([pool.submit(ingest_batch, *job) for job in jobs]):
-            stats = future.result()
+        batch_of = {pool.submit(ingest_batch, *job): job[0] for job in jobs}
+        for future in as_completed(batch_of):
+            stats = _with_logs(future.result(), batch_of[future])
             total.add(stats)
             if on_batch:
                 on_batch(stats)

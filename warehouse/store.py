@@ -25,13 +25,14 @@ from stretto.home import make_private, private_dirs, private_tree
 from warehouse import registry
 from warehouse.discover import Plan, discover
 from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
-from warehouse.ingest import IngestStats, ingest_files, write_parquet
+from warehouse.ingest import IngestStats, ingest_files, limit_memory, write_parquet
 from warehouse.layout import PARTITION_KEYS, PERSONAL_COMMENT, PERSONAL_DATA, TABLES, Layout
 from warehouse.sql import statements
 from warehouse.storage import committed, sql_text
 
 # Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
+STEPS_MEMORY = "1500MB"  # DuckDB's share when deriving steps (the process adds ~0.5 GB)
 
 
 class WarehouseBusy(RuntimeError):
@@ -319,6 +320,9 @@ def write_steps(layout: Layout, steps_id: str) -> tuple[int, list[dict], list[st
         con.execute(sql["pending_steps"])
         pending = con.execute("SELECT count(*) FROM pending_steps").fetchall()[0][0]
         begin_run(layout, steps_id)
+        # every pending session's calls at once: unbounded, the windows held 11 GB at 1M
+        # sessions (docs/scaling.md); DuckDB spills past the limit instead
+        limit_memory(con, STEPS_MEMORY, layout.staging / steps_id / "spill")
         written, data = 0, list[dict]()
         if pending:
             tag = f"{steps_id}-steps"
