@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from stretto.logs.episode import read_episodes
@@ -18,6 +19,7 @@ from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import ingest, mismatches, rows
 from warehouse import store
 from warehouse.discover import discover
+from warehouse.ingest import limit_memory
 from warehouse.layout import Layout
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
@@ -349,3 +351,26 @@ def test_batches_keep_every_worker_busy_to_the_end() -> None:
         assert max(totals) <= engine.BATCH_BYTES
     # one batch's worth stays one batch (read in process, no worker started)
     assert len(list(engine.batches(files[:100], 2))) == 1
+
+
+def test_a_connection_past_its_memory_limit_spills_into_the_folder_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps and ingest batches are held to a memory limit; what does not fit goes under the
+    run's staging folder, never to DuckDB's default `.tmp` in the folder the user is in."""
+    monkeypatch.chdir(tmp_path)
+    spill = tmp_path / "warehouse/staging/run-1/spill"
+    con = duckdb.connect()
+    try:
+        limit_memory(con, "64MB", spill)
+        # ~160 MB of rows, then a window over them: both past the limit
+        con.execute("CREATE TEMP TABLE t AS SELECT i, hash(i) AS h FROM range(10000000) r(i)")
+        assert any(p.name.endswith(".tmp") for p in spill.iterdir())
+        ranked = con.execute(
+            "SELECT count(*), max(r) FROM (SELECT row_number() OVER (PARTITION BY i % 5000 "
+            "ORDER BY h) AS r FROM t)"
+        ).fetchall()
+    finally:
+        con.close()
+    assert ranked == [(10_000_000, 2_000)]
+    assert not (tmp_path / ".tmp").exists()
