@@ -10,6 +10,8 @@ processes (pipeline/executor.py) — on a home of its own:
 - nightly: the last day's logs arrive; the same runs again (ingesting the new logs only,
   counting the new day's parts only, the others read back).
 
+`--ingest-only` runs the ingest job alone, full then nightly.
+
 Each executor's runs happen in a process of their own (the Dask side's cluster is started by
 it, so its workers are that process's children): its time per phase, and the peak resident
 memory of the process tree, sampled. Prints the nightly/full ratio (goal: at most 10%) and
@@ -18,6 +20,7 @@ the Dask/in-process ratio side by side.
     .venv/bin/python bench/archive.py [--sessions 1000000] [--calls-per-session 20]
                                       [--days 60] [--result-scale 1.0]
                                       [--keep DIR] [--json FILE] [--generate-only]
+                                      [--ingest-only]
                                       [--executors in_process,dask]
 """
 
@@ -120,9 +123,16 @@ class MemoryTimeline(PeakMemory):
 
 
 def _relearn(
-    home: Path, instance, run_config: dict, timings: dict, phase: str, memory: MemoryTimeline
+    home: Path,
+    instance,
+    run_config: dict,
+    timings: dict,
+    phase: str,
+    memory: MemoryTimeline,
+    flows: bool = True,
 ) -> None:
-    """The ingest run, then each domain's flow run: their seconds into timings[phase]."""
+    """The ingest run, then (with `flows`) each domain's flow run: their seconds into
+    timings[phase]."""
     from pipeline.run import execute, failure_message
 
     started = time.perf_counter()
@@ -132,7 +142,7 @@ def _relearn(
     ingest_s = time.perf_counter() - started
     steps = _step_seconds(ingested)
     peaks = memory.step_peaks(instance, ingested.run_id)
-    for domain in DOMAINS:
+    for domain in DOMAINS if flows else ():
         learned = execute(
             "relearn", instance, str(home), domain, run_config=run_config, assets=["flow"]
         )
@@ -162,8 +172,9 @@ def _step_seconds(result) -> dict[str, float]:
     }
 
 
-def side(executor: str, work: Path, archive: Path) -> dict:
-    """One executor's full relearn then nightly relearn, on a home of its own."""
+def side(executor: str, work: Path, archive: Path, flows: bool = True) -> dict:
+    """One executor's full relearn then nightly relearn (without `flows`: the ingest job
+    alone), on a home of its own."""
     import dagster as dg
 
     home, dagster_home = work / "home", work / "dagster"
@@ -187,21 +198,19 @@ def side(executor: str, work: Path, archive: Path) -> dict:
         else:
             cluster, run_config = None, {}
         try:
-            _relearn(home, instance, run_config, timings, "full", memory)
+            _relearn(home, instance, run_config, timings, "full", memory, flows)
             full_peak = memory.peak
             shutil.copytree(archive / "new", home / "logs", copy_function=_link, dirs_exist_ok=True)
-            _relearn(home, instance, run_config, timings, "nightly", memory)
+            _relearn(home, instance, run_config, timings, "nightly", memory, flows)
         finally:
             if cluster is not None:
                 cluster.close()
-    flows = {d: json.loads((home / f"flows/{d}.flow.json").read_text()) for d in DOMAINS}
-    return {
-        **timings,
-        "full_peak_gb": full_peak / 1024**3,
-        "peak_gb": memory.peak / 1024**3,
-        "habit_episodes": sum(f["provenance"]["habit_episodes"] for f in flows.values()),
-        "steps": sum(f["provenance"]["steps"] for f in flows.values()),
-    }
+    figures = {**timings, "full_peak_gb": full_peak / 1024**3, "peak_gb": memory.peak / 1024**3}
+    if flows:
+        learned = [json.loads((home / f"flows/{d}.flow.json").read_text()) for d in DOMAINS]
+        figures["habit_episodes"] = sum(f["provenance"]["habit_episodes"] for f in learned)
+        figures["steps"] = sum(f["provenance"]["steps"] for f in learned)
+    return figures
 
 
 def _link(source: str, target: str) -> None:
@@ -226,13 +235,16 @@ def main() -> int:
     parser.add_argument(
         "--generate-only", action="store_true", help="write the archive (into --keep) and stop"
     )
+    parser.add_argument(
+        "--ingest-only", action="store_true", help="run the ingest job alone (no flow runs)"
+    )
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.side:
-        print(json.dumps(side(args.side, args.work, args.archive)))
+        print(json.dumps(side(args.side, args.work, args.archive, not args.ingest_only)))
         return 0
 
     if args.generate_only and not args.keep:
@@ -264,7 +276,8 @@ def main() -> int:
             print(f"  {executor}: full relearn, then nightly ...", file=sys.stderr)
             figures, rss = run_side(
                 __file__,
-                ["--side", executor, "--work", str(work / executor), "--archive", str(archive)],
+                ["--side", executor, "--work", str(work / executor), "--archive", str(archive)]
+                + ["--ingest-only"] * args.ingest_only,
             )
             figures["peak_gb"] = max(figures["peak_gb"], rss)
             results[executor] = figures
@@ -277,6 +290,7 @@ def main() -> int:
             "result_scale": args.result_scale,
             "days": args.days,
             "domains": len(DOMAINS),
+            "ingest_only": args.ingest_only,
             "executors": results,
         }
         _print(report)
@@ -338,8 +352,9 @@ def _print(report: dict) -> None:
                 f"  dask / in process, {phase}: "
                 f"{dask[phase]['seconds'] / base[phase]['seconds']:.2f}x"
             )
-        same = base["habit_episodes"] == dask["habit_episodes"] and base["steps"] == dask["steps"]
-        print(f"  same flows' sessions and steps on both: {same}")
+        if "steps" in base:
+            same = all(base[key] == dask[key] for key in ("habit_episodes", "steps"))
+            print(f"  same flows' sessions and steps on both: {same}")
 
 
 if __name__ == "__main__":
