@@ -283,6 +283,7 @@ def _run(pump, relay, server, log, loader) -> int:
         if not _run_until_exit(pump, exited, server, patient=not (refused or pump.signals)):
             server.terminate()
             if not pump.run_until(exited, SHUTDOWN_GRACE_S):
+                _say("the server did not end on SIGTERM; killing it (SIGKILL)")
                 server.kill()
                 pump.run_until(exited)
         status = pump.server_status if stdio else server.wait(0)

@@ -45,10 +45,11 @@ class StdioServer:
                     (os.POSIX_SPAWN_DUP2, server_in, 0),
                     (os.POSIX_SPAWN_DUP2, server_out, 1),
                 ],
-                # Python ignores SIGPIPE; the server should not inherit that.
-                setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
-                # nor a signal mask: one blocking SIGTERM, inherited from whatever started the
-                # proxy, would leave the server deaf to the group's SIGTERM until SIGKILL
+                # Python ignores SIGPIPE; the server should not inherit that. Nor an ignored
+                # SIGTERM, or a mask blocking it, from whatever started the proxy: the proxy
+                # ends the server's group with SIGTERM, which a shell that inherited it
+                # ignored never hears (killed 4 s later: 137 instead of 143).
+                setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGTERM),
                 setsigmask=(),
                 setpgroup=0,  # its own group, led by itself: pgid == pid
             )

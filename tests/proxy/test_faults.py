@@ -216,8 +216,38 @@ def test_the_servers_whole_process_group_is_ended_on_sigterm(tmp_path: Path, log
             client.send_line(request(1, "fine"))
             assert json.loads(client.read_line(10))["id"] == 1
             client.proc.terminate()
-            assert client.proc.wait(30) == 128 + 15
+            status = client.proc.wait(30)
+            time.sleep(0.2)  # the proxy's last words reach stderr_text
+            assert status == 128 + 15, client.stderr_text
         assert "stopping on signal 15" in client.stderr_text
+        assert gone(int(pid_file.read_text()))
+    finally:
+        end_for_sure(pid_file)
+
+
+def test_the_server_hears_sigterm_even_when_the_proxys_starter_ignored_it(
+    tmp_path: Path, logs: Path
+) -> None:
+    """An ignored signal stays ignored across exec: a shell the proxy starts would inherit an
+    ignored SIGTERM (from a supervisor, say) and outlive the group's SIGTERM."""
+    server, pid_file = grandchild_under_sh(tmp_path)
+    command = proxy("--record", str(logs), server=server)
+    ignoring = [
+        PYTHON,
+        "-c",
+        "import os, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "os.execv(sys.argv[1], sys.argv[1:])",
+        *command,
+    ]
+    try:
+        with StdioClient(ignoring) as client:
+            client.send_line(request(1, "fine"))
+            assert json.loads(client.read_line(10))["id"] == 1
+            client.proc.terminate()
+            status = client.proc.wait(30)
+            time.sleep(0.2)
+            assert status == 128 + 15, client.stderr_text  # sh ended by SIGTERM, not SIGKILL
+        assert "SIGKILL" not in client.stderr_text
         assert gone(int(pid_file.read_text()))
     finally:
         end_for_sure(pid_file)
