@@ -196,7 +196,9 @@ class State:
         finally:
             con.close()
 
-    def unchanged(self, rels: list[str], sizes: list[int], mtimes: list[int], ctimes: list[int]):
+    def unchanged(
+        self, rels: list[str], sizes: list[int], mtimes: list[int], ctimes: list[int]
+    ) -> set[int]:
         """Which of these files (by position) are as the registry last saw them: the same
         size and mtime at the same path, and an inode not changed since (its ctime, which no
         copy or unpacking can set back, before the commit that saw it)."""
