@@ -70,6 +70,19 @@ def committed_ids(layout: Layout) -> set[str]:
 _LOADED: dict[str, tuple[tuple, dict[str, pa.Table]]] = {}
 
 
+def _views(temp: str) -> list[str]:
+    """sql/registry.sql's views (computed when read), as statements."""
+    return [sql.replace("{temp}", temp) for _, sql in statements("registry") if " VIEW " in sql]
+
+
+def _attach(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
+    """The registry's tables on `con`, registered by name (no copy), and its views over them."""
+    for name, table in tables.items():
+        con.register(name, table)
+    for sql in _views("TEMP"):
+        con.execute(sql)
+
+
 def _current(layout: Layout) -> dict[str, pa.Table]:
     data = committed(layout)
     names = commit_names(layout)
@@ -77,17 +90,19 @@ def _current(layout: Layout) -> dict[str, pa.Table]:
     hit = _LOADED.get(data.where)
     if hit is not None and hit[0] == key:
         return hit[1]
+    _LOADED.pop(data.where, None)  # not held while the new one is computed
     files = [data.read_registry(name, SCHEMA) for name in names]
-    table = pa.concat_tables(files) if files else SCHEMA.empty_table()
+    tables = {"registry": pa.concat_tables(files) if files else SCHEMA.empty_table()}
+    del files
     con = duckdb.connect()
     try:
-        con.register("registry_arrow", table)
-        con.execute("CREATE TEMP TABLE registry AS SELECT * FROM registry_arrow")
-        con.unregister("registry_arrow")
-        tables = {"registry": table}
+        _attach(con, tables)
         for name, sql in statements("registry"):
-            con.execute(sql.replace("{temp}", "TEMP"))
-            tables[name] = con.sql(f"SELECT * FROM {name}").to_arrow_table()
+            if " TABLE " in sql:  # computed once, as Arrow (not a copy inside DuckDB too)
+                con.execute(sql.replace("{temp} TABLE", "TEMP VIEW"))
+                tables[name] = con.sql(f"SELECT * FROM {name}").to_arrow_table()
+                con.execute(f"DROP VIEW {name}")
+                con.register(name, tables[name])
     finally:
         con.close()
     _LOADED[data.where] = (key, tables)
@@ -99,22 +114,25 @@ def read(layout: Layout) -> pa.Table:
 
 
 def load(con: duckdb.DuckDBPyConnection, layout: Layout, temp: bool = True) -> None:
-    """The registry and what it says is current, as tables on `con` (sql/registry.sql): for
-    a connection's own use (`temp`) the Arrow tables themselves, registered by name (no copy);
-    in a database file (stretto.duckdb), views over the registry's files when they are local
-    (the file stays small and quick to write), else copies."""
-    if not temp and not committed(layout).remote:
+    """The registry and what it says is current, as tables and views on `con`
+    (sql/registry.sql): for a connection's own use (`temp`) the Arrow tables themselves,
+    registered by name (no copy); in a database file (stretto.duckdb), views over the
+    registry's files when they are local (the file stays small and quick to write), else
+    copies."""
+    if temp:
+        _attach(con, _current(layout))
+        return
+    if not committed(layout).remote:
         con.execute(f"CREATE OR REPLACE VIEW registry AS {_files_select(con, layout)}")
         for _, sql in statements("registry"):
-            con.execute(sql.replace("{temp} TABLE", "VIEW"))
+            con.execute(sql.replace("{temp} TABLE", "VIEW").replace("{temp} ", ""))
         return
     for name, table in _current(layout).items():
-        if temp:
-            con.register(name, table)
-            continue
         con.register(f"{name}_arrow", table)
         con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM {name}_arrow")
         con.unregister(f"{name}_arrow")
+    for sql in _views(""):
+        con.execute(sql)
 
 
 _TYPES = {"int64": "BIGINT", "string": "VARCHAR", "timestamp[ms, tz=UTC]": "TIMESTAMPTZ"}
@@ -189,8 +207,7 @@ class State:
     def _query(self, sql: str, given: pa.Table) -> list[tuple]:
         con = duckdb.connect()
         try:
-            for name in ("path_latest", "content_holder", "content_path", "session_current"):
-                con.register(name, self.tables[name])
+            _attach(con, self.tables)
             con.register("given", given)
             return con.execute(sql).fetchall()
         finally:

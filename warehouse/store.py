@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stretto.home import make_private, private_dirs, private_tree
 from warehouse import registry
@@ -112,11 +113,11 @@ def delete_dropped(layout: Layout) -> int:
     """Delete the data files a committed retention run dropped that are still there (its
     own, or those of a run that crashed after its commit); how many."""
     table = registry.read(layout)
-    kinds, paths = table.column("kind").to_pylist(), table.column("path").to_pylist()
+    dropped = table.filter(pc.equal(table.column("kind"), "dropped")).column("path")
     data = committed(layout)
     deleted = 0
-    for kind, path in zip(kinds, paths, strict=True):
-        if kind == "dropped" and data.exists(path):
+    for path in dropped.to_pylist():
+        if data.exists(path):
             data.delete(path)
             deleted += 1
     return deleted

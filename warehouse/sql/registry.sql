@@ -2,22 +2,25 @@
 -- current. Each ingest run commits one registry file: a `log` row for every log file it
 -- looked at, a `data` row for every Parquet file it wrote. Nothing is current until its
 -- run has committed, so the files of a run that crashed are never read.
+-- The `{temp} VIEW`s are computed when read: each holds a row per log seen (a million, with
+-- every column, for a first ingest of a large archive), and only discovery, the steps run and
+-- a person at `stretto sql` read them. The `{temp} TABLE`s are read by every table's view.
 
 -- name: log_entries
-CREATE OR REPLACE {temp} TABLE log_entries AS
+CREATE OR REPLACE {temp} VIEW log_entries AS
 SELECT commit_no, ingest_id, committed_at, path, size_bytes, mtime_ns, content_hash, session,
        status, note
 FROM registry WHERE kind = 'log';
 
 -- name: path_latest
 -- What each path held when it was last looked at.
-CREATE OR REPLACE {temp} TABLE path_latest AS
+CREATE OR REPLACE {temp} VIEW path_latest AS
 SELECT * FROM log_entries
 QUALIFY row_number() OVER (PARTITION BY path ORDER BY commit_no DESC) = 1;
 
 -- name: content_holder
 -- For each content (hash): the run that wrote its rows (ingested, or quarantined whole).
-CREATE OR REPLACE {temp} TABLE content_holder AS
+CREATE OR REPLACE {temp} VIEW content_holder AS
 SELECT * FROM log_entries WHERE status IN ('ingested', 'quarantined', 'conflict')
 QUALIFY row_number() OVER (PARTITION BY content_hash ORDER BY commit_no DESC) = 1;
 
