@@ -70,9 +70,14 @@ def committed_ids(layout: Layout) -> set[str]:
 _LOADED: dict[str, tuple[tuple, dict[str, pa.Table]]] = {}
 
 
+def _is_view(sql: str) -> bool:
+    """A statement of sql/registry.sql that makes a view (computed when read), not a table."""
+    return "{temp} VIEW" in sql
+
+
 def _views(temp: str) -> list[str]:
-    """sql/registry.sql's views (computed when read), as statements."""
-    return [sql.replace("{temp}", temp) for _, sql in statements("registry") if " VIEW " in sql]
+    """sql/registry.sql's views, as statements."""
+    return [sql.replace("{temp}", temp) for _, sql in statements("registry") if _is_view(sql)]
 
 
 def _attach(con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table]) -> None:
@@ -98,7 +103,7 @@ def _current(layout: Layout) -> dict[str, pa.Table]:
     try:
         _attach(con, tables)
         for name, sql in statements("registry"):
-            if " TABLE " in sql:  # computed once, as Arrow (not a copy inside DuckDB too)
+            if not _is_view(sql):  # computed once, as Arrow (not a copy inside DuckDB too)
                 con.execute(sql.replace("{temp} TABLE", "TEMP VIEW"))
                 tables[name] = con.sql(f"SELECT * FROM {name}").to_arrow_table()
                 con.execute(f"DROP VIEW {name}")
