@@ -48,7 +48,8 @@ WITH coded AS (
     SELECT *, lag(id, 1) OVER () AS p1, lag(session_order, 1) OVER () AS p1_order,
            lag(id, 2) OVER () AS p2, lag(session_order, 2) OVER () AS p2_order,
            row_number() OVER () AS g,
-           sum(coalesce(is_write, false)::INTEGER)
+           -- (a running count, not a sum: DuckDB sums integers as HUGEINT, at twice the cost)
+           count(*) FILTER (WHERE is_write)
                OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS written
     FROM coded
 )
@@ -78,11 +79,12 @@ GROUP BY GROUPING SETS ((part, action), (part, h1, action), (part, h2, h1, actio
 -- step or later) before the agent's next write. A step's reach is the actions of its segment
 -- from that step on, so a occurs in it when the step comes at or before a's last place in
 -- the segment; writes never count, and a write's own reach is empty.
+-- (The action is carried as its action_id, not a step's id: fewer groups to count.)
 WITH last_place AS (
-    SELECT session_order, segment, action_id, any_value(id) AS id, max(step) AS last_step
+    SELECT session_order, segment, action_id, max(step) AS last_step
     FROM histories WHERE NOT is_write GROUP BY session_order, segment, action_id
 ), coded AS (
-    SELECT h.id AS at, h.p1, h.p2, l.id, count(*) AS n
+    SELECT h.id AS at, h.p1, h.p2, l.action_id, count(*) AS n
     FROM (SELECT session_order, segment, step, id, p1, p2 FROM histories) h
     JOIN last_place l
       ON l.session_order = h.session_order AND l.segment = h.segment AND h.step <= l.last_step
@@ -90,7 +92,8 @@ WITH last_place AS (
 ), named AS (
     SELECT t.part, a.action, coalesce(s1.symbol, '<start>') AS h1,
            coalesce(s2.symbol, '<start>') AS h2, c.n
-    FROM coded c JOIN step_names t ON t.id = c.at JOIN step_names a ON a.id = c.id
+    FROM coded c JOIN step_names t ON t.id = c.at
+    JOIN (SELECT DISTINCT action_id, action FROM step_names) a ON a.action_id = c.action_id
     LEFT JOIN step_names s1 ON s1.id = c.p1 LEFT JOIN step_names s2 ON s2.id = c.p2
 )
 SELECT part, CASE WHEN h1 IS NULL THEN 0 WHEN h2 IS NULL THEN 1 ELSE 2 END AS level,
