@@ -1,6 +1,6 @@
 """Where one ingest batch's CPU goes: each statement of warehouse/sql/ingest.sql, the Python
 passes (turns, tool lists) and each table's Parquet write, timed in this process on one
-thread, as a worker runs them (warehouse/ingest.py `ingest_batch`).
+thread through the workers' own `ingest_batch` (warehouse/ingest.py, its `run_step` hook).
 
 Reads the first `--files` session logs of an archive (bench/ingest.py `--keep DIR` leaves one;
 without it, a small one is generated), runs the batch `--repeat` times and prints each step's
@@ -30,21 +30,9 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _repair(con, sql: dict[str, str]) -> None:
-    from warehouse import ingest
-
-    if ingest._repair_lines(con):
-        con.execute(sql["headers"])
-        con.execute(sql["wire"])
-
-
 def profile_batch(files, layout, tag: str, times: dict[str, list[float]]) -> None:
-    """One batch, step by step, the way `ingest_batch` runs it; each step's CPU into `times`."""
+    """One batch through warehouse.ingest.ingest_batch itself, each step's CPU into `times`."""
     from warehouse import ingest
-    from warehouse.sql import statements
-    from warehouse.storage import sql_text
-
-    con = ingest.connect(layout.staging / "bench" / tag / "spill")
 
     def timed(name: str, step: Callable[[], object]) -> None:
         started = cpu_seconds()
@@ -52,34 +40,7 @@ def profile_batch(files, layout, tag: str, times: dict[str, list[float]]) -> Non
         times[name].append(cpu_seconds() - started)
 
     started = cpu_seconds()
-    try:
-        con.register("batch_arrow", ingest._batch_table(files, "bench"))
-        con.execute("CREATE TEMP TABLE batch AS SELECT * FROM batch_arrow")
-        listed = "[" + ", ".join(sql_text(f.path) for f in files) + "]"
-        sql = {
-            name: ingest._with_domain_rule(text).replace("{files}", listed)
-            for name, text in statements("ingest")
-        }
-        for name, text in sql.items():
-            if name == "lines":
-                timed("lines", lambda: ingest._read_lines(con, sql))
-            elif name not in ("file_text", "file_bytes", "undecodable_lines"):
-                timed(name, lambda text=text: con.execute(text))
-            if name == "wire":  # as the batch does: lines with lone surrogates, read again
-                timed("surrogate repair", lambda: _repair(con, sql))
-        timed("turns (Python)", lambda: ingest._assign_turns(con))
-        timed("tool lists (Python)", lambda: ingest._describe_tools(con))
-        queries = {k: ingest._with_domain_rule(v) for k, v in statements("ingest_tables")}
-        timed("file_meta", lambda: con.execute(queries.pop("file_meta")))
-        for table in ingest.OUTPUT_TABLES:
-            timed(
-                f"write {table}",
-                lambda table=table: ingest.write_parquet(
-                    con, queries[table], table, layout, "bench", tag
-                ),
-            )
-    finally:
-        con.close()
+    ingest.ingest_batch(files, "bench", layout, tag, run_step=timed)
     times["the whole batch"].append(cpu_seconds() - started)
 
 

@@ -20,6 +20,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -344,8 +345,25 @@ def _with_domain_rule(sql: str) -> str:
     return sql.replace("{domain_pattern}", DOMAIN_PATTERN)
 
 
-def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str) -> IngestStats:
-    """Read one batch of log files and write their rows as Parquet files (not yet committed)."""
+def _run_step(name: str, step: Callable[[], object]) -> None:
+    step()
+
+
+def _repair(con: duckdb.DuckDBPyConnection, sql: dict[str, str]) -> None:
+    if _repair_lines(con):  # read those lines again, repaired
+        con.execute(sql["headers"])
+        con.execute(sql["wire"])
+
+
+def ingest_batch(
+    files: list[LogFile],
+    ingest_id: str,
+    layout: Layout,
+    tag: str,
+    run_step: Callable[[str, Callable[[], object]], None] = _run_step,
+) -> IngestStats:
+    """Read one batch of log files and write their rows as Parquet files (not yet committed).
+    Each step goes through `run_step(name, step)` (bench/ingest_batch.py times them)."""
     con = connect(layout.staging / ingest_id / tag / "spill")
     try:
         con.register("batch_arrow", _batch_table(files, ingest_id))
@@ -354,22 +372,25 @@ def ingest_batch(files: list[LogFile], ingest_id: str, layout: Layout, tag: str)
         sql = {k: _with_domain_rule(v).replace("{files}", listed) for k, v in statements("ingest")}
         for name, text in sql.items():
             if name == "lines":
-                _read_lines(con, sql)
+                run_step("lines", lambda: _read_lines(con, sql))
             elif name not in ("file_text", "file_bytes", "undecodable_lines"):
-                con.execute(text)
-            if name == "wire" and _repair_lines(con):  # read those lines again, repaired
-                con.execute(sql["headers"])
-                con.execute(sql["wire"])
-        _assign_turns(con)
-        _describe_tools(con)
+                run_step(name, partial(con.execute, text))
+            if name == "wire":
+                run_step("surrogate repair", lambda: _repair(con, sql))
+        run_step("turns (Python)", lambda: _assign_turns(con))
+        run_step("tool lists (Python)", lambda: _describe_tools(con))
         stats = IngestStats(files=len(files), bytes=sum(f.size for f in files))
         queries = {k: _with_domain_rule(v) for k, v in statements("ingest_tables")}
-        con.execute(queries.pop("file_meta"))
-        for table in OUTPUT_TABLES:
+        run_step("file_meta", lambda: con.execute(queries.pop("file_meta")))
+
+        def write(table: str) -> None:
             stats.rows[table], data = write_parquet(
                 con, queries[table], table, layout, ingest_id, tag
             )
             stats.data.extend(data)
+
+        for table in OUTPUT_TABLES:
+            run_step(f"write {table}", partial(write, table))
         totals = con.execute(
             "SELECT sum(lines_read), sum(lines_ingested), sum(lines_quarantined), "
             "sum(lines_dropped) FROM line_counts"
