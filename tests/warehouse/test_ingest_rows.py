@@ -193,6 +193,13 @@ PROXY_FORM_ONLY = [
     '"params":{"name":"a"}}}',
     '{"t_ms":57,"from":"context","message":{"role":"user","content":{"x":1}}}',
     '{"t_ms":58,"from":"context","message":{"role":"assistant","content":"  "}}',
+    # a text that is not a string, alone and with its key escaped (not a text part)
+    '{"t_ms":59,"from":"server","message":{"jsonrpc":"2.0","id":2,"result":{"content":'
+    '[{"type":"text","text" : {"a":1}}],"structuredContent":{"s":1}}}}',
+    '{"t_ms":60,"from":"server","message":{"jsonrpc":"2.0","id":2,"result":{"content":'
+    '[{"type":"text","te\\u0078t":7},{"type":"text","text":"kept"}]}}}',
+    '{"t_ms":61,"from":"server","message":{"jsonrpc":"2.0","id":2,"result":{"content":'
+    '[{"type":"te\\u0078t","text":"escaped type"}]}}}',
 ]
 
 
