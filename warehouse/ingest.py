@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,7 +28,7 @@ import duckdb
 import pyarrow as pa
 
 from stretto.home import private_dirs
-from stretto.logs.domain import DOMAIN_PATTERN
+from stretto.logs.domain import DOMAIN_PATTERN, is_valid_domain
 from stretto.logs.toollist import tools_from_result
 from stretto.logs.turns import TurnTracker
 from warehouse.discover import LogFile
@@ -306,11 +307,25 @@ def write_parquet(
     # the declared types, whatever the query's arithmetic made of them
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES[table])
     staging = private_dirs(layout.staging / ingest_id / tag / table)
-    result = con.execute(
-        f"COPY (SELECT {columns}, domain, day FROM ({query})) TO '{staging}' "
-        f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "
-        "RETURN_STATS)"
-    ).fetchall()
+    partitions = con.execute(f"SELECT DISTINCT domain, day FROM ({query})").fetchall()
+    if len(partitions) == 1 and is_valid_domain(partitions[0][0]) and partitions[0][1]:
+        # a batch's files are in path order, so most batches fill one partition: written as
+        # one file, as DuckDB's PARTITION_BY would, without its buffering (~40% of a write)
+        domain, day = partitions[0]
+        folder = private_dirs(staging / f"domain={domain}" / f"day={day.isoformat()}")
+        target = folder / f"part-{tag}-{uuid.uuid4()}.parquet"
+        result = con.execute(
+            f"COPY (SELECT {columns} FROM ({query})) TO {sql_text(str(target))} "
+            "(FORMAT parquet, RETURN_STATS)"
+        ).fetchall()
+    elif partitions:
+        result = con.execute(
+            f"COPY (SELECT {columns}, domain, day FROM ({query})) TO {sql_text(str(staging))} "
+            f"(FORMAT parquet, PARTITION_BY (domain, day), FILENAME_PATTERN 'part-{tag}-{{uuid}}', "
+            "RETURN_STATS)"
+        ).fetchall()
+    else:
+        return 0, []
     fault("parquet-written")
     store = committed(layout)
     moves, data, total = [], [], 0

@@ -320,6 +320,47 @@ def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkey
     assert rows(home, "SELECT count(DISTINCT session) AS n FROM calls") == [{"n": 8}]
 
 
+def test_a_batch_of_one_partition_and_one_of_several_write_the_same_rows(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A batch whose rows all fall in one partition is written one file per table; one with
+    several through DuckDB's PARTITION_BY: the same rows, in the same domain=/day= folders."""
+    from warehouse import ingest as engine
+
+    tables = ("sessions", "messages", "calls", "context", "tools")
+
+    def ingested(name: str, batch_files: int) -> tuple[dict, set[str]]:
+        home = home_with(
+            tmp_path / name,
+            shop=REFERENCE_HOME / "logs/shop",
+            retail=REFERENCE_HOME / "logs/retail",
+        )
+        monkeypatch.setattr(engine, "BATCH_FILES", batch_files)
+        layout = Layout.at(home)
+        plan = discover(layout, store.known_state(layout))
+        store.begin_run(layout, name)
+        stats = engine.ingest_files(plan.read, name, layout, workers=1)
+        store.commit_run(layout, name, stats.logs, stats.data)
+        found = {
+            table: sorted(
+                (
+                    tuple(sorted(r.items()))
+                    for r in rows(home, f"SELECT * EXCLUDE (ingest_id) FROM {table}")
+                ),
+                key=repr,
+            )
+            for table in tables
+        }
+        folders = {"/".join(Path(d["path"]).parts[-3:-1]) for d in stats.data}
+        return found, folders
+
+    together, folders = ingested("together", 100)
+    one_each, folders_each = ingested("one_each", 1)
+    assert len(folders) > 1 and folders == folders_each
+    assert all(f.startswith("domain=") and "/day=" in f for f in folders)
+    assert together == one_each and all(together[t] for t in ("sessions", "calls"))
+
+
 def test_a_warehouse_written_before_a_column_existed_still_reads(tmp_path: Path) -> None:
     """Parquet files from before `sessions.reward` was added: the column reads as NULL."""
     import pyarrow.parquet as pq
