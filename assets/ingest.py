@@ -19,7 +19,7 @@ from assets.resources import StrettoHome
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV, RedactError
 from stretto.logs.sessionlog import LogError
 from stretto.progress import Progress
-from warehouse import discover, ingest, redacted, store
+from warehouse import discover, ingest, redacted, store, workers
 from warehouse.layout import Layout
 from warehouse.storage import StorageError
 
@@ -47,12 +47,12 @@ def _failure(exc: Exception) -> dg.Failure:
     return dg.Failure(description=str(exc), allow_retries=False)
 
 
-def pending(layout: Layout, logs=None) -> discover.Plan:
+def pending(layout: Layout, logs=None, pool=None) -> discover.Plan:
     """The logs under logs/ (or the folder `logs`: the redacted copy) whose content is not in
     the warehouse yet, by the registry's rule: a path is looked at again unless its size, mtime
     and ctime say it was not touched since it was last seen, then known by its content hash
-    (warehouse/discover.py)."""
-    return discover.discover(layout, store.known_state(layout), logs=logs)
+    (warehouse/discover.py); hashed on `pool` (warehouse/workers.py), if given."""
+    return discover.discover(layout, store.known_state(layout), logs=logs, pool=pool)
 
 
 class IngestConfig(dg.Config):
@@ -65,15 +65,15 @@ class IngestConfig(dg.Config):
     hash_fields: list[str] = []
 
 
-def to_read(layout: Layout, config: IngestConfig, say) -> discover.Plan:
+def to_read(layout: Layout, config: IngestConfig, say, pool=None) -> discover.Plan:
     """What this run reads: the logs, or with `redact` their pseudonymised copy brought up to
     date; refused (RedactError) when it would mix redacted and original sessions."""
     if not config.redact:
         redacted.check(layout, None)
-        return pending(layout)
+        return pending(layout, pool=pool)
     redaction = redacted.Redaction(config.salt_env, config.keep_shared, tuple(config.hash_fields))
     redacted.check(layout, redaction)
-    return pending(layout, redacted.redact_logs(layout, redaction, say))
+    return pending(layout, redacted.redact_logs(layout, redaction, say), pool)
 
 
 def plan_digest(plan: discover.Plan) -> str:
@@ -212,29 +212,38 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
             yield skipped(context, reason, table)
         yield from nothing_to_check(CHECKS, reason)
         return
-    with timings.phase("finding new logs"):
+    # one pool of worker processes hashes the new logs, then ingests them
+    with workers.worker_pool() as pool:
+        with timings.phase("finding new logs"):
+            try:
+                plan = to_read(layout, config, context.log.warning, pool)
+            except (RedactError, LogError, StorageError) as exc:
+                raise _failure(exc) from None
         try:
-            plan = to_read(layout, config, context.log.warning)
-        except (RedactError, LogError, StorageError) as exc:
-            raise _failure(exc) from None
-    try:
-        with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
-            ingest_id = new_ingest_id()
-            bar = Progress(len(plan.read), "ingesting", " files", enabled=stretto.progress or None)
-            said = LogProgress(context.log.info, len(plan.read), "files ingested")
-
-            def advance(batch: ingest.IngestStats) -> None:
-                bar.advance(batch.files)
-                said.advance(batch.files)
-
-            with timings.phase("ingesting"):
-                plan, stats = store.ingest_run(
-                    layout, plan, ingest_id, on_batch=advance, say=context.log.warning
+            with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
+                ingest_id = new_ingest_id()
+                bar = Progress(
+                    len(plan.read), "ingesting", " files", enabled=stretto.progress or None
                 )
-            bar.close()
-            said.close()
-    except (store.WarehouseBusy, StorageError) as exc:
-        raise _failure(exc) from None
+                said = LogProgress(context.log.info, len(plan.read), "files ingested")
+
+                def advance(batch: ingest.IngestStats) -> None:
+                    bar.advance(batch.files)
+                    said.advance(batch.files)
+
+                with timings.phase("ingesting"):
+                    plan, stats = store.ingest_run(
+                        layout,
+                        plan,
+                        ingest_id,
+                        on_batch=advance,
+                        say=context.log.warning,
+                        pool=pool,
+                    )
+                bar.close()
+                said.close()
+        except (store.WarehouseBusy, StorageError) as exc:
+            raise _failure(exc) from None
     # committed: from here on only their counts are needed. A first ingest's million files
     # (plan and registry rows, ~0.6 GB) are let go before the metadata's queries and the
     # `steps` step run in this same process.

@@ -105,7 +105,7 @@ class PeakMemory:
 
 
 def side_ours(home: Path) -> dict:
-    from warehouse import ingest, store
+    from warehouse import store, workers
     from warehouse.discover import discover
     from warehouse.layout import Layout
 
@@ -113,8 +113,9 @@ def side_ours(home: Path) -> dict:
     with PeakMemory() as memory:
         started, cpu = time.perf_counter(), cpu_seconds()
         # discovery (hashing), the batches, the atomic moves and the commit, as a run does
-        plan = discover(layout, store.known_state(layout))
-        _, stats = store.ingest_run(layout, plan, "bench")
+        with workers.worker_pool() as pool:
+            plan = discover(layout, store.known_state(layout), pool=pool)
+            _, stats = store.ingest_run(layout, plan, "bench", pool=pool)
         seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
         started = time.perf_counter()
         steps = store.derive_steps(layout, "bench-steps")
@@ -129,7 +130,7 @@ def side_ours(home: Path) -> dict:
         "steps": steps,
         "balanced": stats.balanced,
         "tree_peak_gb": memory.peak / 1024**3,
-        "workers": ingest.WORKERS,
+        "workers": workers.WORKERS,
     }
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -31,6 +31,10 @@ from warehouse.layout import Layout
 from warehouse.registry import State
 
 HEADER_BYTES = 1 << 20  # a header longer than this is not read for its session id
+# Hashing this many files or bytes goes to worker processes when the run has them (their
+# start, ~0.5 s, is then worth it; below, threads here).
+SPREAD_FILES = 2000
+SPREAD_BYTES = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +160,20 @@ def _identify(path: str, size: int, mtime_ns: int, hint: str, rel: str) -> LogFi
     return LogFile(path, rel, size, mtime_ns, digest, session, hint)
 
 
-def discover(layout: Layout, state: State, threads: int = 4, logs: Path | None = None) -> Plan:
+def _identify_all(chunk: list[tuple[str, int, int, str, str]]) -> list[LogFile | None]:
+    return [_identify(*args) for args in chunk]
+
+
+def discover(
+    layout: Layout,
+    state: State,
+    threads: int = 4,
+    logs: Path | None = None,
+    pool: Executor | None = None,
+) -> Plan:
     """The plan for the logs under HOME/logs (or `logs`, a folder under the home: the
-    redacted copy, warehouse/redacted.py)."""
+    redacted copy, warehouse/redacted.py). The new and changed files are hashed on `pool`
+    (the run's worker processes, warehouse/workers.py) when there are many, else in threads."""
     walked = _walk(logs or layout.logs)
     rels = [layout.relative(path) for path in walked.paths]
     unchanged = state.unchanged(rels, walked.sizes, walked.mtimes, walked.ctimes)
@@ -168,12 +183,16 @@ def discover(layout: Layout, state: State, threads: int = 4, logs: Path | None =
         if i not in unchanged
     ]
     del walked, rels
-    # hashing releases the GIL: a few threads keep the disk busy (the files in chunks of 64:
-    # a future per file cost the main thread ~0.3 s of CPU per 10,000 files)
+    # files in chunks of 64 (a future per file cost the main thread ~0.3 s of CPU per 10,000
+    # files). Threads hardly help (the GIL: 4 hashed 20,000 files no faster than 1), so many
+    # files go to the worker processes, which the batches use next.
     chunks = [changed[i : i + 64] for i in range(0, len(changed), 64)]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        done = pool.map(lambda chunk: [_identify(*args) for args in chunk], chunks)
-        files = [f for chunk in done for f in chunk if f]
+    many = len(changed) >= SPREAD_FILES or sum(c[1] for c in changed) >= SPREAD_BYTES
+    if pool is not None and many:
+        files = [f for chunk in pool.map(_identify_all, chunks) for f in chunk if f]
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as threaded:
+            files = [f for chunk in threaded.map(_identify_all, chunks) for f in chunk if f]
     found = plan(layout, state, files, len(unchanged))
     found.logs = logs
     return found

@@ -17,9 +17,9 @@ import json
 import os
 import re
 import shutil
-import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -36,12 +36,10 @@ from warehouse.files import fault, fsync_path
 from warehouse.layout import TABLES, Layout
 from warehouse.sql import statements
 from warehouse.storage import committed, sql_text
+from warehouse.workers import WORKERS, worker_pool
 
 BATCH_BYTES = 96 * 1024 * 1024  # log text one batch holds in memory at once (~1.3 GB peak)
 BATCH_FILES = int(os.environ.get("STRETTO_INGEST_BATCH_FILES") or 4000)
-# DuckDB runs these statements on one core (one small table, one row group), so batches go
-# to worker processes, one per core; STRETTO_INGEST_WORKERS overrides.
-WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() or 1))
 OUTPUT_TABLES = ("sessions", "messages", "calls", "context", "tools", "quarantine")
 # A JSON escape: a surrogate pair, a lone surrogate, or any other escape (consumed whole, so
 # that `\\ud800` — a backslash, then text — is not taken for one).
@@ -122,7 +120,7 @@ def limit_memory(con: duckdb.DuckDBPyConnection, limit: str, spill: Path) -> Non
 def connect(spill: Path, memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     limit_memory(con, memory_limit, spill)
-    con.execute("SET threads = 1")  # parallel across batches instead (WORKERS)
+    con.execute("SET threads = 1")  # parallel across batches instead (warehouse/workers.py)
     con.execute("SET preserve_insertion_order = false")
     return con
 
@@ -449,57 +447,42 @@ def _with_logs(stats: IngestStats, files: list[LogFile]) -> IngestStats:
     return stats
 
 
-def _end_with_parent(parent: int) -> None:
-    """In a worker: exit when the process that started it is gone (killed with -9, it
-    cannot tell its workers), instead of finishing a batch nobody will commit."""
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os._exit(1)
-            threading.Event().wait(0.5)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
 def ingest_files(
     files: list[LogFile],
     ingest_id: str,
     layout: Layout,
     on_batch: Callable[[IngestStats], None] | None = None,
+    pool: Executor | None = None,
     workers: int | None = None,
 ) -> IngestStats:
-    """Ingest files batch by batch, batches in parallel worker processes; `on_batch` hears
+    """Ingest files batch by batch, more than one batch in parallel on `pool` (the run's
+    worker_pool, of `workers` processes; without one, a pool of its own); `on_batch` hears
     about each one as it finishes (for progress). Nothing is committed here."""
-    total = IngestStats()
     workers = workers or WORKERS
     jobs = [
         (b, ingest_id, layout, f"{ingest_id}-{i}") for i, b in enumerate(batches(files, workers))
     ]
-    workers = min(workers, len(jobs))
-    if workers <= 1:
+    if len(jobs) <= 1 or (pool is None and workers <= 1):
+        total = IngestStats()
         for job in jobs:
             stats = _with_logs(ingest_batch(*job), job[0])
             total.add(stats)
             if on_batch:
                 on_batch(stats)
         return total
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    if pool is None:
+        with worker_pool(min(workers, len(jobs))) as own:
+            return _on_pool(own, jobs, on_batch)
+    return _on_pool(pool, jobs, on_batch)
 
-    # spawn, not fork: the caller may hold threads (Dagster) or a DuckDB connection.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=_end_with_parent,
-        initargs=(os.getpid(),),
-    ) as pool:
-        batch_of = {pool.submit(ingest_batch, *job): job[0] for job in jobs}
-        for future in as_completed(batch_of):
-            stats = _with_logs(future.result(), batch_of[future])
-            total.add(stats)
-            if on_batch:
-                on_batch(stats)
+
+def _on_pool(pool: Executor, jobs: list[tuple], on_batch) -> IngestStats:
+    total = IngestStats()
+    batch_of = {pool.submit(ingest_batch, *job): job[0] for job in jobs}
+    for future in as_completed(batch_of):
+        stats = _with_logs(future.result(), batch_of[future])
+        total.add(stats)
+        if on_batch:
+            on_batch(stats)
     total.logs.sort(key=lambda r: r["path"])
     return total

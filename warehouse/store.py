@@ -15,6 +15,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -160,17 +161,19 @@ def ingest_run(
     ingest_id: str,
     on_batch: Callable[[IngestStats], None] | None = None,
     say: Callable[[str], None] = lambda message: None,
+    pool: Executor | None = None,
 ) -> tuple[Plan, IngestStats]:
     """One ingest run, with the lock held: undo what a crashed run left, read the planned
-    files (planned again if another run committed since), commit. The plan it followed and
-    what it read."""
+    files (planned again if another run committed since), commit; on `pool`, the run's
+    worker processes (warehouse/workers.py), if given. The plan it followed and what it
+    read."""
     for crashed in recover(layout):
         say(f"removed the uncommitted files of the crashed run {crashed}")
     delete_dropped(layout)
     if len(registry.commit_names(layout)) != plan.commits:  # another run committed since
-        plan = discover(layout, known_state(layout), logs=plan.logs)
+        plan = discover(layout, known_state(layout), logs=plan.logs, pool=pool)
     begin_run(layout, ingest_id)
-    stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch)
+    stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch, pool=pool)
     if stats.logs or plan.known:
         commit_run(layout, ingest_id, stats.logs + plan.known, stats.data)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import subprocess
 import sys
@@ -302,17 +303,26 @@ def test_every_table_is_a_view_even_before_it_has_rows(tmp_path: Path, table: st
 
 @pytest.mark.slow  # worker processes against one process
 def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkeypatch) -> None:
+    """One pool of worker processes hashes the logs (as for a large run) and ingests them."""
+    from warehouse import discover as finder
     from warehouse import ingest as engine
+    from warehouse.workers import worker_pool
 
     home = home_with(
         tmp_path, shop=REFERENCE_HOME / "logs/shop", served=REFERENCE_HOME / "served/shop"
     )
     layout = Layout.at(home)
     monkeypatch.setattr(engine, "BATCH_FILES", 3)  # 8 files -> 3 batches
-    plan = discover(layout, store.known_state(layout))
-    assert len(list(engine.batches(plan.read))) == 3
-    store.begin_run(layout, "parallel")
-    stats = engine.ingest_files(plan.read, "parallel", layout, workers=2)
+    monkeypatch.setattr(finder, "SPREAD_FILES", 1)  # hashed on the workers
+    threaded = discover(layout, store.known_state(layout))
+    with worker_pool(2) as pool:
+        assert not multiprocessing.active_children()  # started on first use
+        plan = discover(layout, store.known_state(layout), pool=pool)
+        assert multiprocessing.active_children()  # hashed there
+        assert plan.read == threaded.read and len(plan.read) == 8
+        assert len(list(engine.batches(plan.read))) == 3
+        store.begin_run(layout, "parallel")
+        stats = engine.ingest_files(plan.read, "parallel", layout, pool=pool, workers=2)
     assert stats.files == 8 and stats.balanced
     store.commit_run(layout, "parallel", stats.logs, stats.data)
     store.derive_steps(layout, "parallel-steps")
