@@ -5,14 +5,11 @@
 
 -- name: macros
 -- One parse of a JSON-RPC message (or a context message) into the fields the warehouse uses.
--- A content part's type and text are read as VARCHAR: a string comes out unescaped by the
--- parse itself (as JSON, a result's text was written out and parsed again), any other value
--- as its JSON text (see `odd_text` in rpc_fields).
 CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
     "method": "JSON", "id": "JSON",
     "params": {"name": "JSON", "arguments": "JSON", "requestId": "JSON",
                "clientInfo": {"name": "JSON"}},
-    "result": {"content": [{"type": "VARCHAR", "text": "VARCHAR"}], "isError": "JSON",
+    "result": {"content": [{"type": "JSON", "text": "JSON"}], "isError": "JSON",
                "structuredContent": "JSON", "tools": "JSON"},
     "error": {"message": "JSON"},
     "role": "JSON", "content": "JSON"}');
@@ -20,9 +17,6 @@ CREATE OR REPLACE TEMP MACRO parse_message(m) AS json_transform(m, '{
 -- statement parsed it, or, for a line in the proxy's own form (there only checked), here.
 CREATE OR REPLACE TEMP MACRO wire_message(canon, p, m) AS
     CASE WHEN NOT canon THEN p WHEN starts_with(m, '{') THEN parse_message(m) END;
--- A message's content parts as JSON, for a message whose "text" may not be a string.
-CREATE OR REPLACE TEMP MACRO json_parts(m) AS
-    json_transform(m, '{"result": {"content": [{"type": "JSON", "text": "JSON"}]}}').result.content;
 
 -- name: file_text
 -- Each file's text. A byte-order mark at the start of a file is an encoding mark, not text:
@@ -294,16 +288,7 @@ FROM wire
 WHERE problem IS NULL AND body IS NOT NULL AND sender <> 'context'
   AND starts_with(coalesce(parse_body, body), '{');
 CREATE OR REPLACE TEMP VIEW rpc_fields AS
-WITH flagged AS (
-    -- a "text" key whose value is not a string (rare; a text part's text must be one): its
-    -- VARCHAR would hold the value's JSON, so the parts are read as JSON (json_parts). The
-    -- key may be written with \u escapes: looked for only where such an escape is.
-    SELECT *, regexp_matches(m, '"text"[ \t\r]*:[ \t\r]*[^" \t\r]')
-              OR (contains(m, '\u00') AND regexp_matches(m,
-                  '"(?:t|\\u0074)(?:e|\\u0065)(?:x|\\u0078)(?:t|\\u0074)"[ \t\r]*:[ \t\r]*[^" \t\r]'))
-              AS odd_text
-    FROM rpc_items
-), fields AS (
+WITH fields AS (
     SELECT *,
         CASE WHEN json_type(p.method) = 'VARCHAR' THEN p.method ->> '$' END AS method,
         CASE json_type(p.id) WHEN 'VARCHAR' THEN p.id ->> '$' ELSE p.id::VARCHAR END AS rpc_id,
@@ -314,21 +299,16 @@ WITH flagged AS (
         CASE WHEN p.error IS NOT NULL THEN true
              WHEN p.result IS NOT NULL OR p.method IS NOT NULL OR p.id IS NULL THEN false
              ELSE json_exists(m, '$.error') END AS has_error,
-        -- the text parts of the content; one part, the usual, without a list's lambdas; for
-        -- an odd_text message, from its parts as JSON (written compactly: a string is one
-        -- that starts with a quote)
-        CASE WHEN NOT odd_text AND len(p.result.content) = 1
-                  AND p.result.content[1].type = 'text'
-             THEN p.result.content[1].text END AS text1,
-        CASE WHEN odd_text THEN
-                 list_transform(list_filter(json_parts(m),
-                                            lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
-                                lambda x: x.text ->> '$')
-             WHEN len(p.result.content) > 1 THEN
-                 list_transform(list_filter(p.result.content,
-                                            lambda x: x.type = 'text' AND x.text IS NOT NULL),
-                                lambda x: x.text) END AS texts
-    FROM flagged
+        -- the text parts of the content (a JSON value here is written compactly: a string is
+        -- one that starts with a quote); one part, the usual, without a list's lambdas
+        CASE WHEN len(p.result.content) = 1 AND p.result.content[1].type = '"text"'
+                  AND starts_with(p.result.content[1].text, '"')
+             THEN p.result.content[1].text ->> '$' END AS text1,
+        CASE WHEN len(p.result.content) > 1 THEN
+            list_transform(list_filter(p.result.content,
+                                       lambda x: x.type = '"text"' AND starts_with(x.text, '"')),
+                           lambda x: x.text ->> '$') END AS texts
+    FROM rpc_items
 )
 SELECT session, seq, sub, t_ms, sender, method, rpc_id, is_response, has_error,
        CASE WHEN method = 'tools/call' AND json_type(p.params.name) = 'VARCHAR'
