@@ -33,7 +33,7 @@ from warehouse.registry import State
 HEADER_BYTES = 1 << 20  # a header longer than this is not read for its session id
 # Hashing this many files or bytes goes to worker processes when the run has them (their
 # start, ~0.5 s, is then worth it; below, threads here).
-SPREAD_FILES = 2000
+SPREAD_FILES = 4000  # (a run of more has more than one batch: warehouse/ingest.py)
 SPREAD_BYTES = 128 * 1024 * 1024
 
 
