@@ -471,7 +471,8 @@ def ingest_files(
                 on_batch(stats)
         return total
     if pool is None:
-        with worker_pool(min(workers, len(jobs))) as own:
+        with worker_pool(min(workers, len(jobs))) as own:  # two or more: a pool
+            assert own is not None
             return _on_pool(own, jobs, on_batch)
     return _on_pool(pool, jobs, on_batch)
 
