@@ -187,8 +187,9 @@ def discover(
     # files). Threads hardly help (the GIL: 4 hashed 20,000 files no faster than 1), so many
     # files go to the worker processes, which the batches use next.
     chunks = [changed[i : i + 64] for i in range(0, len(changed), 64)]
-    many = len(changed) >= SPREAD_FILES or sum(c[1] for c in changed) >= SPREAD_BYTES
-    if pool is not None and many:
+    if pool is not None and (
+        len(changed) >= SPREAD_FILES or sum(c[1] for c in changed) >= SPREAD_BYTES
+    ):
         files = [f for chunk in pool.map(_identify_all, chunks) for f in chunk if f]
     else:
         with ThreadPoolExecutor(max_workers=threads) as threaded:
