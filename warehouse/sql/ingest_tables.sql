@@ -22,7 +22,10 @@ SELECT * EXCLUDE (header_domain, domain_hint, started_unix_ms),
             WHEN regexp_full_match(domain_hint, '{domain_pattern}') THEN domain_hint
             ELSE 'mcp' END AS domain,
        CASE WHEN started_unix_ms BETWEEN 0 AND 253402300799999 THEN started_unix_ms END
-           AS started_unix_ms
+           AS started_unix_ms,
+       -- the partition day of every row the file adds
+       CASE WHEN started_unix_ms BETWEEN 0 AND 253402300799999
+            THEN CAST(make_timestamp(started_unix_ms * 1000) AS DATE) END AS day
 FROM meta;
 
 -- name: sessions
@@ -44,8 +47,7 @@ SELECT m.session,
             THEN m.header ->> '$.host_session' END AS host_session,
        CASE WHEN json_type(m.header, '$.server_name') = 'VARCHAR'
             THEN m.header ->> '$.server_name' END AS server_name,
-       m.ingest_id, m.domain,
-       CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
+       m.ingest_id, m.domain, m.day
 FROM file_meta m
 JOIN line_counts n USING (file)
 LEFT JOIN (SELECT session, arg_max(client_name, seq) AS client_name
@@ -69,7 +71,7 @@ SELECT w.session, w.seq, w.t_ms, w.sender,
        coalesce(r.is_response AND r.failed, false) AS is_error,
        strlen(coalesce(w.body, w.raw))::INTEGER AS size_bytes,
        coalesce(w.body, w.raw) AS body,
-       m.ingest_id, m.domain, CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
+       m.ingest_id, m.domain, m.day
 FROM wire w
 JOIN file_meta m USING (file)
 LEFT JOIN rpc r ON r.session = w.session AND r.seq = w.seq AND r.sub = 0
@@ -84,7 +86,7 @@ SELECT q.session, q.rpc_id AS call_id, q.tool, q.arguments, q.sender = 'proxy' A
        CASE WHEN r.seq IS NULL THEN 'unanswered' WHEN r.failed THEN 'failed' ELSE 'ok' END AS status,
        coalesce(c.cancelled, false) AS cancelled,
        r.content AS result_text,
-       m.ingest_id, m.domain, CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
+       m.ingest_id, m.domain, m.day
 FROM requests q
 JOIN file_meta m ON m.session = q.session AND m.file_error IS NULL
 LEFT JOIN results r ON r.session = q.session AND r.req_seq = q.seq AND r.req_sub = q.sub
@@ -95,13 +97,13 @@ WHERE q.tool IS NOT NULL;
 
 -- name: context
 SELECT s.session, s.seq, s.t_ms, s.role, s.content,
-       m.ingest_id, m.domain, CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
+       m.ingest_id, m.domain, m.day
 FROM said s JOIN file_meta m ON m.session = s.session AND m.file_error IS NULL;
 
 -- name: tools
 SELECT l.session, d.tool, d.kind, d.contract, d.summary, d.arg_docs, d.input_schema,
        l.snapshot,
-       m.ingest_id, m.domain, CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE) AS day
+       m.ingest_id, m.domain, m.day
 FROM tool_lists l
 JOIN tool_defs d USING (snapshot)
 JOIN file_meta m ON m.session = l.session AND m.file_error IS NULL
@@ -115,16 +117,16 @@ WITH whole AS (
 )
 SELECT m.rel AS file, w.seq AS line, regexp_replace(w.problem, '^quarantined: ', '') AS error,
        w.line AS raw, w.session, m.content_hash,
-       m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date) AS day
+       m.ingest_id, m.domain, coalesce(m.day, current_date) AS day
 FROM wire w JOIN file_meta m USING (file)
 WHERE w.problem LIKE 'quarantined:%'
 UNION ALL
 SELECT m.rel, l.line_no, m.file_error, l.line, m.session, m.content_hash,
-       m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date)
+       m.ingest_id, m.domain, coalesce(m.day, current_date)
 FROM whole m JOIN lines l USING (file)
 WHERE m.lines_quarantined > 0 AND trim(l.line, ' ' || chr(9) || chr(13)) <> ''
 UNION ALL
 SELECT m.rel, NULL, m.file_error, NULL, m.session, m.content_hash,
-       m.ingest_id, m.domain, coalesce(CAST(make_timestamp(m.started_unix_ms * 1000) AS DATE), current_date)
+       m.ingest_id, m.domain, coalesce(m.day, current_date)
 FROM whole m
 WHERE m.lines_quarantined = 0;
