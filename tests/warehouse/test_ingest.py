@@ -345,6 +345,13 @@ def test_a_batch_of_one_partition_and_one_of_several_write_the_same_rows(
             shop=REFERENCE_HOME / "logs/shop",
             retail=REFERENCE_HOME / "logs/retail",
         )
+        # and a session that says nothing: no context rows, in a partition of its own
+        quiet = LogBuilder().client_call(0, 1, "find").result(5, 1, "u1")
+        quiet.lines[0] = {**HEADER, "session": "quiet", "started_unix_ms": 86_400_000}
+        (home / "logs" / "hand").mkdir()
+        (home / "logs" / "hand" / "quiet.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in quiet.lines)
+        )
         monkeypatch.setattr(engine, "BATCH_FILES", batch_files)
         layout = Layout.at(home)
         plan = discover(layout, store.known_state(layout))
@@ -362,6 +369,11 @@ def test_a_batch_of_one_partition_and_one_of_several_write_the_same_rows(
             for table in tables
         }
         folders = {"/".join(Path(d["path"]).parts[-3:-1]) for d in stats.data}
+        # a table none of a batch's files has rows for (one log has no context lines) gets
+        # no file: the one-file write's empty file is not kept
+        assert all(d["rows"] > 0 for d in stats.data)
+        kept = (home / "warehouse" / "parquet").rglob("*.parquet")
+        assert {p.relative_to(home).as_posix() for p in kept} == {d["path"] for d in stats.data}
         return found, folders
 
     together, folders = ingested("together", 100)
