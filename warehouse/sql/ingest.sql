@@ -442,30 +442,34 @@ FROM candidates c, json_tree(c.arguments) AS t
 WHERE t.type IN ('VARCHAR', 'BIGINT', 'UBIGINT')
   AND length(CASE WHEN t.type = 'VARCHAR' THEN t.value ->> '$' ELSE t.value::VARCHAR END) >= 2;
 
+-- name: value_pairs
+-- The candidate values, and the first results that may hold them: texts narrowed with a
+-- substring test (a value of plain characters appears verbatim wherever it is a JSON leaf).
+-- Tables of their own: inlined in value_hits, DuckDB pushed its two JSON tests into the scan
+-- of `results`, running json_valid over every result rather than over these few.
+CREATE OR REPLACE TEMP TABLE wanted AS
+SELECT session, v, max(seq) AS before_seq,
+       regexp_full_match(v, '[A-Za-z0-9 _.:#@+,=-]*') AS plain
+FROM call_values GROUP BY session, v;
+CREATE OR REPLACE TEMP TABLE result_pairs AS
+SELECT w.session, w.v, r.seq, r.req_seq, r.content, json_valid(r.content) AS is_json
+FROM wanted w JOIN results r ON r.session = w.session AND r.seq < w.before_seq
+WHERE contains(r.content, w.v) OR (NOT w.plain AND contains(r.content, '\'));
+
 -- name: value_hits
 -- Where each candidate value occurs before its call: in a first result's values (JSON leaves,
--- or the text and its lines) or in an earlier call's arguments. Texts are first narrowed with
--- a substring test (a value of plain characters appears verbatim wherever it is a JSON leaf),
--- then checked exactly.
+-- or the text and its lines) or in an earlier call's arguments, checked exactly.
 CREATE OR REPLACE TEMP TABLE value_hits AS
-WITH wanted AS (
-    SELECT session, v, max(seq) AS before_seq,
-           regexp_full_match(v, '[A-Za-z0-9 _.:#@+,=-]*') AS plain
-    FROM call_values GROUP BY session, v
-), result_pairs AS (
-    SELECT w.session, w.v, r.seq, r.req_seq, r.content
-    FROM wanted w JOIN results r ON r.session = w.session AND r.seq < w.before_seq
-    WHERE contains(r.content, w.v) OR (NOT w.plain AND contains(r.content, '\'))
-), result_leaves AS (
+WITH result_leaves AS (
     SELECT p.session, p.v, p.seq, p.req_seq,
            CASE WHEN t.type = 'VARCHAR' THEN t.value ->> '$' ELSE t.value::VARCHAR END AS leaf
     FROM result_pairs p, json_tree(p.content) AS t
-    WHERE json_valid(p.content) AND t.type IN ('VARCHAR', 'BIGINT', 'UBIGINT')
+    WHERE p.is_json AND t.type IN ('VARCHAR', 'BIGINT', 'UBIGINT')
     UNION ALL
     SELECT session, v, seq, req_seq,
            trim(unnest(list_prepend(content, string_split(content, chr(10)))),
                 ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13))
-    FROM result_pairs WHERE NOT json_valid(content)
+    FROM result_pairs WHERE NOT is_json
 ), arg_pairs AS (
     SELECT w.session, w.v, q.seq, q.arguments
     FROM wanted w JOIN requests q ON q.session = w.session AND q.seq < w.before_seq
