@@ -127,8 +127,8 @@ def connect(spill: Path, memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnect
 
 # This process's DuckDB database for the batches of one run, with the folder it spills to. Each
 # batch works on a cursor of it (its temp tables are the cursor's own), so the memory one batch
-# touched serves the next: a database per batch spent ~0.3 s of a 2.4 s batch in the kernel,
-# mapping fresh pages (bench/ingest_batch.py).
+# touched serves the next: a database per batch mapped fresh pages for every batch (~3% of a
+# batch's CPU: bench/ingest_batch.py).
 _run_database: tuple[Path, duckdb.DuckDBPyConnection] | None = None
 
 
@@ -334,8 +334,8 @@ def write_parquet(
     first under staging/, then each file fsynced and renamed into the table's folder (or
     uploaded: warehouse/storage.py). How many rows, and a registry row per file. The files
     are not part of the warehouse until the run commits. `partitions`: the (domain, day)
-    pairs the rows can fall in, when the caller knows them (else found by running the query:
-    for an ingest batch's tables ~4% of the batch)."""
+    pairs the rows can fall in, when the caller knows them (else found by running the query
+    once more: for an ingest batch's tables ~7% of its CPU)."""
     # the declared types, whatever the query's arithmetic made of them
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in TABLES[table])
     staging = private_dirs(layout.staging / ingest_id / tag / table)

@@ -12,21 +12,22 @@ WITH meta AS (
                 THEN h.header_json ->> '$.domain' END AS header_domain,
            h.domain_hint,
            CASE WHEN json_type(h.header_json, '$.started_unix_ms') IN ('UBIGINT', 'BIGINT')
-                THEN TRY_CAST(h.header_json ->> '$.started_unix_ms' AS BIGINT) END AS started_unix_ms
+                THEN TRY_CAST(h.header_json ->> '$.started_unix_ms' AS BIGINT) END AS header_started
     FROM headers h
+), started AS (
+    SELECT *, CASE WHEN header_started BETWEEN 0 AND 253402300799999 THEN header_started END
+                  AS started_unix_ms
+    FROM meta
 )
-SELECT * EXCLUDE (header_domain, domain_hint, started_unix_ms),
+SELECT * EXCLUDE (header_domain, domain_hint, header_started),
        -- a quarantined file's partition: its header's domain if valid, else its folder's
        CASE WHEN file_error IS NULL THEN coalesce(header_domain, 'mcp')
             WHEN regexp_full_match(header_domain, '{domain_pattern}') THEN header_domain
             WHEN regexp_full_match(domain_hint, '{domain_pattern}') THEN domain_hint
             ELSE 'mcp' END AS domain,
-       CASE WHEN started_unix_ms BETWEEN 0 AND 253402300799999 THEN started_unix_ms END
-           AS started_unix_ms,
        -- the partition day of every row the file adds
-       CASE WHEN started_unix_ms BETWEEN 0 AND 253402300799999
-            THEN CAST(make_timestamp(started_unix_ms * 1000) AS DATE) END AS day
-FROM meta;
+       CAST(make_timestamp(started_unix_ms * 1000) AS DATE) AS day
+FROM started;
 
 -- name: sessions
 SELECT m.session,
