@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, as_completed
@@ -125,30 +126,31 @@ def connect(spill: Path, memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnect
     return con
 
 
-# This process's DuckDB database for the batches of one run, with the folder it spills to. Each
+# This thread's DuckDB database for the batches of one run, with the folder it spills to. Each
 # batch works on a cursor of it (its temp tables are the cursor's own), so the memory one batch
 # touched serves the next: a database per batch mapped fresh pages for every batch (~3% of a
-# batch's CPU: bench/ingest_batch.py).
-_run_database: tuple[Path, duckdb.DuckDBPyConnection] | None = None
+# batch's CPU: bench/ingest_batch.py). Per thread, so that two runs in one process (on two
+# homes) never share one.
+_batch_database = threading.local()
 
 
 def batch_connection(spill: Path) -> duckdb.DuckDBPyConnection:
-    """A connection for one batch: a cursor on this process's database for the run that
+    """A connection for one batch: a cursor on this thread's database for the run that
     spills to `spill`, opened by the run's first batch here (a new run closes the last
     one's)."""
-    global _run_database
-    if _run_database is None or _run_database[0] != spill:
+    held = getattr(_batch_database, "held", None)
+    if held is None or held[0] != spill:
         close_batch_database()
-        _run_database = (spill, connect(spill))
-    return _run_database[1].cursor()
+        held = _batch_database.held = (spill, connect(spill))
+    return held[1].cursor()
 
 
 def close_batch_database() -> None:
-    """Close this process's batch database, if open (its memory goes back)."""
-    global _run_database
-    if _run_database is not None:
-        _run_database[1].close()
-        _run_database = None
+    """Close this thread's batch database, if open (its memory goes back)."""
+    held = getattr(_batch_database, "held", None)
+    if held is not None:
+        _batch_database.held = None
+        held[1].close()
 
 
 def repair_surrogates(text: str) -> str:

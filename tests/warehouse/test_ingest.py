@@ -437,3 +437,39 @@ def test_a_connection_past_its_memory_limit_spills_into_the_folder_it_is_given(
         con.close()
     assert ranked == [(10_000_000, 2_000)]
     assert not (tmp_path / ".tmp").exists()
+
+
+def test_batches_share_a_database_per_run_and_thread(tmp_path: Path) -> None:
+    """A run's batches in one thread work on cursors of one database (their temp tables their
+    own); a new run opens another; two threads' runs never close each other's."""
+    from warehouse import ingest as engine
+
+    try:
+        first = engine.batch_connection(tmp_path / "run-1/spill")
+        first.execute("CREATE TEMP TABLE batch AS SELECT 1 AS x")
+        second = engine.batch_connection(tmp_path / "run-1/spill")
+        second.execute("CREATE TEMP TABLE batch AS SELECT 2 AS x")  # its own temp table
+        assert first.execute("SELECT x FROM batch").fetchall() == [(1,)]
+        second.execute("CREATE TEMP TABLE big AS SELECT range AS i FROM range(1000)")
+
+        other: list[object] = []
+
+        def another_run() -> None:
+            try:
+                engine.batch_connection(tmp_path / "run-2/spill").execute("SELECT 1").fetchall()
+                engine.close_batch_database()
+            except Exception as exc:  # noqa: BLE001 (reported below)
+                other.append(exc)
+
+        thread = threading.Thread(target=another_run)
+        thread.start()
+        thread.join()
+        assert other == []
+        # this thread's database is still open: the other run neither shared nor closed it
+        assert second.execute("SELECT count(*) FROM big").fetchall() == [(1000,)]
+        # a new run here does close it
+        engine.batch_connection(tmp_path / "run-3/spill")
+        with pytest.raises(duckdb.ConnectionException):
+            second.execute("SELECT 1")
+    finally:
+        engine.close_batch_database()
