@@ -15,10 +15,12 @@ requestor `user`), and results that answer no call.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import re
+import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -83,10 +85,19 @@ class ResultsFile:
 
 # reading the inputs --------------------------------------------------------------------------
 
+GZIP_MAGIC = b"\x1f\x8b"  # how a gzip file starts (RFC 1952)
+
 
 def _load_json(path: Path) -> tuple[Any, bytes]:
+    """A JSON file's value and its bytes; a gzip-compressed file (e.g. `runs.json.gz`) is read
+    as the JSON it holds, so its bytes — and the sessions' names made from them — are those
+    of the uncompressed file."""
     try:
         data = path.read_bytes()
+        if data[:2] == GZIP_MAGIC:
+            data = gzip.decompress(data)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise LogError(path, None, f"not a readable gzip file ({exc})") from None
     except OSError as exc:
         raise LogError(path, None, f"cannot read: {exc.strerror or exc}") from exc
     try:
