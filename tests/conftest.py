@@ -17,8 +17,9 @@ from filelock import FileLock
 from tests.builders import learn, shop_log, write_logs
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-REFERENCE_HOME = SHARED / "data/reference/crates/stretto-console/tests/fixtures/home"
+DATA = ROOT / "tests" / "data"  # what the tests read of others' data (tests/data/README.md)
+REFERENCE_HOME = DATA / "reference/crates/stretto-console/tests/fixtures/home"
+TAU2 = DATA / "tau2"  # a few τ²-bench results files, the large ones gzip-compressed
 SERVERS = ROOT / "tests" / "servers"
 FILESYSTEM_SERVER = ROOT / "node" / "node_modules" / ".bin" / "mcp-server-filesystem"
 PYTHON = sys.executable

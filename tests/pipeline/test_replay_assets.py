@@ -12,15 +12,15 @@ import pytest
 
 from pipeline import defs
 from tests.builders import stretto
-from tests.conftest import REFERENCE_HOME, SHARED
+from tests.conftest import REFERENCE_HOME, TAU2
 
-TAU2 = SHARED / "data/tau2"
 RETAIL_SPLIT = TAU2 / "domains/retail/split_tasks.json"
 TRAIN = (
     TAU2
-    / "results/leaderboard/toolorchestra_nvidia_2025-12-02/toolorchestra_retail_gpt-5_1trial.json"
+    / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
+    / "toolorchestra_retail_gpt-5_1trial.json.gz"
 )
-TEST = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json"
+TEST = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json.gz"
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from stretto.cli import main
 from stretto.cli.main import build_parser
 from stretto.cli.warehouse import MAX_CELL, render
 from stretto.home import Paths
-from tests.conftest import REFERENCE_HOME, SHARED
+from tests.conftest import REFERENCE_HOME, TAU2
 
 SERVED_SHOP = REFERENCE_HOME / "served/shop"
 
@@ -296,10 +296,7 @@ def test_learn_warns_when_some_logs_are_of_another_domain(tmp_path: Path, capsys
 
 
 def test_replay_and_search_refuse_episodes_of_another_domain(shop_flow_path: Path, capsys) -> None:
-    airline = (
-        SHARED
-        / "data/tau2/results/sierra-model_training/gpt-4.1_airline_default_gpt-4.1_1trials.json"
-    )
+    airline = TAU2 / "results/sierra-model_training/gpt-4.1_airline_default_gpt-4.1_1trials.json.gz"
     for command in ("replay", "search"):
         with pytest.raises(SystemExit) as refused:
             main([command, "--flow", str(shop_flow_path), "--results", str(airline)])

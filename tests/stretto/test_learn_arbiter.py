@@ -12,7 +12,7 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.model.flow import dumps
-from tests.conftest import REFERENCE_HOME, SHARED
+from tests.conftest import REFERENCE_HOME, TAU2
 from tests.oracle.apiserver import ApiServer, look_up_first, openai_chat
 
 SHOP = REFERENCE_HOME / "logs/shop"
@@ -187,10 +187,10 @@ def test_over_the_budget_nothing_is_asked(tmp_path, capsys) -> None:
     )
 
 
-TAU2 = SHARED / "data" / "tau2"
 ORCHESTRA_RETAIL = (
     TAU2
-    / "results/leaderboard/toolorchestra_nvidia_2025-12-02/toolorchestra_retail_gpt-5_1trial.json"
+    / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
+    / "toolorchestra_retail_gpt-5_1trial.json.gz"
 )
 
 

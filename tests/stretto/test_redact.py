@@ -21,15 +21,13 @@ from stretto.logs.pseudonyms import Pseudonyms, fold
 from stretto.logs.redact import pseudonyms_for
 from stretto.logs.sessionlog import list_session_logs, read_session_log
 from stretto.model.binding import compile_path
-from tests.conftest import REFERENCE_HOME, ROOT, SHARED
+from tests.conftest import REFERENCE_HOME, ROOT, TAU2
 
 SALT = "a salt for the tests"
 SHOP = REFERENCE_HOME / "logs/shop"
 SERVED_SHOP = REFERENCE_HOME / "served/shop"
-TAU2_RETAIL = (
-    SHARED / "data/tau2/results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json"
-)
-TAU2_TOOLS = SHARED / "data/tau2/domains/tau2_tools.json"
+TAU2_RETAIL = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json.gz"
+TAU2_TOOLS = TAU2 / "domains/tau2_tools.json"
 TOKEN = re.compile(r"[hH]_[0-9a-fA-F]{12}")
 
 

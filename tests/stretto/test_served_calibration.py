@@ -20,12 +20,11 @@ from stretto.model.named import named_other
 from stretto.offline.calibrate import MIN_SLOPE, cross_fitted_rows, fit_map, fold, task_of
 from stretto.offline.replay import replay
 from stretto.offline.review import diff
-from tests.conftest import REFERENCE_HOME, SHARED
+from tests.conftest import REFERENCE_HOME, TAU2
 
 SHOP_LOGS = REFERENCE_HOME / "logs/shop"
-TAU2 = SHARED / "data/tau2"
 RETAIL = TAU2 / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-RETAIL = RETAIL / "toolorchestra_retail_gpt-5_1trial.json"
+RETAIL = RETAIL / "toolorchestra_retail_gpt-5_1trial.json.gz"
 
 
 def table(**extra) -> dict:

@@ -1,11 +1,12 @@
 """τ²-bench results as session logs: `stretto import-tau2`, `stretto compile`, and the in-memory
-path the replays use, on the real results files of ../shared/data/tau2/.
+path the replays use, on real results files (tests/data/tau2/, the large ones gzip-compressed).
 
 Expectations are counted here from the results files themselves (or written down after
 reading them by hand), never from stretto.logs.tau2."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -17,25 +18,25 @@ from stretto.logs.sessionlog import LogError, read_session_log
 from stretto.logs.tau2 import episodes_from_results, read_split
 from stretto.model.flow import load_flow
 from tests.builders import stretto
-from tests.conftest import REFERENCE_HOME, SHARED
+from tests.conftest import REFERENCE_HOME, TAU2
 
-TAU2 = SHARED / "data" / "tau2"
 TOOLS = TAU2 / "domains" / "tau2_tools.json"
 TRACE = TAU2 / "results" / "sierra-tau2_trace"
 TRACE_FILES = sorted(TRACE.glob("*.json"))
 RETAIL_SPLIT = TAU2 / "domains" / "retail" / "split_tasks.json"
 # its 40 tasks are the retail test split's
-GPT41_RETAIL = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json"
+GPT41_RETAIL = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json.gz"
 # all 114 retail tasks
 ORCHESTRA_RETAIL = (
     TAU2
     / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-    / "toolorchestra_retail_gpt-5_1trial.json"
+    / "toolorchestra_retail_gpt-5_1trial.json.gz"
 )
 
 
 def load(path: Path) -> dict:
-    return json.loads(path.read_text())
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
 
 
 def agent_turns(messages: list[dict]) -> list[list[str]]:
@@ -302,6 +303,30 @@ def test_a_file_that_is_not_a_results_file_is_refused(path: Path, why: str, tmp_
     assert not out.exists()
     with pytest.raises(LogError, match="not a τ²-bench results file"):
         episodes_from_results([path])
+
+
+def test_a_gzip_compressed_results_file_is_read_as_the_json_it_holds(
+    imported: Path, tmp_path: Path
+) -> None:
+    """The same sessions, named the same, from `runs.json.gz` as from `runs.json`; a file that
+    starts as gzip but is cut short is refused with its path."""
+    packed = tmp_path / "e2e_retail_baseline.json.gz"
+    packed.write_bytes(gzip.compress((TRACE / "e2e_retail_baseline.json").read_bytes()))
+    out = tmp_path / "logs"
+    done = stretto("import-tau2", str(packed), "--tools", str(TOOLS), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    (log,) = out.glob("*.jsonl")
+    twin = log_of(imported, TRACE / "e2e_retail_baseline.json")
+    assert log.name == twin.name
+    header, *lines = log.read_text().splitlines()
+    twin_header, *twin_lines = twin.read_text().splitlines()
+    assert lines == twin_lines
+    assert json.loads(header) | {"tau2_file": None} == json.loads(twin_header) | {"tau2_file": None}
+    torn = tmp_path / "torn.json.gz"
+    torn.write_bytes(packed.read_bytes()[:40])
+    done = stretto("import-tau2", str(torn), "--tools", str(TOOLS), "--out", str(tmp_path / "o"))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"stretto: {torn}: not a readable gzip file")
 
 
 def test_a_results_file_of_another_domain_is_refused(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.home import make_private, private_dirs, private_tree
-from tests.conftest import REFERENCE_HOME, SHARED
+from tests.conftest import REFERENCE_HOME, TAU2
 from tests.warehouse.helpers import ingest, rows
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
@@ -140,8 +140,8 @@ def test_the_learn_cache_and_imported_logs_are_private(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert modes(home / "cache") == {}
     logs = tmp_path / "imported"
-    trace = SHARED / "data/tau2/results/sierra-tau2_trace/e2e_retail_baseline.json"
-    tools = SHARED / "data/tau2/domains/tau2_tools.json"
+    trace = TAU2 / "results/sierra-tau2_trace/e2e_retail_baseline.json"
+    tools = TAU2 / "domains/tau2_tools.json"
     done = run_with_umask(
         [STRETTO, "import-tau2", "--tools", str(tools), "--out", str(logs / "retail"), str(trace)]
     )
