@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.quality import domain as load  # noqa: E402
 from bench.quality import our_flow  # noqa: E402
+from bench.tau2data import add_option, choose  # noqa: E402
 from stretto.logs.episode import Assistant, ToolResult, User  # noqa: E402
 from stretto.model.binding import parse_output  # noqa: E402
 from stretto.model.decide import fnv1a64  # noqa: E402
@@ -228,7 +229,9 @@ def main() -> None:
     parser.add_argument("--domain", action="append")
     parser.add_argument("--replay", metavar="TOOL:FIELD", help="replay with this field")
     parser.add_argument("--draws", type=int, default=1000)
+    add_option(parser)
     args = parser.parse_args()
+    choose(args.tau2)
     if args.replay:
         tool, _, field = args.replay.partition(":")
         for name in args.domain or ["retail"]:

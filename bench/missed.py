@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.quality import load_domain, parse  # noqa: E402
+from bench.tau2data import add_option, choose  # noqa: E402
 from stretto.logs.episode import Assistant  # noqa: E402
 from stretto.model.decide import Decider  # noqa: E402
 from stretto.model.program import FlowDistributions  # noqa: E402
@@ -161,7 +162,9 @@ def main() -> None:
     parser.add_argument("--domain", default="retail")
     parser.add_argument("--variant", default="ours+cal@*")
     parser.add_argument("--top", type=int, default=12)
+    add_option(parser)
     args = parser.parse_args()
+    choose(args.tau2)
     by_reason, by_lookup, ceiling, saved = missed(load_domain(args.domain), args.variant)
     lost = ceiling - saved
     print(f"{args.domain} {args.variant}: ceiling {ceiling} turns, saved {saved}, missed {lost}")

@@ -44,7 +44,8 @@ from bench.paired import (  # noqa: E402
     paired,
     replayed,
 )
-from bench.replay import COSTS, DATA, THETA, domain_files  # noqa: E402
+from bench.replay import COSTS, THETA, domain_files  # noqa: E402
+from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from stretto.logs.episode import Episode, episode_from_log  # noqa: E402
 from stretto.logs.sessionlog import parse_session_log  # noqa: E402
 from stretto.logs.tau2 import ResultsFile, load_tools, read_results, read_split  # noqa: E402
@@ -82,8 +83,8 @@ def domain(name: str) -> Domain:
 
 
 def load_domain(name: str) -> Domain:
-    split = read_split(DATA / "domains" / name / "split_tasks.json")
-    tools = load_tools(DATA / "domains" / "tau2_tools.json")
+    split = read_split(tau2() / "domains" / name / "split_tasks.json")
+    tools = load_tools(tau2() / "domains" / "tau2_tools.json")
     results, train, test = [], [], []
     for path in domain_files(name):
         converted = read_results(path, tools, name)
@@ -506,7 +507,9 @@ def main() -> None:
     parser.add_argument("--against", default="base", help="the variant to judge against")
     parser.add_argument("--curve", action="store_true", help="the learning curve instead")
     parser.add_argument("--list", action="store_true", help="name the variants")
+    add_option(parser)
     args = parser.parse_args()
+    choose(args.tau2)
     if args.list:
         for v in VARIANTS.values():
             print(f"{v.name}: {v.claim}")

@@ -43,11 +43,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from bench.tried import NOT_KEPT, NOT_TRIED, ROUND1, TRIED  # noqa: E402
 from stretto.model.flow import load_flow  # noqa: E402
 from stretto.offline.judging import OracleOptions  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "tau2"
 DOCS = ROOT / "docs"
 STRETTO = str(Path(sys.executable).parent / "stretto")
 THETA = 0.3
@@ -61,9 +61,9 @@ MAX_DETOURS, MAX_ECE, CURVE_SHARE = 1.0, 0.05, 0.95
 
 
 def domain_files(domain: str) -> list[Path]:
-    manifest = json.loads((DATA / "MANIFEST.json").read_text())["files"]
+    manifest = json.loads((tau2() / "MANIFEST.json").read_text())["files"]
     return [
-        DATA / f["file"]
+        tau2() / f["file"]
         for f in manifest
         if f["domain"] == domain and f["file"].startswith("results/")  # τ²-bench, not τ-bench v1
     ]
@@ -75,8 +75,8 @@ def compile_flow(
     done = subprocess.run(
         [STRETTO, "compile", "--calibrate", "--domain", domain, "--out", str(out)]
         + ["--home", str(home), *oracle]
-        + ["--split", str(DATA / "domains" / domain / "split_tasks.json")]
-        + ["--tools", str(DATA / "domains" / "tau2_tools.json"), "--results"]
+        + ["--split", str(tau2() / "domains" / domain / "split_tasks.json")]
+        + ["--tools", str(tau2() / "domains" / "tau2_tools.json"), "--results"]
         + [str(f) for f in files],
         capture_output=True,
         text=True,
@@ -437,7 +437,9 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print; leave docs/ alone")
     parser.add_argument("--oracle", metavar="URI", help="also an arbiter row, asking this runner")
     parser.add_argument("--oracle-base-url", metavar="URL", help="the runner's server")
+    add_option(parser)
     args = parser.parse_args()
+    choose(args.tau2)
     from bench import missed
     from bench import quality as q
 

@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.replay import COSTS, DATA, THETA, compile_flow, domain_files  # noqa: E402
+from bench.replay import COSTS, THETA, compile_flow, domain_files  # noqa: E402
+from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from stretto.logs.tau2 import episodes_from_results, read_split  # noqa: E402
 from stretto.offline import search as after  # noqa: E402
 
@@ -60,13 +61,15 @@ def main() -> None:
     parser.add_argument("--before", default="main", help="git revision to compare with")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--domain", default="retail")
+    add_option(parser)
     args = parser.parse_args()
+    choose(args.tau2)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         before = search_module_at(args.before, folder)
         files = domain_files(args.domain)
         flow = compile_flow(args.domain, files, folder / "flow.json", folder)
-        split = read_split(DATA / "domains" / args.domain / "split_tasks.json")
+        split = read_split(tau2() / "domains" / args.domain / "split_tasks.json")
         episodes = [
             e for e in episodes_from_results(files) if e.task_id in split["train"] and e.succeeded
         ]

@@ -5,6 +5,7 @@ imports, and moving a test never breaks a second file)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -28,4 +29,17 @@ def test_no_test_module_imports_another() -> None:
             parts = name.split(".")
             if parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:]):
                 found.append(f"{path.relative_to(TESTS.parent)} imports {name}")
+    assert found == []
+
+
+def test_no_test_reads_the_shared_folder_beside_the_repository() -> None:
+    """A clone passes its tests alone: tests read tests/data/ (tests/conftest.py's DATA), never
+    ../shared (.ci/run also runs the quick suite on a clone with no ../shared above it)."""
+    beside = re.compile("shared" + r"""/data|parent\s*/\s*["']shared["']""")  # not itself
+    found = [
+        f"{path.relative_to(TESTS.parent)}:{number}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if beside.search(line)
+    ]
     assert found == []
