@@ -1,5 +1,6 @@
-"""The replay benchmark (../shared/spec/results.md §2 and §4) on the τ²-bench results in
-../shared/data/tau2/, and the goals of issue 19.
+"""The replay benchmark (../shared/spec/results.md §2 and §4) on τ²-bench's results files
+(bench/tau2data.py: --tau2 DIR, else $STRETTO_TAU2, else ../shared/data/tau2), and the goals of
+issue 19.
 
 For each domain with a train/test split: learn one flow (`stretto compile --calibrate`, the
 same pipeline as `stretto learn`) from the successful training-task episodes of every
