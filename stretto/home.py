@@ -176,3 +176,22 @@ def write_private(path: str | os.PathLike, data: bytes | str | Callable[[Path], 
         raise
     fsync_path(path.parent)
     return path
+
+
+def read_secret(path: str | os.PathLike, option: str) -> str:
+    """The text of a file that holds a secret (a token), `option` naming it in messages (e.g.
+    `--listen-token-file`). ValueError, one line, when it cannot be read, or when anyone but
+    its owner may read or write it (a token others can read lets them in; one they can write
+    lets them choose it): the fix is `chmod 600` — ssh refuses its keys the same way."""
+    shown = os.fspath(path)
+    try:
+        with open(os.path.expanduser(shown), encoding="utf-8") as f:
+            mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+            if mode & 0o077:
+                raise ValueError(
+                    f"{option} {shown}: other users may read or write it (mode {mode:04o}); "
+                    f"make it the owner's alone: chmod 600 {shown}"
+                )
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{option} {shown}: cannot read: {exc}") from exc
