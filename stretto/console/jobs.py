@@ -109,7 +109,7 @@ class Jobs:
             return ["doctor", "--home", home], writes
         if kind == "learn":
             domain = _text(params, "domain")
-            if not is_valid_domain(domain):  # e.g. "--help" would be read as an option
+            if domain is None or not is_valid_domain(domain):  # "--help" is read as an option
                 raise JobError(f"field `domain`: {domain!r}: {RULE}")
             sessions = self._folder_param(params, "sessions")
             params.setdefault(
