@@ -4,6 +4,7 @@ and the Dagster UI compute with the same code."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -13,6 +14,10 @@ import dagster as dg
 from assets.partitions import domains, known_parts, register
 from assets.resources import StrettoHome
 from warehouse.storage import StorageError
+
+# What a full disk, a file-size limit or a quota make Python (ENOSPC, EFBIG, EDQUOT), DuckDB and
+# pyarrow say: an expected failure, told in one line, not a bug's stack.
+NO_ROOM = re.compile(r"No space left on device|File too large|Disk quota exceeded")
 
 
 @dataclass
@@ -135,12 +140,27 @@ def failure_message(result: Runs | dg.ExecuteInProcessResult | dg.JobExecutionRe
             error = data.error
             if error is None:
                 return "a step failed"
+            room = _no_room(error)
+            if room:
+                return room
             while error.cause is not None:
                 error = error.cause
             if error.cls_name == StorageError.__name__:  # the object store: no stack to show
                 return error.message.split(": ", 1)[-1].strip()
             return error.to_string().strip()
     return "the run failed"
+
+
+def _no_room(error) -> str | None:
+    """`no room to write: <what the error said>` when a step failed for want of room (its
+    error or one it came from, any class), else None."""
+    seen = 0
+    while error is not None and seen < 20:
+        for line in (error.message or "").splitlines():
+            if NO_ROOM.search(line):
+                return f"no room to write: {line.strip()} (make room and run again)"
+        error, seen = error.cause or error.context, seen + 1
+    return None
 
 
 def job_named(name: str) -> dg.JobDefinition:

@@ -79,12 +79,11 @@ def is_loopback(host: str) -> bool:
 
 
 def read_token(path: str) -> str:
-    """The bearer token in `path` (its first line, trimmed); ValueError when there is none."""
-    try:
-        with open(os.path.expanduser(path), encoding="utf-8") as f:
-            token = f.read().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--listen-token-file {path}: cannot read: {exc}") from exc
+    """The bearer token in `path` (its first line, trimmed); ValueError when there is none, or
+    when others than its owner may read or write the file (stretto.home.read_secret)."""
+    from stretto.home import read_secret
+
+    token = read_secret(path, "--listen-token-file").strip()
     if not token or "\n" in token:
         raise ValueError(f"--listen-token-file {path}: wants one line, the token")
     return token

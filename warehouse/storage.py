@@ -112,11 +112,17 @@ class LocalData:
                     os.unlink(os.path.join(folder, name))
 
     def scan(
-        self, con, name: str, table: str, files: list[tuple[str, int | None]]
+        self, con, name: str, table: str, files: list[tuple[str, int | None]], confined: bool
     ) -> tuple[str, set[str]]:
         """A FROM clause reading `files` (stored paths and sizes, oldest first) of `table` with
         their partition keys, on `con` (for the view `name`), and the columns the newest file
-        has (it has every column any has)."""
+        has (it has every column any has). DuckDB's own Parquet reader opens them, unless
+        `confined`: then a pyarrow dataset does (read-only by nature), so a connection that
+        may open no file at all — the user's SQL — still reads its views."""
+        if confined:
+            folder = f"{self.layout.relative(self.layout.table_dir(table))}/"
+            at = [(str(self.layout.absolute(f)), f.removeprefix(folder), n) for f, n in files]
+            return dataset_scan(con, name, pafs.LocalFileSystem(), at)
         paths = [str(self.layout.absolute(f)) for f, _ in files]
         source = (
             f"read_parquet([{', '.join(sql_text(p) for p in paths)}], "
@@ -207,36 +213,43 @@ class RemoteData:
                     self.fs.delete_file(info.path)
 
     def scan(
-        self, con, name: str, table: str, files: list[tuple[str, int | None]]
+        self, con, name: str, table: str, files: list[tuple[str, int | None]], confined: bool
     ) -> tuple[str, set[str]]:
-        """`files` as one pyarrow dataset registered on `con` as `<name>_files` (the schema
-        the newest file's, with the partition keys; older files lack what was added since: null
-        there). The registry's sizes spare a request per file (a file without one is asked for
-        its size)."""
-        # here, not at the top: pyarrow.dataset imports pandas (~0.2 s), which the ingest's
-        # workers and a local warehouse never need
-        import pyarrow.dataset as ds
-
-        parquet = ds.ParquetFileFormat()
-        hive = ds.partitioning(PARTITIONING, flavor="hive")
+        """`files` as one pyarrow dataset registered on `con` (`dataset_scan`; always, so a
+        connection is `confined` whatever it asks). The registry's sizes spare a request per
+        file (a file without one is asked for its size)."""
         folder = f"parquet/{table}/"
+        at = [(self._at(path), path.removeprefix(folder), size) for path, size in files]
         with self._errors(f"cannot read the {table} table's files"):
-            fragments = [
-                parquet.make_fragment(
-                    self._at(path),
-                    filesystem=self.fs,
-                    partition_expression=hive.parse("/" + path.removeprefix(folder)),
-                    file_size=size,
-                )
-                for path, size in files
-            ]
-            schema = fragments[-1].physical_schema
-            for key in PARTITIONING.names:
-                if key not in schema.names:
-                    schema = schema.append(PARTITIONING.field(key))
-            dataset = ds.FileSystemDataset(fragments, schema, parquet, self.fs)
-        con.register(f"{name}_files", dataset)
-        return f"{name}_files", set(schema.names)
+            return dataset_scan(con, name, self.fs, at)
+
+
+def dataset_scan(
+    con, name: str, fs: pafs.FileSystem, files: list[tuple[str, str, int | None]]
+) -> tuple[str, set[str]]:
+    """`files` (path on `fs`, path under the table's folder, size if known; oldest first) as
+    one pyarrow dataset registered on `con` as `<name>_files` (the schema the newest file's,
+    with the partition keys; older files lack what was added since: null there): its name
+    and columns. DuckDB reads it through pyarrow, which takes the projections and filters it
+    pushes down and never writes."""
+    # here, not at the top: pyarrow.dataset imports pandas (~0.2 s), which the ingest's
+    # workers and a local warehouse's own readers never need
+    import pyarrow.dataset as ds
+
+    parquet = ds.ParquetFileFormat()
+    hive = ds.partitioning(PARTITIONING, flavor="hive")
+    fragments = [
+        parquet.make_fragment(
+            path, filesystem=fs, partition_expression=hive.parse("/" + inside), file_size=size
+        )
+        for path, inside, size in files
+    ]
+    schema = fragments[-1].physical_schema
+    for key in PARTITIONING.names:
+        if key not in schema.names:
+            schema = schema.append(PARTITIONING.field(key))
+    con.register(f"{name}_files", ds.FileSystemDataset(fragments, schema, parquet, fs))
+    return f"{name}_files", set(schema.names)
 
 
 def _endpoint() -> tuple[str | None, str | None]:

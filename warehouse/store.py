@@ -193,10 +193,13 @@ def view_name(table: str, since: int = 0, days_from: str = "") -> str:
     return f"{table}_{since}_{days_from.replace('-', '')}" if since or days_from else table
 
 
-def table_select(con, layout: Layout, table: str, since: int = 0, days_from: str = "") -> str:
+def table_select(
+    con, layout: Layout, table: str, since: int = 0, days_from: str = "", confined: bool = False
+) -> str:
     """The view of `table` over its data files: those committed from commit `since` on (they
     hold every row of the ingest runs committed since then) in the days from `days_from` on
-    (YYYY-MM-DD; a file's day is its partition's)."""
+    (YYYY-MM-DD; a file's day is its partition's). `confined`: read through pyarrow, so the
+    connection needs to open no file itself (`reading`)."""
     files = con.execute(
         "SELECT path, size_bytes FROM data_files WHERE table_name = ? AND commit_no >= ? "
         "AND coalesce(regexp_extract(path, '/day=([^/]*)/', 1), '') >= ? "
@@ -206,7 +209,8 @@ def table_select(con, layout: Layout, table: str, since: int = 0, days_from: str
     if not files:
         return _empty_select(table)
     # Files written before a column was added lack it (it reads as NULL there).
-    source, present = committed(layout).scan(con, view_name(table, since, days_from), table, files)
+    name = view_name(table, since, days_from)
+    source, present = committed(layout).scan(con, name, table, files, confined)
     columns = [
         f"t.{name}" if name in present else f"CAST(NULL AS {kind}) AS {name}"
         for name, kind in [*TABLES[table], *PARTITION_KEYS]
@@ -232,32 +236,38 @@ def table_select(con, layout: Layout, table: str, since: int = 0, days_from: str
 
 
 def build_catalogue(
-    con, layout: Layout, temp: bool = True, tables: Collection[str] = tuple(TABLES)
+    con,
+    layout: Layout,
+    temp: bool = True,
+    tables: Collection[str] = tuple(TABLES),
+    confined: bool = False,
 ) -> None:
-    """The registry's tables and one view per table (of `tables`) on `con`. A persistent
-    catalogue of a warehouse on an object store holds the registry's tables only (its views
-    read through pyarrow datasets that live on one connection)."""
+    """The registry's tables and one view per table (of `tables`) on `con` (`confined`: see
+    `table_select`). A persistent catalogue of a warehouse on an object store holds the
+    registry's tables only (its views read through pyarrow datasets that live on one
+    connection)."""
     registry.load(con, layout, temp=temp)
     if not temp and committed(layout).remote:
         return
     kind = "TEMP VIEW" if temp else "VIEW"
     for table in [t for t in TABLES if t in tables]:
-        con.execute(f"CREATE OR REPLACE {kind} {table} AS {table_select(con, layout, table)}")
+        select = table_select(con, layout, table, confined=confined)
+        con.execute(f"CREATE OR REPLACE {kind} {table} AS {select}")
         for column in PERSONAL_DATA.get(table, ()):  # the tag: duckdb_columns().comment
             con.execute(f"COMMENT ON COLUMN {table}.{column} IS {sql_text(PERSONAL_COMMENT)}")
 
 
 def open_catalogue(
-    layout: Layout, tables: Collection[str] = tuple(TABLES)
+    layout: Layout, tables: Collection[str] = tuple(TABLES), confined: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the warehouse's views (those of `tables`): what every stretto
-    reader uses."""
+    reader uses (`confined`: see `table_select`)."""
     if not has_warehouse(layout):
         where = committed(layout).where
         raise NoWarehouse(f"no warehouse at {where} yet: run `stretto ingest` first")
     con = duckdb.connect()
     try:
-        build_catalogue(con, layout, tables=tables)
+        build_catalogue(con, layout, tables=tables, confined=confined)
     except BaseException:
         con.close()
         raise
@@ -354,8 +364,10 @@ class Reader:
     query held to what `query` allows. Building a catalogue costs more than a small query, so
     a caller with several (an asset's metadata) opens one."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, layout: Layout) -> None:
-        self.con, self.layout = con, layout
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, layout: Layout, confined: bool = False
+    ) -> None:
+        self.con, self.layout, self.confined = con, layout, confined
 
     def __call__(self, sql: str) -> pa.Table:
         _check_read_only(sql)
@@ -368,7 +380,7 @@ class Reader:
         """A view of `table` over the data files committed from commit `since` on, of the days
         from `days_from` on (`table_select`): its name."""
         name = view_name(table, since, days_from)
-        select = table_select(self.con, self.layout, table, since, days_from)
+        select = table_select(self.con, self.layout, table, since, days_from, self.confined)
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
         return name
 
@@ -415,27 +427,50 @@ class Reader:
 
 
 @contextmanager
-def reading(layout: Layout, views: Collection[str] | bool = True) -> Iterator[Reader]:
+def reading(
+    layout: Layout, views: Collection[str] | bool = True, confined: bool = False
+) -> Iterator[Reader]:
     """One connection for several read-only queries: yields a `Reader` with the registry's
     tables and the views of `views` (True: every table's; False: none, and a caller makes the
-    ones it needs with `Reader.view`, over only the data files it needs)."""
+    ones it needs with `Reader.view`, over only the data files it needs).
+
+    DuckDB's external access is off and its configuration locked. Stretto's own queries may
+    read the warehouse's data folder with DuckDB's Parquet reader. A `confined` connection —
+    for SQL a person wrote — may open no file at all, to read or to write: its views read the
+    warehouse through pyarrow, no directory is allowed, nothing spills to a temp directory
+    (DuckDB would allow that one), no extension is installed or loaded, and no Python
+    variable is scanned. So whatever the statement (EXPLAIN ANALYZE runs what it wraps), it
+    can neither write a file nor read one outside the views."""
     tables = TABLES if views is True else () if views is False else views
-    con = open_catalogue(layout, tables)
+    con = open_catalogue(layout, tables, confined)
     try:
-        con.execute(f"SET allowed_directories = [{sql_text(str(layout.parquet) + os.sep)}]")
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-        yield Reader(con, layout)
+        allowed = [] if confined else [str(layout.parquet) + os.sep]
+        lock_down(con, allowed)
+        yield Reader(con, layout, confined)
     finally:
         con.close()
 
 
+def lock_down(con: duckdb.DuckDBPyConnection, allowed: Sequence[str]) -> None:
+    """Close `con` to every file but those under `allowed` (folders), for good: no temp
+    directory, no extension loading, no scan of Python variables, the configuration locked."""
+    for setting in (
+        "temp_directory = ''",
+        "autoinstall_known_extensions = false",
+        "autoload_known_extensions = false",
+        "python_enable_replacements = false",
+        f"allowed_directories = [{', '.join(sql_text(a) for a in allowed)}]",
+        "enable_external_access = false",
+        "lock_configuration = true",
+    ):
+        con.execute(f"SET {setting}")
+
+
 def query(layout: Layout, sql: str) -> pa.Table:
     """Run a read-only query against the warehouse's views; a pyarrow Table. The query may
-    read the warehouse's Parquet files and nothing else: no other file, no writes, no
-    settings (DuckDB's external access is off and its configuration locked)."""
+    read the views and nothing else (`reading`, confined): no file, no writes, no settings."""
     _check_read_only(sql)  # before the catalogue is built
-    with reading(layout, views_named(sql)) as run:
+    with reading(layout, views_named(sql), confined=True) as run:
         return run(sql)
 
 

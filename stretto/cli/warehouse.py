@@ -119,9 +119,10 @@ def register(commands: Commands) -> None:
         description="Run one SQL query (DuckDB) against the warehouse's views: sessions, "
         "messages, calls, context, tools, steps, quarantine, and the registry's registry, "
         "session_current, content_path, path_latest and data_files (docs/formats.md §2). "
-        "Read-only and confined to the warehouse: only SELECT and EXPLAIN run, and no other "
-        "file can be read. Prints an aligned table (long cells cut), CSV (lists and structs "
-        "as JSON) or a JSON array of objects (null for NaN).",
+        "Read-only and confined to the warehouse: only SELECT and EXPLAIN run, and DuckDB "
+        "itself can open no file, to read or to write, whatever the statement. Prints an "
+        "aligned table (long cells cut), CSV (lists and structs as JSON) or a JSON array of "
+        "objects (null for NaN).",
         examples=[
             'stretto sql "SELECT tool, count(*) AS calls FROM calls GROUP BY tool"',
             'stretto sql "SELECT * FROM sessions" --format json | jq .',

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stretto.console import adapter, files
+from stretto.logs.domain import RULE, is_valid_domain
 
 OUTPUT_TAIL = 4000  # characters of output sent with each progress event
 STOP_GRACE_S = 5.0
@@ -108,14 +109,15 @@ class Jobs:
             return ["doctor", "--home", home], writes
         if kind == "learn":
             domain = _text(params, "domain")
-            if not domain or not domain.replace("-", "").replace("_", "").isalnum():
-                raise JobError(f"field `domain`: {domain!r}: letters, digits, - and _ only")
+            if domain is None or not is_valid_domain(domain):  # "--help" is read as an option
+                raise JobError(f"field `domain`: {domain!r}: {RULE}")
             sessions = self._folder_param(params, "sessions")
             params.setdefault(
                 "out", str(adapter.default_flow(self.data, domain).relative_to(self.data))
             )
             out = self._out_param(params, writes)
-            argv = ["learn", "--sessions", str(sessions), "--domain", domain, "--habit-only"]
+            # a value the user gave is joined to its option: never read as an option itself
+            argv = ["learn", f"--sessions={sessions}", f"--domain={domain}", "--habit-only"]
             return [*argv, "--out", str(out), "--home", home], writes
         if kind in ("audit", "replay", "search"):
             flow = self._flow_param(params)
@@ -125,9 +127,15 @@ class Jobs:
                 return [*argv, "--out", str(artifacts), "--home", home], writes
             if kind == "replay":
                 threshold = params.get("threshold", 0.3)
-                if not isinstance(threshold, int | float) or isinstance(threshold, bool):
-                    raise JobError(f"field `threshold`: expected a number, got {threshold!r}")
-                return [*argv, "--threshold", str(threshold), "--out", str(artifacts)], writes
+                if (
+                    not isinstance(threshold, int | float)
+                    or isinstance(threshold, bool)
+                    or not 0 <= threshold <= 1
+                ):
+                    raise JobError(
+                        f"field `threshold`: expected a number from 0 to 1, got {threshold!r}"
+                    )
+                return [*argv, f"--threshold={threshold}", "--out", str(artifacts)], writes
             if params.get("dry_run"):
                 return [*argv, "--dry-run"], writes
             return [*argv, "--out", str(self._out_param(params, writes))], writes

@@ -125,6 +125,23 @@ def test_bad_job_requests(client):
     assert client.post("/api/jobs/nope/cancel", headers=WRITE).status_code == 404
 
 
+def test_a_value_the_user_gives_never_becomes_an_option_of_the_command(client, home):
+    """A domain of `--help` made `stretto learn ... --domain --help`: the command printed its
+    help and the job "succeeded" having learned nothing; `-h`, `--out=...` the same."""
+    for domain in ("--help", "-h", "--out=/tmp/x.flow.json", "-", ".."):
+        params = {"sessions": "logs/shop", "domain": domain, "out": "flows/new.flow.json"}
+        answer = client.post("/api/jobs", headers=WRITE, json={"kind": "learn", "params": params})
+        assert answer.status_code == 422, domain
+        assert answer.json()["error"].startswith(f"field `domain`: {domain!r}: letters"), domain
+    for threshold in (-1, 2, "--help"):
+        params = {"flow": SHOP_FLOW, "sessions": "shadow/shop", "threshold": threshold}
+        answer = client.post("/api/jobs", headers=WRITE, json={"kind": "replay", "params": params})
+        assert answer.status_code == 422 and "field `threshold`" in answer.json()["error"]
+    listed = client.get("/api/jobs", headers=AUTH).json()
+    assert listed["running"] is None and listed["items"] == []  # nothing ran
+    assert not (home / "flows/new.flow.json").exists()
+
+
 @pytest.mark.slow  # a job in a subprocess
 def test_dagster_links_when_the_ui_is_set(client):
     client.put("/api/settings", headers=WRITE, json={"dagster_url": "http://localhost:3000"})

@@ -325,6 +325,7 @@ def test_what_the_server_says_on_its_own_goes_to_the_get_stream() -> None:
 def test_a_token_file_makes_the_bearer_token_required(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("s3cret-token\n")
+    token.chmod(0o600)  # the owner's alone, or it is refused (tests/proxy/test_token_file.py)
     with listening("--listen-token-file", str(token)) as proxy:
         assert proxy.request("POST", INITIALIZE)[0] == 401
         assert proxy.request("POST", INITIALIZE, {"Authorization": "Bearer wrong"})[0] == 401

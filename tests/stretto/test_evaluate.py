@@ -869,6 +869,23 @@ def test_the_command_labels_and_evaluates_a_real_proxys_exploring_logs(served, t
 
 
 @pytest.mark.slow  # the same exploring sessions recorded through real proxies
+def test_the_evaluation_writes_private_files_whatever_the_umask(served, tmp_path) -> None:
+    from tests.stretto.test_private_reports import loose, umask
+
+    out, home = tmp_path / "new/tables", tmp_path / "home"
+    args = ["evaluate", "--sessions", served["logs"], "--bootstrap", "0"]
+    with umask(0o022):
+        done = stretto(*args, "--out", out)
+        assert done.returncode == 0, done.stderr
+        done = stretto(*args, "--home", home)
+        assert done.returncode == 0, done.stderr
+    # options.parquet holds the bound argument values
+    assert pq.read_table(out / "options.parquet").num_rows > 0 and (out / "report.md").is_file()
+    assert loose(tmp_path / "new") == {}
+    assert any((home / "reports").rglob("options.parquet")) and loose(home) == {}
+
+
+@pytest.mark.slow  # the same exploring sessions recorded through real proxies
 def test_the_evaluation_asset_writes_the_tables(served, tmp_path) -> None:
     from assets.evaluate import evaluation
     from pipeline.run import materialize, output_metadata

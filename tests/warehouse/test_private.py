@@ -11,12 +11,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from stretto.cli.main import main
 from stretto.home import make_private, private_dirs, private_tree
 from tests.conftest import REFERENCE_HOME, TAU2
 from tests.warehouse.helpers import ingest, rows
+from warehouse import store
+from warehouse.layout import Layout
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
 
@@ -41,6 +44,8 @@ REFUSED = [
     ("SELECT * FROM glob('/root/*')", "Permission Error"),
     ("SELECT * FROM read_json('{home}/logs/shop/*.jsonl')", "Permission Error"),
     ("SELECT * FROM read_parquet('{home}/warehouse/registry/*.parquet')", "Permission Error"),
+    # the views read the warehouse; its files themselves are not opened by the query
+    ("SELECT * FROM read_parquet('{home}/warehouse/parquet/calls/**/*.parquet')", "Permission"),
     ("COPY (SELECT 1) TO '{home}/../leak.csv'", "refused: COPY"),
     ("COPY (SELECT 1) TO '{home}/warehouse/parquet/messages/evil.parquet'", "refused: COPY"),
     ("SELECT 1; COPY (SELECT 1) TO '{home}/x.csv'", "refused: COPY"),
@@ -67,15 +72,111 @@ def test_stretto_sql_refuses_to_read_or_write_outside_the_warehouse(
 def test_stretto_sql_still_reads_every_table_and_the_warehouse_files(home: Path, capsys) -> None:
     code, out, _ = sql(home, "SELECT count(*) AS n FROM sessions", capsys)
     assert code == 0 and out.split()[-3] == "6"
-    parquet = home / "warehouse/parquet/sessions"
-    query = f"SELECT count(*) AS n FROM read_parquet('{parquet}/**/*.parquet')"
-    code, out, _ = sql(home, query, capsys)
-    assert code == 0
     code, out, _ = sql(home, "EXPLAIN SELECT * FROM calls", capsys)
     assert code == 0
     # and the refusals left the warehouse working
     assert ingest(home)["files read"] == 0
     assert rows(home, "SELECT count(*) AS n FROM messages")[0]["n"] > 0
+
+
+def snapshot(*roots: Path) -> dict[Path, bytes]:
+    """Every file under the roots, with its bytes."""
+    return {p: p.read_bytes() for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def calls_count(home: Path) -> int:
+    return rows(home, "SELECT count(*) AS n FROM calls")[0]["n"]
+
+
+# Statements EXPLAIN ANALYZE runs (it executes what it wraps): each must leave every file as it
+# was and make none; {calls} is one of the calls table's own Parquet files, {cwd} where the
+# command runs (DuckDB's default temp directory, {cwd}/.tmp/, was an allowed one).
+WRAPPED = [
+    "COPY (SELECT * FROM calls WHERE false) TO '{calls}' (FORMAT parquet)",
+    "COPY (SELECT * FROM calls WHERE false) TO '{calls}' (FORMAT parquet, USE_TMP_FILE false)",
+    "COPY (SELECT 1 AS x) TO '{cwd}/.tmp/out.csv'",
+    "COPY (SELECT 1 AS x) TO '{home}/warehouse/parquet/calls/evil.parquet' (FORMAT parquet)",
+    "INSERT INTO calls SELECT * FROM calls",
+    "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'a', SECRET 'b')",
+    "LOAD httpfs",
+    "SET enable_external_access = true",
+    "PRAGMA profiling_output = '{cwd}/profile.json'",
+    "SELECT * FROM read_text('{cwd}/outside.txt')",
+    "SELECT * FROM glob('{cwd}/*')",
+    "SELECT * FROM read_csv('{cwd}/outside.txt')",
+    "SELECT * FROM read_csv('{home}/logs/shop/*.jsonl')",
+]
+
+
+def places(home: Path, cwd: Path) -> dict[str, str]:
+    calls = sorted((home / "warehouse/parquet/calls").rglob("*.parquet"))[0]
+    return {"home": str(home), "calls": str(calls), "cwd": str(cwd)}
+
+
+@pytest.mark.parametrize("attack", WRAPPED)
+def test_explain_analyze_cannot_write_a_file_or_read_outside_the_warehouse(
+    home: Path, attack: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / "outside.txt").write_text("secret\n")
+    count, before = calls_count(home), snapshot(home, tmp_path)
+    code, out, err = sql(home, "EXPLAIN ANALYZE " + attack.format(**places(home, tmp_path)), capsys)
+    assert code == 1 and out == "" and err.startswith("stretto: query failed: "), err
+    assert snapshot(home, tmp_path) == before  # not a byte changed, no file made
+    assert calls_count(home) == count
+
+
+# The same statements straight on the connection the user's SQL gets, no statement check in
+# front: the engine itself refuses them.
+BARE = [
+    *WRAPPED,
+    "ATTACH '{cwd}/other.duckdb' AS other",
+    "EXPORT DATABASE '{cwd}/export'",
+    "INSTALL httpfs",
+    "SET temp_directory = '{cwd}/spill'",
+    "RESET lock_configuration",
+    "PRAGMA enable_profiling = 'json'",
+    "SELECT * FROM read_parquet('{calls}')",
+]
+
+
+@pytest.mark.parametrize("attack", BARE)
+def test_the_users_connection_refuses_files_whatever_the_statement(
+    home: Path, attack: str, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / "outside.txt").write_text("secret\n")
+    count, before = calls_count(home), snapshot(home, tmp_path)
+    with store.reading(Layout.at(home), confined=True) as reader:
+        with pytest.raises(duckdb.Error):
+            reader.con.sql(attack.format(**places(home, tmp_path)))
+        # what it may do (make a table in its own memory) leaves nothing behind
+        reader.con.sql("CREATE TABLE t AS SELECT * FROM calls")
+    assert snapshot(home, tmp_path) == before
+    assert calls_count(home) == count
+
+
+def test_the_readme_queries_still_run_over_the_views(home: Path, capsys) -> None:
+    queries = [  # README.md's, and a join, the catalogue and a plan
+        "SELECT agent_model, count(*) AS sessions, sum(lines_read) AS lines FROM sessions "
+        "GROUP BY 1 ORDER BY 2 DESC",
+        "SELECT tool, count(*) AS made, count(*) FILTER (WHERE status <> 'ok') AS failed, "
+        "round(100.0 * failed / made, 1) AS pct FROM calls WHERE NOT by_proxy "
+        "GROUP BY 1 ORDER BY failed DESC, made DESC LIMIT 10",
+        "SELECT tool, count(*) AS lookups, count(*) FILTER (WHERE status = 'ok') AS ok "
+        "FROM calls WHERE by_proxy GROUP BY 1 ORDER BY 2 DESC",
+        "SELECT file, line, error FROM quarantine",
+        "SELECT s.domain, s.day, count(*) AS n FROM steps JOIN sessions s USING (session) "
+        "GROUP BY ALL",
+        "EXPLAIN SELECT * FROM calls",
+        "SELECT table_name FROM information_schema.tables ORDER BY 1",
+    ]
+    for query in queries:
+        code, out, err = sql(home, query, capsys)
+        assert code == 0 and err == "", (query, err)
+    assert calls_count(home) > 0
 
 
 def modes(root: Path) -> dict[str, str]:
