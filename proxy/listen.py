@@ -19,6 +19,9 @@ The endpoint (docs/cli.md "Hosts over HTTP"):
   (401; the token is asked in every mode but `--no-auth`, which only a loopback address
   takes: else any local user drives the server as the proxy's user), a message over
   MAX_MESSAGE bytes (413), a new session beyond MAX_SESSIONS live ones (503, Retry-After).
+- Connections (stretto.httpguard): request headers not complete within HEADER_TIMEOUT_S end
+  the connection; beyond the caps on connections in all and from one address, a new one is
+  answered 503 and closed, so descriptors stay for the hosts and the sessions' servers.
 
 Imported only in this mode: starlette, uvicorn and asyncio cost a stdio proxy's start-up
 more than all the rest of it.
@@ -45,6 +48,7 @@ from starlette.responses import Response
 from proxy.hosted import END, HostedSession, Reply
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
 from stretto.home import default_home, private_dirs
+from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
 
 MAX_SESSIONS = 64
 MAX_MESSAGE = 4 << 20  # bytes of one POSTed message
@@ -458,7 +462,7 @@ def serve(args, command: list[str]) -> int:
         _say(f"cannot listen on {args.listen}: {exc.strerror or exc}")
         sock.close()
         return EXIT_PROXY_FAILED
-    sock.listen(1024)
+    sock.listen(BACKLOG)
     bound_port = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     hosts = Hosts(args, command, loopback, token, servers)
@@ -471,6 +475,9 @@ def serve(args, command: list[str]) -> int:
         server_header=False,
         proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_S,
+        http=guarded(limits_for(raise_fd_limit())),
+        ws="none",
+        backlog=BACKLOG,
     )
     server = _Server(config, hosts)
     # A session's thread waiting for Python's lock while the loop works (or the other way

@@ -4,6 +4,7 @@ the official MCP SDK's client and plain http.client requests."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -12,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
-from tests.builders import stretto
+from tests.builders import answers_to, slow_connections, stretto, with_descriptors
 from tests.conftest import PROXY, SERVERS, filesystem_server
 
 RPC_SERVER = [sys.executable, str(SERVERS / "rpc_server.py")]
@@ -87,6 +89,7 @@ def listening(
     server: list[str] = RPC_SERVER,
     env: dict[str, str] | None = None,
     token: str | None = TOKEN,
+    descriptors: int | None = None,
 ) -> Iterator[Listening]:
     """The proxy listening on a free loopback port, asking for `token` (its file made here),
     unless `options` say otherwise (--listen-token-file, --no-auth) or `token` is None (the
@@ -102,6 +105,7 @@ def listening(
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=with_descriptors(descriptors) if descriptors else None,
         )
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -560,6 +564,46 @@ def test_a_server_that_cannot_start_fails_its_initialize_with_502() -> None:
         status, _, body = proxy.request("POST", INITIALIZE)
         assert status == 502
         assert "cannot start the server" in json.loads(body)["error"]["message"]
+
+
+@pytest.mark.slow
+def test_slow_connections_neither_starve_the_hosts_nor_stay() -> None:
+    """Issue 40, 4 (slowloris): connections that never finished their request line were held
+    for ever; 1,100 of them took every descriptor of a proxy allowed 1,024 (a common default),
+    and a host got nothing. Now a request's headers have 10 s, one address holds at most part
+    of the connections and the next gets a 503 at once: another address is served, and the
+    attacker's own gets a clean 503."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def a_host(url: str, source: str) -> str:
+        import httpx2
+
+        async with (
+            sdk_http(source=source, timeout=httpx2.Timeout(30)) as client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            echoed = await session.call_tool("echo", {"from": source})
+            return echoed.content[0].text
+
+    with listening(descriptors=1024) as proxy:
+        with slow_connections(int(proxy.port), 1100) as attackers:  # from 127.0.0.1
+            assert json.loads(anyio.run(a_host, proxy.url, "127.0.0.2")) == {"from": "127.0.0.2"}
+            status, headers, body = 0, {}, b""
+            for _ in range(100):  # dropped while 64 503s are under way (each for 1 s at most)
+                with contextlib.suppress(ConnectionError):
+                    status, headers, body = proxy.request("POST", INITIALIZE)
+                    break
+                time.sleep(0.1)
+            assert status == 503 and headers["retry-after"] == "5", (status, body)
+            assert b"connections from 127.0.0.1 are open" in body
+            seen = answers_to(attackers)
+        assert seen.get("held") == 0 and sum(seen.values()) == 1100, seen
+        assert seen.get("503", 0) > 0 and seen.get("408", 0) > 0, seen  # refused; timed out
+        assert proxy.initialize()  # the attacker's address is served again once they are gone
 
 
 @pytest.mark.parametrize(
