@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import platform
+import secrets
 import shutil
 import signal
 import subprocess
@@ -66,8 +67,9 @@ class Tally:
 class HttpSession:
     """One MCP session with the proxy over a kept-alive connection."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, token: str) -> None:
         self.conn = http.client.HTTPConnection(host, port, timeout=120)
+        self.auth = f"Bearer {token}"
         self.used = time.monotonic()
         self.session = ""
         status, headers, _ = self.post(
@@ -91,7 +93,11 @@ class HttpSession:
     def post(self, message: dict, mode: str) -> tuple[int, dict[str, str], bytes]:
         if time.monotonic() - self.used > REUSE_IDLE_S:
             self.conn.close()  # a server may have closed it meanwhile: the next request opens one
-        headers = {"Content-Type": "application/json", "Accept": ACCEPT[mode]}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": ACCEPT[mode],
+            "Authorization": self.auth,
+        }
         if self.session:
             headers["Mcp-Session-Id"] = self.session
         self.conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
@@ -209,8 +215,11 @@ def main() -> int:
     tally = Tally()
     workdir = Path(tempfile.mkdtemp(prefix="stretto-bench-listen-"))
     logs = workdir / "logs"
+    token = secrets.token_hex(32)
+    (workdir / "token").write_text(token + "\n")
     proxy = subprocess.Popen(
-        [PROXY, "--listen", "127.0.0.1:0", "--record", str(logs), "--", *SERVER],
+        [PROXY, "--listen", "127.0.0.1:0", "--listen-token-file", str(workdir / "token")]
+        + ["--record", str(logs), "--", *SERVER],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -226,7 +235,7 @@ def main() -> int:
     direct = [Peer(SERVER) for _ in range(args.sessions)]
     for peer in direct:
         peer.initialize()
-    proxied = [HttpSession(host, int(port)) for _ in range(args.sessions)]
+    proxied = [HttpSession(host, int(port), token) for _ in range(args.sessions)]
     load_before = loadavg()
     times: dict[str, list[float]] = {"direct": [], "json": [], "sse": []}
     sides = list(times)

@@ -16,8 +16,12 @@ The endpoint (docs/cli.md "Hosts over HTTP"):
   only as white space, become spaces: the server reads lines).
 - Refused: an `Origin` that is not the proxy's own (403), a `Host` other than a loopback name
   while listening on loopback (403, against DNS rebinding), a missing or wrong bearer token
-  with `--listen-token-file` (401), a message over MAX_MESSAGE bytes (413), a new session
-  beyond MAX_SESSIONS live ones (503, Retry-After).
+  (401; the token is asked in every mode but `--no-auth`, which only a loopback address
+  takes: else any local user drives the server as the proxy's user), a message over
+  MAX_MESSAGE bytes (413), a new session beyond MAX_SESSIONS live ones (503, Retry-After).
+- Connections (stretto.httpguard): request headers not complete within HEADER_TIMEOUT_S end
+  the connection; beyond the caps on connections in all and from one address, a new one is
+  answered 503 and closed, so descriptors stay for the hosts and the sessions' servers.
 
 Imported only in this mode: starlette, uvicorn and asyncio cost a stdio proxy's start-up
 more than all the rest of it.
@@ -33,6 +37,7 @@ import os
 import secrets
 import socket
 import sys
+import tempfile
 import time
 from urllib.parse import urlsplit
 
@@ -42,6 +47,8 @@ from starlette.responses import Response
 
 from proxy.hosted import END, HostedSession, Reply
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
+from stretto.home import default_home, private_dirs
+from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
 
 MAX_SESSIONS = 64
 MAX_MESSAGE = 4 << 20  # bytes of one POSTed message
@@ -54,6 +61,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 KEEP_ALIVE_S = 60  # an idle connection is kept this long (uvicorn's 5 s: hosts pause longer)
 SWITCH_S = 0.0005  # Python's switch interval: one loop thread and a thread per session share it
 SHUTDOWN_S = 10.0  # after a signal: how long the sessions get to end
+TOKEN_FILE = "listen.token"  # under the home: the token when --listen-token-file is not given
 
 
 def _say(text: str) -> None:
@@ -89,6 +97,52 @@ def read_token(path: str) -> str:
     return token
 
 
+def token_of(path: str | None) -> tuple[str, str, bool]:
+    """(the token, its file, whether the file was made now) for `--listen-token-file PATH`,
+    else for $STRETTO_HOME/listen.token. A file that is not there is made, 0600, holding a new
+    random token (as the console makes one up when given none); ValueError says what fails."""
+    if path is None:
+        file = str(default_home() / TOKEN_FILE)
+    else:
+        file = os.path.expanduser(path)
+    made = False
+    if not os.path.lexists(file):
+        made = _make_token_file(file, home=path is None)
+    return read_token(file), file, made
+
+
+def _make_token_file(file: str, home: bool) -> bool:
+    """Write a new token to `file` at once (a temporary file linked to its name: no reader
+    sees it half written, and a file another proxy made meanwhile is kept); whether it did."""
+    folder = os.path.dirname(file) or "."
+    try:
+        if home:
+            private_dirs(folder)
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=".listen-token-")  # 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(secrets.token_hex(32) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.link(temp, file)
+        finally:
+            os.unlink(temp)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise ValueError(f"--listen-token-file {file}: cannot make it: {why}") from exc
+    return True
+
+
+def authorized(header: str, token: bytes) -> bool:
+    """Whether an Authorization header is `Bearer <token>`: the scheme in any case (RFC 9110
+    11.1), the token compared in constant time."""
+    scheme, _, credentials = header.strip().partition(" ")
+    same = hmac.compare_digest(credentials.strip().encode(), token)
+    return same and scheme.lower() == "bearer"
+
+
 def _hostname(value: str) -> str:
     """The host part of a Host header or an origin, lower case, without brackets or port."""
     netloc = urlsplit(value).netloc if "://" in value else value
@@ -117,7 +171,7 @@ class Hosts:
     ) -> None:
         self.args, self.command, self.servers = args, command, servers
         self.loopback = loopback
-        self._token = f"Bearer {token}".encode() if token else None
+        self._token = token.encode() if token else None
         self.sessions: dict[str, HostedSession] = {}
         self.idle_s = 60.0 * (args.listen_idle or DEFAULT_IDLE_MINUTES)
 
@@ -150,10 +204,10 @@ class Hosts:
             seen = _hostname(origin)
             if not seen or not (seen in LOOPBACK_NAMES or (not self.loopback and seen == host)):
                 return _plain(403, f"Origin {origin} is not allowed")
-        if self._token is not None:
-            given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, self._token):
-                return _plain(401, "a bearer token is required", {"WWW-Authenticate": "Bearer"})
+        if self._token is not None and not authorized(
+            request.headers.get("authorization", ""), self._token
+        ):
+            return _plain(401, "a bearer token is required", {"WWW-Authenticate": "Bearer"})
         return None
 
     def _session(self, request: Request) -> HostedSession | Response:
@@ -364,10 +418,24 @@ def serve(args, command: list[str]) -> int:
     """Listen until SIGTERM or SIGINT; 0, or 2 on a usage error, 125 when it cannot listen."""
     try:
         host, port = split_address(args.listen)
-        token = read_token(args.listen_token_file) if args.listen_token_file else None
     except ValueError as exc:
         _say(str(exc))
         return EXIT_USAGE
+    loopback = is_loopback(host)
+    if args.no_auth and not loopback:
+        _say(
+            f"--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), not {host}: "
+            "give --listen-token-file"
+        )
+        return EXIT_USAGE
+    token = file = None
+    made = False
+    if not args.no_auth:
+        try:
+            token, file, made = token_of(args.listen_token_file)
+        except ValueError as exc:
+            _say(str(exc))
+            return EXIT_USAGE
     servers = None
     if args.servers is not None:  # every server the file names, behind each MCP session
         from proxy.servers_file import ServersFileError, read_servers
@@ -377,10 +445,6 @@ def serve(args, command: list[str]) -> int:
         except ServersFileError as exc:
             _say(str(exc))
             return EXIT_USAGE
-    loopback = is_loopback(host)
-    if not loopback and token is None:
-        _say(f"--listen {args.listen} is not a loopback address: give --listen-token-file")
-        return EXIT_USAGE
     if args.flow:
         from proxy.flowload import check_flow
 
@@ -397,7 +461,7 @@ def serve(args, command: list[str]) -> int:
         _say(f"cannot listen on {args.listen}: {exc.strerror or exc}")
         sock.close()
         return EXIT_PROXY_FAILED
-    sock.listen(1024)
+    sock.listen(BACKLOG)
     bound_port = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     hosts = Hosts(args, command, loopback, token, servers)
@@ -410,11 +474,19 @@ def serve(args, command: list[str]) -> int:
         server_header=False,
         proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_S,
+        http=guarded(limits_for(raise_fd_limit())),
+        ws="none",
+        backlog=BACKLOG,
     )
     server = _Server(config, hosts)
     # A session's thread waiting for Python's lock while the loop works (or the other way
     # round) waits at most this long, not the default 5 ms.
     sys.setswitchinterval(SWITCH_S)
     _say(f"listening on http://{shown}:{bound_port}{ENDPOINT}")
+    if file is not None:
+        new = " (made now, 0600)" if made else ""
+        _say(f"hosts send 'Authorization: Bearer TOKEN', TOKEN the line in {file}{new}")
+    else:
+        _say("--no-auth: no token is asked: every local user can use the server(s) through it")
     server.run(sockets=[sock])
     return 0

@@ -272,7 +272,16 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 str,
                 None,
                 "FILE",
-                "require 'Authorization: Bearer <the token in FILE>' (required off loopback)",
+                "require 'Authorization: Bearer <the token in FILE>' (FILE is created, 0600, "
+                "with a new token when absent; default $STRETTO_HOME/listen.token)",
+            ),
+            (
+                "--no-auth",
+                "flag",
+                None,
+                False,
+                None,
+                "no token: any local user can use the server(s) (loopback addresses only)",
             ),
             (
                 "--listen-idle",
@@ -424,8 +433,10 @@ def _problem(args, command: list[str]) -> str | None:
         return "no server to wrap: give its command after -- (or --upstream URL)"
     if args.upstream_header and not args.upstream:
         return "--upstream-header needs --upstream"
-    if (args.listen_token_file or args.listen_idle is not None) and not args.listen:
-        return "--listen-token-file and --listen-idle need --listen"
+    if (args.listen_token_file or args.listen_idle is not None or args.no_auth) and not args.listen:
+        return "--listen-token-file, --no-auth and --listen-idle need --listen"
+    if args.no_auth and args.listen_token_file:
+        return "--no-auth and --listen-token-file: choose one"
     if args.listen and (args.context or args.flow_log):
         return "--context and --flow-log name one file: not with --listen (many sessions)"
     if args.listen_idle is not None and not args.listen_idle > 0:

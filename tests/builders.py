@@ -327,3 +327,91 @@ def small_flow() -> dict:
         steps=3,
         now_ms=0,
     )
+
+
+# --- slow connections (slowloris) -----------------------------------------------------------
+
+
+def with_descriptors(limit: int):
+    """A subprocess's preexec_fn: the child may hold at most `limit` descriptors (soft and
+    hard), as many systems' default of 1,024 allows."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return limited
+
+
+@contextlib.contextmanager
+def slow_connections(port: int, count: int, source: str = "127.0.0.1") -> Iterator[list]:
+    """`count` connections from `source` to 127.0.0.1:`port`, each sending half a request
+    line and nothing more (slowloris); the sockets, closed at the end. This process's limit on
+    descriptors is raised as far as they need (and put back); skipped when it cannot be."""
+    import resource
+    import selectors
+    import socket
+
+    import pytest
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = count + 512
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            pytest.skip(f"{count} connections need {needed} descriptors; the limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    sockets: list[socket.socket] = []
+    chooser = selectors.DefaultSelector()
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sockets.append(sock)
+            sock.bind((source, 0))
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+            chooser.register(sock, selectors.EVENT_WRITE)
+        while chooser.get_map():
+            ready = chooser.select(timeout=30)  # none in 30 s: the rest are never accepted
+            if not ready:
+                break
+            for key, _ in ready:
+                chooser.unregister(key.fileobj)
+                sock = key.fileobj  # type: ignore[assignment]
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    with contextlib.suppress(OSError):
+                        sock.send(b"POST /mcp HTT")
+        yield sockets
+    finally:
+        chooser.close()
+        for sock in sockets:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def answers_to(sockets: list, patience_s: float = 60.0) -> dict[str, int]:
+    """What the server did with each of `sockets`: its status line's code ("503", "408"),
+    "closed" (closed or reset without an answer), or "held" (nothing for `patience_s` seconds
+    while others were answered: the server holds it). Counts of each."""
+    import selectors
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    chooser = selectors.DefaultSelector()
+    for sock in sockets:
+        sock.setblocking(False)
+        chooser.register(sock, selectors.EVENT_READ)
+    while chooser.get_map():
+        ready = chooser.select(timeout=patience_s)
+        if not ready:
+            break
+        for key, _ in ready:
+            chooser.unregister(key.fileobj)
+            try:
+                first = key.fileobj.recv(64)  # type: ignore[union-attr]
+            except OSError:
+                first = b""
+            code = first.split(b" ")[1].decode() if first.startswith(b"HTTP/1.1 ") else "closed"
+            seen[code] += 1
+    seen["held"] += len(chooser.get_map())
+    chooser.close()
+    return dict(seen)

@@ -122,6 +122,27 @@ def healthcheck(listen: str) -> int:
     return 0 if ok else 1
 
 
+def server_for(app, host: str, port: int):
+    """uvicorn's server for the console, its connections bounded (stretto.httpguard: a
+    request's headers within 10 s; at most 512 connections, 256 from one address, as the
+    process's descriptors allow; beyond, 503)."""
+    import uvicorn
+
+    from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=3,
+        http=guarded(limits_for(raise_fd_limit())),
+        ws="none",
+        backlog=BACKLOG,
+    )
+    return uvicorn.Server(config)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     listen = os.environ.get("STRETTO_CONSOLE_LISTEN") or DEFAULT_LISTEN
@@ -168,10 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stretto-console: {data}{mode} at {url}", flush=True)
     if args.open:
         webbrowser.open(url)
-    import uvicorn
-
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+        server_for(app, host, port).run()
     except (OSError, SystemExit) as exc:
         if isinstance(exc, SystemExit) and not exc.code:
             return 0

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import uvicorn
 from starlette.testclient import TestClient
 
 from stretto.console.app import create_app
+from stretto.console.cli import server_for
 from stretto.console.state import Options
 from tests.conftest import REFERENCE_HOME, Walked, free_port
 
@@ -55,10 +55,11 @@ def walkthrough_home(walked: Walked, tmp_path_factory) -> Path:
 
 @contextmanager
 def served(options: Options):
-    """The console on a real uvicorn server on a free loopback port; its base URL."""
+    """The console on a real uvicorn server on a free loopback port, set up as stretto-console
+    sets it up; its base URL."""
     port = free_port()
     app = create_app(options)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = server_for(app, "127.0.0.1", port)  # as stretto-console serves it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

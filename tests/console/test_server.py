@@ -8,6 +8,7 @@ import json
 import queue
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from stretto.console.cli import main
 from stretto.console.doctor import can_start, checks
 from stretto.console.state import Options
+from tests.builders import answers_to, slow_connections, with_descriptors
 from tests.conftest import PYTHON, ROOT, free_port
 from tests.console.conftest import AUTH, TOKEN, WRITE, client_for, served
 
@@ -175,6 +177,47 @@ def test_healthcheck_and_usage_errors(home: Path, capsys):
     assert "--listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
     assert main(["--no-auth", "--listen", "0.0.0.0:7878", "--data", str(home)]) == 2
     assert "--no-auth: only on a loopback address" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_slow_connections_neither_starve_the_console_nor_stay(tmp_path: Path):
+    """Issue 40, 4 (slowloris), as for the proxy: 1,100 connections that never finish their
+    request line, from 127.0.0.1, against a console allowed 1,024 descriptors; a browser at
+    another address is served, one at the attacker's gets a clean 503, and each attacker is
+    answered 503 at once or 408 once its headers' 10 s are up."""
+    port = free_port()
+    console = subprocess.Popen(
+        [PYTHON, "-m", "stretto.console", "--data", str(tmp_path / "home")]
+        + ["--listen", f"127.0.0.1:{port}", "--token", TOKEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=with_descriptors(1024),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while main(["healthcheck", "--listen", f"127.0.0.1:{port}"]) != 0:
+            assert console.poll() is None, console.communicate()
+        with slow_connections(port, 1100) as attackers:
+            elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+            with httpx.Client(transport=elsewhere, timeout=30) as browser:
+                assert browser.get(f"{base}/api/jobs", headers=AUTH).status_code == 200
+            answer = None
+            for _ in range(100):  # dropped while 64 503s are under way (each for 1 s at most)
+                try:
+                    answer = httpx.get(f"{base}/api/jobs", headers=AUTH, timeout=30)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            assert answer is not None and answer.status_code == 503
+            assert answer.headers["retry-after"] == "5"
+            seen = answers_to(attackers)
+        assert seen.get("held") == 0 and sum(seen.values()) == 1100, seen
+        assert seen.get("503", 0) > 0 and seen.get("408", 0) > 0, seen
+        assert httpx.get(f"{base}/api/jobs", headers=AUTH, timeout=30).status_code == 200
+    finally:
+        console.terminate()
+        console.communicate(timeout=60)
 
 
 def test_stretto_doctor_says_whether_the_console_can_start(tmp_path: Path):

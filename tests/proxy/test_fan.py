@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,8 @@ from tests.builders import stretto
 from tests.conftest import PROXY, demo_server, filesystem_server, index_server
 
 SERVERS = {"github": demo_server(), "docs": index_server()}
+TOKEN = "a-fan-test-token"  # every listening proxy here asks for it (a file of its own)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BOTH = "application/json, text/event-stream"
 
 
@@ -43,23 +46,34 @@ def servers_file(folder: Path, servers: list[dict] | None = None) -> Path:
 
 @contextmanager
 def listening(*argv: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`stretto-proxy --listen 127.0.0.1:0 ARGV...`, stopped at the end; its URL."""
-    proc = subprocess.Popen(
-        [PROXY, "--listen", "127.0.0.1:0", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert "listening on http://" in line, line
-    try:
-        yield line.split("listening on ")[1].strip()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
+    """`stretto-proxy --listen 127.0.0.1:0 ARGV...` asking for TOKEN, stopped at the end; its
+    URL."""
+    with tempfile.TemporaryDirectory() as folder:
+        token = Path(folder, "token")
+        token.write_text(TOKEN + "\n")
+        proc = subprocess.Popen(
+            [PROXY, "--listen", "127.0.0.1:0", "--listen-token-file", str(token), *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on http://" in line, line
+        try:
+            yield line.split("listening on ")[1].strip()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+
+
+def sdk_http():
+    """The HTTP client the SDK's streamable_http_client is given: it sends the token."""
+    import httpx2
+
+    return httpx2.AsyncClient(headers=AUTH, timeout=httpx2.Timeout(60, read=300))
 
 
 def fronting(folder: Path, *options: str) -> contextlib.AbstractContextManager[str]:
@@ -75,7 +89,11 @@ def work(url: str, issue: str) -> dict:
     from mcp.shared.exceptions import MCPError
 
     async def session() -> dict:
-        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+        async with (
+            sdk_http() as client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as s,
+        ):
             init = await s.initialize()
             listed = await s.list_tools()
             issue_answer = await s.call_tool("github::lookup", {"key": issue})
@@ -218,7 +236,7 @@ def test_messages_keep_their_bytes_but_the_name_the_prefix_is_taken_from(tmp_pat
 
         def post(body: bytes, session: str | None = None) -> tuple[dict, bytes]:
             conn = http.client.HTTPConnection(host, int(port), timeout=60)
-            headers = {"Accept": BOTH, "Content-Type": "application/json"}
+            headers = {"Accept": BOTH, "Content-Type": "application/json", **AUTH}
             if session:
                 headers["Mcp-Session-Id"] = session
             conn.request("POST", "/mcp", body=body, headers=headers)
@@ -355,7 +373,8 @@ def test_a_server_over_http_and_a_servers_own_request_through_the_front(tmp_path
 
     async def session(url: str) -> tuple[str, str]:
         async with (
-            streamable_http_client(url) as (read, write),
+            sdk_http() as client,
+            streamable_http_client(url, http_client=client) as (read, write),
             ClientSession(read, write, list_roots_callback=roots) as s,
         ):
             await s.initialize()
@@ -367,10 +386,14 @@ def test_a_server_over_http_and_a_servers_own_request_through_the_front(tmp_path
             allowed = await s.call_tool("files::list_allowed_directories", {})
         return looked.content[0].text, allowed.content[0].text
 
-    env = {**os.environ, "FAN_TEST_TOKEN": "Bearer not-a-secret"}
+    env = {**os.environ, "FAN_TEST_TOKEN": "Bearer not-a-secret", "FAR_AUTH": f"Bearer {TOKEN}"}
     with listening("--record", str(tmp_path / "far"), "--", *demo_server()) as far:
         servers = [
-            {"name": "github", "url": far, "headers": {"X-Fan-Test": "FAN_TEST_TOKEN"}},
+            {
+                "name": "github",
+                "url": far,
+                "headers": {"X-Fan-Test": "FAN_TEST_TOKEN", "Authorization": "FAR_AUTH"},
+            },
             {"name": "files", "command": filesystem_server(notes)},
         ]
         servers_path = servers_file(tmp_path, servers)

@@ -4,11 +4,16 @@ the official MCP SDK's client and plain http.client requests."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,10 +23,12 @@ import pytest
 
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
-from tests.builders import stretto
+from tests.builders import answers_to, slow_connections, stretto, with_descriptors
 from tests.conftest import PROXY, SERVERS, filesystem_server
 
 RPC_SERVER = [sys.executable, str(SERVERS / "rpc_server.py")]
+TOKEN = "a-test-token"  # the token `listening` gives the proxy, each request sends
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BOTH = "application/json, text/event-stream"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -32,10 +39,15 @@ INITIALIZE = {
 
 
 class Listening:
-    def __init__(self, proc: subprocess.Popen, url: str) -> None:
-        self.proc, self.url = proc, url
+    def __init__(self, proc: subprocess.Popen, url: str, token: str | None) -> None:
+        self.proc, self.url, self.token = proc, url, token
         address = url.split("//")[1].split("/")[0]
         self.host, self.port = address.rsplit(":", 1)
+
+    def said(self) -> str:
+        """The second line on stderr: where the token is, or --no-auth's warning."""
+        assert self.proc.stderr is not None
+        return self.proc.stderr.readline()
 
     def request(
         self,
@@ -44,9 +56,12 @@ class Listening:
         headers: dict[str, str] | None = None,
         session: str | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """(status, headers in lower case, body) of one request to /mcp."""
+        """(status, headers in lower case, body) of one request to /mcp, with the token
+        unless `headers` say `Authorization` (`""`: none)."""
         conn = http.client.HTTPConnection(self.host, int(self.port), timeout=60)
-        sent = {"Accept": BOTH, "Content-Type": "application/json", **(headers or {})}
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        sent = {"Accept": BOTH, "Content-Type": "application/json", **auth, **(headers or {})}
+        sent = {name: value for name, value in sent.items() if value}
         if session:
             sent["Mcp-Session-Id"] = session
         data = json.dumps(body).encode() if isinstance(body, dict) else body
@@ -69,23 +84,52 @@ class Listening:
 
 
 @contextmanager
-def listening(*options: str, server: list[str] = RPC_SERVER) -> Iterator[Listening]:
-    proc = subprocess.Popen(
-        [PROXY, "--listen", "127.0.0.1:0", *options, *(["--", *server] if server else [])],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert "listening on http://" in line, line
-    running = Listening(proc, line.split("listening on ")[1].strip())
-    try:
-        yield running
-    finally:
-        if proc.poll() is None:
-            status, err = running.stop()
-            assert status == 0, err
+def listening(
+    *options: str,
+    server: list[str] = RPC_SERVER,
+    env: dict[str, str] | None = None,
+    token: str | None = TOKEN,
+    descriptors: int | None = None,
+) -> Iterator[Listening]:
+    """The proxy listening on a free loopback port, asking for `token` (its file made here),
+    unless `options` say otherwise (--listen-token-file, --no-auth) or `token` is None (the
+    proxy's own default)."""
+    with tempfile.TemporaryDirectory() as folder:
+        own = "--listen-token-file" in options or "--no-auth" in options or token is None
+        if not own:
+            Path(folder, "token").write_text(TOKEN + "\n")
+            options = ("--listen-token-file", str(Path(folder, "token")), *options)
+        proc = subprocess.Popen(
+            [PROXY, "--listen", "127.0.0.1:0", *options, *(["--", *server] if server else [])],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=with_descriptors(descriptors) if descriptors else None,
+        )
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on http://" in line, line
+        url = line.split("listening on ")[1].strip()
+        running = Listening(proc, url, None if own else TOKEN)
+        try:
+            yield running
+        finally:
+            if proc.poll() is None:
+                status, err = running.stop()
+                assert status == 0, err
+
+
+def sdk_http(authorization: str | None = f"Bearer {TOKEN}", source: str | None = None, **options):
+    """The HTTP client the SDK's streamable_http_client is given, sending `authorization`
+    (from the loopback address `source`)."""
+    import httpx2
+
+    headers = {"Authorization": authorization} if authorization else {}
+    options.setdefault("timeout", httpx2.Timeout(60, read=300))
+    if source:
+        options["transport"] = httpx2.AsyncHTTPTransport(local_address=source)
+    return httpx2.AsyncClient(headers=headers, **options)
 
 
 def sse_data(body: bytes) -> list[bytes]:
@@ -158,7 +202,10 @@ def test_the_sdk_client_sees_through_the_proxy_what_it_sees_directly(
     with listening("--record", str(logs), "--domain", "notes", server=command) as proxy:
 
         async def proxied() -> dict:
-            async with streamable_http_client(proxy.url) as streams:
+            async with (
+                sdk_http() as client,
+                streamable_http_client(proxy.url, http_client=client) as streams,
+            ):
                 return await a_session(streams, notes)
 
         through = anyio.run(proxied)
@@ -286,9 +333,8 @@ def test_what_the_server_says_on_its_own_goes_to_the_get_stream() -> None:
         assert answer["id"] == 1
 
         conn = http.client.HTTPConnection(proxy.host, int(proxy.port), timeout=60)
-        conn.request(
-            "GET", "/mcp", headers={"Accept": "text/event-stream", "Mcp-Session-Id": session}
-        )
+        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session, **AUTH}
+        conn.request("GET", "/mcp", headers=headers)
         stream = conn.getresponse()
         assert stream.status == 200
         status, _, _ = proxy.request("GET", None, {"Accept": "text/event-stream"}, session)
@@ -303,7 +349,7 @@ def test_what_the_server_says_on_its_own_goes_to_the_get_stream() -> None:
         assert json.loads(line[len(b"data: ") :])["params"]["data"] == {"n": 2}
         # The server's own request goes there too; the host answers it with a POST (202).
         asking = http.client.HTTPConnection(proxy.host, int(proxy.port), timeout=60)
-        headers = {"Accept": "application/json", "Mcp-Session-Id": session}
+        headers = {"Accept": "application/json", "Mcp-Session-Id": session, **AUTH}
         asking.request("POST", "/mcp", body=json.dumps(call(3, "ask", {})), headers=headers)
         while (line := stream.readline()) and not line.startswith(b"data: "):
             pass
@@ -331,18 +377,85 @@ def test_a_token_file_makes_the_bearer_token_required(tmp_path: Path) -> None:
         assert proxy.request("POST", INITIALIZE, {"Authorization": "Bearer wrong"})[0] == 401
         status, headers, _ = proxy.request("POST", INITIALIZE, {"Authorization": "Bearer nope"})
         assert headers["www-authenticate"] == "Bearer"
+        for refused in ("Basic s3cret-token", "s3cret-token", "Bearer s3cret-token-and-more"):
+            assert proxy.request("POST", INITIALIZE, {"Authorization": refused})[0] == 401
         assert proxy.initialize(Authorization="Bearer s3cret-token")
+        # RFC 9110 11.1: the scheme is case-insensitive
+        assert proxy.initialize(Authorization="bearer s3cret-token")
+        assert proxy.initialize(Authorization="BEARER  s3cret-token")
+        said = proxy.said()
+        assert f"TOKEN the line in {token}" in said and "made now" not in said
 
 
-def test_off_loopback_without_a_token_it_refuses_to_listen() -> None:
+def test_without_a_token_file_one_is_made_and_every_host_must_send_it(tmp_path: Path) -> None:
+    """Issue 40, 3: listening on loopback, the proxy asked for no token, so another local user
+    read a private file through the proxy's filesystem server. Now a token is asked in every
+    mode: without --listen-token-file, the one in $STRETTO_HOME/listen.token (made, 0600)."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    home = tmp_path / "home"
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "key.txt").write_text("the secret\n")
+    env = {**os.environ, "STRETTO_HOME": str(home)}
+
+    statuses: list[int] = []
+
+    async def seen(response) -> None:
+        statuses.append(response.status_code)
+
+    async def read_key(url: str, authorization: str | None) -> str:
+        """An MCP session of the SDK's client: the file it reads through the proxy."""
+        async with (
+            sdk_http(authorization, event_hooks={"response": [seen]}) as client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            found = await session.call_tool("read_text_file", {"path": str(private / "key.txt")})
+            return found.content[0].text
+
+    file = home / "listen.token"
+    with listening(server=filesystem_server(private), env=env, token=None) as proxy:
+        status, headers, _ = proxy.request("POST", INITIALIZE)
+        assert (status, headers.get("www-authenticate")) == (401, "Bearer")
+        assert f"TOKEN the line in {file} (made now, 0600)" in proxy.said()
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        token = file.read_text().strip()
+        assert len(token) == 64
+        for wrong in (None, "Bearer not-the-token"):  # the SDK's client: its initialize fails
+            with pytest.raises(Exception, match="unhandled errors"):
+                anyio.run(read_key, proxy.url, wrong)
+            assert statuses == [401]
+            statuses.clear()
+        assert anyio.run(read_key, proxy.url, f"bearer {token}") == "the secret\n"
+        assert statuses and set(statuses) <= {200, 202, 204}
+    with listening(server=filesystem_server(private), env=env, token=None) as proxy:
+        assert "made now" not in proxy.said()  # the next start keeps the token
+        assert anyio.run(read_key, proxy.url, f"Bearer {token}") == "the secret\n"
+    given = tmp_path / "given.token"  # a --listen-token-file that is not there is made too
+    with listening("--listen-token-file", str(given)) as proxy:
+        assert proxy.request("POST", INITIALIZE)[0] == 401
+        assert f"TOKEN the line in {given} (made now, 0600)" in proxy.said()
+        assert stat.S_IMODE(given.stat().st_mode) == 0o600
+        assert proxy.initialize(Authorization=f"Bearer {given.read_text().strip()}")
+
+
+def test_no_auth_is_only_for_loopback_and_says_what_it_allows() -> None:
     done = subprocess.run(
-        [PROXY, "--listen", "0.0.0.0:0", "--", *RPC_SERVER],
+        [PROXY, "--listen", "0.0.0.0:0", "--no-auth", "--", *RPC_SERVER],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2
-    assert "not a loopback address: give --listen-token-file" in done.stderr
+    assert "--no-auth: only on a loopback address" in done.stderr
+    with listening("--no-auth") as proxy:
+        assert "every local user can use the server(s)" in proxy.said()
+        assert proxy.initialize()
+        assert proxy.request("POST", INITIALIZE, {"Host": "evil.example:80"})[0] == 403
 
 
 def test_origins_and_hosts_other_than_the_proxys_own_are_refused() -> None:
@@ -404,9 +517,17 @@ def test_an_idle_session_is_ended(logs: Path) -> None:
 def test_with_upstream_each_session_is_one_connection_of_its_own(tmp_path: Path) -> None:
     """A listening proxy in front of another one, as an --upstream server: each session of the
     first is a session of the second."""
+    env = {**os.environ, "FAR_AUTH": f"Bearer {TOKEN}"}
     with listening("--record", str(tmp_path / "far")) as far:
         with listening(
-            "--record", str(tmp_path / "near"), "--upstream", far.url, server=[]
+            "--record",
+            str(tmp_path / "near"),
+            "--upstream",
+            far.url,
+            "--upstream-header",
+            "Authorization=FAR_AUTH",
+            server=[],
+            env=env,
         ) as near:
             sessions = [near.initialize(), near.initialize()]
             for number, session in enumerate(sessions):
@@ -446,12 +567,54 @@ def test_a_server_that_cannot_start_fails_its_initialize_with_502() -> None:
         assert "cannot start the server" in json.loads(body)["error"]["message"]
 
 
+@pytest.mark.slow
+def test_slow_connections_neither_starve_the_hosts_nor_stay() -> None:
+    """Issue 40, 4 (slowloris): connections that never finished their request line were held
+    for ever; 1,100 of them took every descriptor of a proxy allowed 1,024 (a common default),
+    and a host got nothing. Now a request's headers have 10 s, one address holds at most part
+    of the connections and the next gets a 503 at once: another address is served, and the
+    attacker's own gets a clean 503."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def a_host(url: str, source: str) -> str:
+        import httpx2
+
+        async with (
+            sdk_http(source=source, timeout=httpx2.Timeout(30)) as client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            echoed = await session.call_tool("echo", {"from": source})
+            return echoed.content[0].text
+
+    with listening(descriptors=1024) as proxy:
+        with slow_connections(int(proxy.port), 1100) as attackers:  # from 127.0.0.1
+            assert json.loads(anyio.run(a_host, proxy.url, "127.0.0.2")) == {"from": "127.0.0.2"}
+            status, headers, body = 0, {}, b""
+            for _ in range(100):  # dropped while 64 503s are under way (each for 1 s at most)
+                with contextlib.suppress(ConnectionError):
+                    status, headers, body = proxy.request("POST", INITIALIZE)
+                    break
+                time.sleep(0.1)
+            assert status == 503 and headers["retry-after"] == "5", (status, body)
+            assert b"connections from 127.0.0.1 are open" in body
+            seen = answers_to(attackers)
+        assert seen.get("held") == 0 and sum(seen.values()) == 1100, seen
+        assert seen.get("503", 0) > 0 and seen.get("408", 0) > 0, seen  # refused; timed out
+        assert proxy.initialize()  # the attacker's address is served again once they are gone
+
+
 @pytest.mark.parametrize(
     ("options", "said"),
     [
         (["--listen-idle", "5"], "need --listen"),
         (["--listen", "127.0.0.1:0", "--context", "c.jsonl"], "not with --listen"),
         (["--listen", "127.0.0.1:0", "--listen-idle", "0"], "minutes above 0"),
+        (["--no-auth"], "need --listen"),
+        (["--listen", "127.0.0.1:0", "--no-auth", "--listen-token-file", "t"], "choose one"),
     ],
 )
 def test_listen_options_that_cannot_work_are_usage_errors(options: list[str], said: str) -> None:
