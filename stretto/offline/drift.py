@@ -228,7 +228,7 @@ def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored,
     """One session scored under the flow's decider (audit's scoring), and the decider's kind."""
     from stretto.offline.audit import audit
 
-    scored = audit(flow, [episode], decider)
+    scored = audit(flow, [episode], decider, served=False)
     totals = scored.totals()
     n = totals["decisions"]
     steps, unknown, tools = unknown_steps(episode, trained_tools(flow))
@@ -327,11 +327,17 @@ def drift(
     change against from it to the end of the alarm)."""
     settings = settings or Settings()
     settings.check()
-    kind = decider
-    scored = []
-    for episode in episodes:
-        one, kind = score(flow, episode, decider)
-        scored.append(one)
+    # each session's decision points read once, in one pass (facts), and each distinct point
+    # scored once: the work is linear in the session's calls (no binding: drift scores the
+    # agent's steps, not what the proxy would have served)
+    fresh = score_facts(flow, [facts(e) for e in episodes], decider)
+    if fresh is not None:
+        scored, kind = fresh
+    else:  # the arbiter: its judge reads the session's transcript, scored from the log
+        kind, scored = decider, []
+        for episode in episodes:
+            one, kind = score(flow, episode, decider)
+            scored.append(one)
     return detect(flow, scored, kind, settings)
 
 

@@ -123,3 +123,36 @@ def test_no_sessions_is_quiet(flow) -> None:
     result = drift(flow, [])
     assert result.sessions == [] and not result.sounding and result.alarms == []
     assert isinstance(markdown(result), str)
+
+
+def test_the_work_per_call_does_not_grow_with_the_session(flow, tmp_path, monkeypatch) -> None:
+    # drift scores the agent's steps: it walks each session once and scores each distinct
+    # decision point once. It used to bind the served lookup at every point too, each binding
+    # scanning every earlier result: work quadratic in the session's calls (800 calls 50 s)
+    from stretto.model import binding
+    from stretto.model.decide import Decider
+
+    work = {"steps": 0}
+    scan, probabilities = binding.values_at, Decider.probabilities
+
+    def counted_scan(*args, **kwargs):
+        work["steps"] += 1
+        return scan(*args, **kwargs)
+
+    def counted_probabilities(self, *args, **kwargs):
+        work["steps"] += 1
+        return probabilities(self, *args, **kwargs)
+
+    monkeypatch.setattr(binding, "values_at", counted_scan)
+    monkeypatch.setattr(Decider, "probabilities", counted_probabilities)
+    per_call = []
+    for customers in (25, 100):
+        folder = tmp_path / f"c{customers}"
+        (path,) = write_sessions(folder, ["usual"], seed=7, customers=customers, start=6000)
+        calls = path.read_text().count('"tools/call"')
+        work["steps"] = 0
+        result = drift(flow, read_episodes(folder))
+        assert result.sessions[0]["decisions"] > 3 * customers
+        per_call.append(work["steps"] / calls)
+    small, large = per_call
+    assert large <= small * 1.25, per_call
