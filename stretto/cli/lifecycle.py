@@ -45,8 +45,9 @@ def _register_drift(commands: Commands) -> None:
         "change-point detection on the three together. The alarm sounds when the chance that "
         "a new run of sessions began within the last --window sessions reaches --threshold; "
         "it then holds until --hold sessions after the change. The report names where the "
-        "change began and the sites whose surprise rose most. Markdown on stdout (--json: data); the report, its data and a plot of the series in "
-        "--out (default HOME/reports/<domain>/drift-<time>/). Exit 1 while the alarm sounds "
+        "change began and the sites whose surprise rose most. Markdown on stdout (--json: "
+        "data); the report, its data and a plot of the series in --out (default "
+        "HOME/reports/<domain>/drift-<time>/). Exit 1 while the alarm sounds "
         "after the last session, 0 when it does not, 2 on an error.",
         examples=[
             "stretto drift --flow notes.flow.json --sessions ~/.stretto/logs/notes",

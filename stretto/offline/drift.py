@@ -21,9 +21,9 @@ likelihood.
 
 The alarm then holds: the command reports it (exit 1) after the last session while the
 statistic reaches `threshold` there, or while the last alarm's change began fewer than `hold`
-sessions before the last one (`hold` 0: while the statistic does). (The statistic alone falls quiet once the new run is longer
-than `window`, though nobody has relearned: a check run a dozen sessions after a change of
-habit would have said nothing.)
+sessions before the last one (`hold` 0: only while the statistic does). The statistic alone
+falls quiet once the new run is longer than `window`, though nobody has relearned: a check
+run a dozen sessions after a change of habit would have said nothing.
 """
 
 from __future__ import annotations
