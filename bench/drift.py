@@ -31,7 +31,8 @@ for the sizes up to `--old-max-calls`.
 `--detection N`: instead, the alarm on N generated help-desk series (write_tickets: a flow
 learned from 30 sessions of an agent that looks up each ticket's requester): 12 sessions as
 trained then 12 where the agent stops (`no-requester`) or stops on half the tickets (`half`),
-and 24 unchanged sessions; per kind, how often the command would exit 1 after the last
+and 24 unchanged sessions (also 100 unchanged, and 100 `half` ones: steady, but never as
+trained); per kind, how often the command would exit 1 after the last
 session, the detection delay (sessions from the change to the first alarm) and alarms on
 unchanged series (false alarms), with 100-session unchanged series for the per-session rate.
 
@@ -214,6 +215,7 @@ def detection(series: int) -> dict:
             "half": ["requester"] * BEFORE + ["half"] * AFTER,
             "unchanged": ["requester"] * (BEFORE + AFTER),
             "unchanged-100": ["requester"] * 100,
+            "steady-half-100": ["half"] * 100,  # no change, but unlike training throughout
         }
         for kind, habits in kinds.items():
             sounding = alarmed = false_sessions = sessions = 0
@@ -285,7 +287,7 @@ def main() -> int:
     if args.detection:
         print(f"\nthe alarm on generated help-desk series ({BEFORE} + {AFTER} sessions)\n")
         print(
-            f"  {'series':15}{'count':>7}{'exit 1':>9}{'alarmed':>9}{'delay':>6}{'p90':>5}"
+            f"  {'series':16}{'count':>6}{'exit 1':>9}{'alarmed':>9}{'delay':>6}{'p90':>5}"
             f"{'max':>5}  false-alarm sessions (before the change)"
         )
         figures = detection(args.detection)
