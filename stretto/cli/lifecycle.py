@@ -44,9 +44,10 @@ def _register_drift(commands: Commands) -> None:
         "the share of the agent's steps after a tool the flow never learned; Bayesian online "
         "change-point detection on the three together. The alarm sounds when the chance that "
         "a new run of sessions began within the last --window sessions reaches --threshold; "
-        "the report names where the change began and the sites whose surprise rose most. "
-        "Markdown on stdout (--json: data); the report, its data and a plot of the series in "
-        "--out (default HOME/reports/<domain>/drift-<time>/). Exit 1 while the alarm sounds "
+        "it then holds until --hold sessions after the change. The report names where the "
+        "change began and the sites whose surprise rose most. Markdown on stdout (--json: "
+        "data); the report, its data and a plot of the series in --out (default "
+        "HOME/reports/<domain>/drift-<time>/). Exit 1 while the alarm sounds "
         "after the last session, 0 when it does not, 2 on an error.",
         examples=[
             "stretto drift --flow notes.flow.json --sessions ~/.stretto/logs/notes",
@@ -85,6 +86,14 @@ def _register_drift(commands: Commands) -> None:
         metavar="P",
         help="sound when that chance reaches P (%(default)g)",
     )
+    drift.add_argument(
+        "--hold",
+        type=int,
+        default=defaults.hold,
+        metavar="N",
+        help="keep sounding until N sessions after the change (%(default)s; 0: no longer than "
+        "the window)",
+    )
     drift.add_argument("--json", action="store_true", help="the results as JSON on stdout")
     drift.add_argument("--out", metavar="DIR", help="where to write the report and the plot")
     add_home(drift)
@@ -101,7 +110,7 @@ def _drift(args: argparse.Namespace) -> int:
         if args.decider == "reach" and not flow.get("reach"):
             raise ValueError(f"{args.flow}: this flow has no reach counts; use --decider habit")
         episodes = _drift_episodes(args, flow)
-        settings = Settings(args.hazard, args.window, args.threshold)
+        settings = Settings(args.hazard, args.window, args.threshold, args.hold)
         result = drift(flow, episodes, args.decider, settings)
         folder = _report_folder(args, flow["manifest"]["domain"], "drift")
         write_report(result, folder)
@@ -116,7 +125,7 @@ def _drift(args: argparse.Namespace) -> int:
         alarm = result.alarms[-1]
         say(
             f"the alarm is sounding: the agent's habits changed around session "
-            f"{alarm['change_session']} ({result.sessions[-1]['change']:.2f})"
+            f"{alarm['change_session']}, {len(result.sessions) - alarm['change']} sessions ago"
         )
     say(f"drift report, data and plot in {folder}")
     return 1 if result.sounding else 0

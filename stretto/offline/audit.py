@@ -93,10 +93,12 @@ def audit(
     episodes: list[Episode],
     decider: str | None = "habit",
     oracle: OracleOptions | None = None,
+    served: bool = True,
 ) -> Audit:
     """Score `episodes` under `decider` (None: the flow's default, its arbiter if it has
     one); the served scores are the proxy's default decider's. `oracle`: who answers the
-    arbiter's questions (default `replay`)."""
+    arbiter's questions (default `replay`). `served=False`: the agent's steps only (no
+    binding, no served scores: what drift reads)."""
     scorer = Decider(flow, decider)
     server = Decider(flow, default_decider(flow))  # what the proxy would serve
     dists = FlowDistributions(flow)
@@ -110,7 +112,17 @@ def audit(
         transcript = Judges.transcript() if judges is not None else None
         for point in decision_points(episode, sources, transcript):
             asked = _Asked(judge.on(point.view)) if judge is not None else None
-            _audit_point(episode.id, point, scorer, server, dists, kinds, writes, result, asked)
+            _audit_point(
+                episode.id,
+                point,
+                scorer,
+                server if served else None,
+                dists,
+                kinds,
+                writes,
+                result,
+                asked,
+            )
     return result
 
 
@@ -142,7 +154,7 @@ def _audit_point(
     session: str,
     point: Point,
     scorer: Decider,
-    server: Decider,
+    server: Decider | None,
     dists: FlowDistributions,
     kinds: dict,
     writes: frozenset[str],
@@ -162,6 +174,8 @@ def _audit_point(
         out.decisions.append(
             _score(session, probs, agents_step(point.following), last, kinds, dists)
         )
+    if server is None:
+        return
     decision = server.decide(list(view.history), last, view.state, judge=judge)
     if judge is not None and judge.judged is not None and judge.judged.reason is not None:
         out.unanswered += 1  # the served measure leaves it out (the scorer is not the arbiter)

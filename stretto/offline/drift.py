@@ -18,6 +18,12 @@ sounds after a session when the posterior probability that the current run began
 last `window` sessions — at least 3 sessions ago, with at least 10 before it — reaches
 `threshold`. A session without a decision point leaves its missing values out of the
 likelihood.
+
+The alarm then holds: the command reports it (exit 1) after the last session while the
+statistic reaches `threshold` there, or while the last alarm's change began fewer than `hold`
+sessions before the last one (`hold` 0: only while the statistic does). The statistic alone
+falls quiet once the new run is longer than `window`, though nobody has relearned: a check
+run a dozen sessions after a change of habit would have said nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class Settings:
     hazard: float = 0.01
     window: int = 10
     threshold: float = 0.5
+    hold: int = 30
 
     def check(self) -> None:
         if not 0 < self.hazard <= 1:
@@ -51,6 +58,8 @@ class Settings:
             raise ValueError(f"--window wants at least {MIN_RUN} sessions, got {self.window}")
         if not 0 < self.threshold <= 1:
             raise ValueError(f"--threshold wants a probability in (0, 1], got {self.threshold}")
+        if self.hold < 0:
+            raise ValueError(f"--hold wants 0 sessions or more, got {self.hold}")
 
 
 @dataclass
@@ -65,8 +74,16 @@ class Drift:
 
     @property
     def sounding(self) -> bool:
-        """The alarm sounds after the last session (the command exits 1)."""
-        return bool(self.sessions) and self.sessions[-1]["change"] >= self.settings.threshold
+        """The alarm sounds after the last session (the command exits 1): the statistic
+        reaches the threshold there, or the last alarm's change began fewer than `hold`
+        sessions before it."""
+        if not self.sessions:
+            return False
+        if self.sessions[-1]["change"] >= self.settings.threshold:
+            return True
+        return bool(self.alarms) and (
+            len(self.sessions) - 1 - self.alarms[-1]["change"] < self.settings.hold
+        )
 
     def as_json(self) -> dict:
         return {
@@ -76,6 +93,7 @@ class Drift:
                 "hazard": self.settings.hazard,
                 "window": self.settings.window,
                 "threshold": self.settings.threshold,
+                "hold": self.settings.hold,
             },
             "sessions": self.sessions,
             "alarms": self.alarms,
@@ -229,7 +247,7 @@ def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored,
     """One session scored under the flow's decider (audit's scoring), and the decider's kind."""
     from stretto.offline.audit import audit
 
-    scored = audit(flow, [episode], decider)
+    scored = audit(flow, [episode], decider, served=False)
     totals = scored.totals()
     n = totals["decisions"]
     steps, unknown, tools = unknown_steps(episode, trained_tools(flow))
@@ -328,11 +346,17 @@ def drift(
     change against from it to the end of the alarm)."""
     settings = settings or Settings()
     settings.check()
-    kind = decider
-    scored = []
-    for episode in episodes:
-        one, kind = score(flow, episode, decider)
-        scored.append(one)
+    # each session's decision points read once, in one pass (facts), and each distinct point
+    # scored once: the work is linear in the session's calls (no binding: drift scores the
+    # agent's steps, not what the proxy would have served)
+    fresh = score_facts(flow, [facts(e) for e in episodes], decider)
+    if fresh is not None:
+        scored, kind = fresh
+    else:  # the arbiter: its judge reads the session's transcript, scored from the log
+        kind, scored = decider, []
+        for episode in episodes:
+            one, kind = score(flow, episode, decider)
+            scored.append(one)
     return detect(flow, scored, kind, settings)
 
 
@@ -385,15 +409,18 @@ def markdown(result: Drift) -> str:
         "",
         f"{len(result.sessions)} sessions in start order; change-point detection with hazard "
         f"{s.hazard:g}, alarm when the chance that a new run began within the last "
-        f"{s.window} sessions reaches {s.threshold:g}.",
+        f"{s.window} sessions reaches {s.threshold:g}; it holds {s.hold} sessions from the "
+        "change.",
         "",
     ]
     if result.sounding:
         last = result.alarms[-1]
+        since = len(result.sessions) - last["change"]
         out.append(
             f"**The alarm is sounding**: the agent's habits changed around session "
-            f"{last['change']} ({last['change_session']}), probability "
-            f"{result.sessions[-1]['change']:.2f}. Relearn (stretto stage) and review."
+            f"{last['change']} ({last['change_session']}), {since} sessions ago (probability "
+            f"{last['probability']:.2f} at session {last['at']}). Relearn (stretto stage) and "
+            "review."
         )
     else:
         out.append("The alarm is not sounding after the last session.")

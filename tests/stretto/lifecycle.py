@@ -39,19 +39,31 @@ TOOLS = {
 }
 
 
+DESK_TOOLS = {
+    "tools": [
+        _tool("get_ticket", "ticket", True),
+        _tool("get_user", "user", True),
+        _tool("search_kb", "query", True),
+        _tool("update_ticket", "ticket", False),
+    ]
+}
+
+
 class Session:
     """One session log being written: the agent's calls a turn each, 600 ms apart."""
 
-    def __init__(self, session: str, start_ms: int) -> None:
+    def __init__(
+        self, session: str, start_ms: int, domain: str = "shop", tools: dict = TOOLS
+    ) -> None:
         self.log = LogBuilder()
         self.log.lines[0] = {
             **HEADER,
             "session": session,
             "started_unix_ms": start_ms,
-            "domain": "shop",
+            "domain": domain,
         }
         self.log._add(0, "client", {"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
-        self.log._add(1, "server", {"jsonrpc": "2.0", "id": 0, "result": TOOLS})
+        self.log._add(1, "server", {"jsonrpc": "2.0", "id": 0, "result": tools})
         self.t, self.next_id = 2, 1
 
     def say(self, role: str, text: str) -> Session:
@@ -114,7 +126,43 @@ def write_sessions(
     return paths
 
 
-def learn_folder(folder: Path, out: Path, home: Path, *extra: str) -> dict:
+def ticket(session: Session, index: int, rng: random.Random, habit: str) -> None:
+    """One help-desk ticket handled. Habit `requester`: read the ticket, then look up its
+    requester, sometimes search the knowledge base, answer and sometimes update the ticket.
+    Habit `no-requester`: the same without the requester's lookup after the ticket; `half`:
+    without it on half the tickets."""
+    number, user = f"T-{index}", f"u_{index % 97}"
+    session.say("user", f"Please look at ticket {number}.")
+    subject = rng.choice(["login", "billing", "export", "invite"])
+    ticket_json = json.dumps({"ticket": number, "requester": user, "subject": subject})
+    session.call("get_ticket", ticket_json, ticket=number)
+    if habit == "requester" or (habit == "half" and rng.random() < 0.5):
+        session.call("get_user", json.dumps({"user": user, "plan": "pro"}), user=user)
+    if rng.random() < 0.5:
+        session.call("search_kb", json.dumps({"articles": [f"kb-{subject}"]}), query=subject)
+    session.say("assistant", f"Ticket {number}: here is what I found.")
+    if rng.random() < 0.4:
+        session.say("user", "Please mark it solved.")
+        session.call("update_ticket", "updated", ticket=number)
+        session.say("assistant", "Done.")
+
+
+def write_tickets(
+    folder: Path, habits: list[str], seed: int = 0, tickets: int = 4, start: int = 0
+) -> list[Path]:
+    """One help-desk session (domain `desk`) per habit given, in start order, each handling
+    `tickets` tickets (±1, at random)."""
+    rng = random.Random(seed)
+    paths = []
+    for i, habit in enumerate(habits):
+        session = Session(f"d-{start + i:04d}", 1_000_000 + (start + i) * 1000, "desk", DESK_TOOLS)
+        for k in range(max(1, tickets + rng.randint(-1, 1))):
+            ticket(session, (start + i) * 10 + k, rng, habit)
+        paths.append(session.write(folder))
+    return paths
+
+
+def learn_folder(folder: Path, out: Path, home: Path, *extra: str, domain: str = "shop") -> dict:
     """Learn with the real command, in this process."""
     with contextlib.redirect_stdout(io.StringIO()):
         code = main(
@@ -123,7 +171,7 @@ def learn_folder(folder: Path, out: Path, home: Path, *extra: str) -> dict:
                 "--sessions",
                 str(folder),
                 "--domain",
-                "shop",
+                domain,
                 "--habit-only",
                 "--out",
                 str(out),

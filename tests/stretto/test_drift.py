@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from stretto.logs.episode import read_episodes
+from stretto.model.flow import load_flow
 from stretto.offline.audit import audit
 from stretto.offline.drift import Settings, change_probabilities, drift, markdown, plot, prior
-from tests.stretto.lifecycle import learn_folder, write_sessions
+from tests.builders import stretto
+from tests.stretto.lifecycle import learn_folder, write_sessions, write_tickets
 
 CHANGE = 50
 
@@ -41,8 +44,10 @@ def test_the_alarm_sounds_within_ten_sessions_of_a_change_and_not_before(
     moved = [m["site"] for m in alarm["moved"]]
     assert moved[0] == "get_account"
     assert alarm["moved"][0]["after"]["surprise"] > alarm["moved"][0]["before"]["surprise"]
-    # the new habit is the norm ten sessions on: no longer sounding at the end
-    assert not result.sounding
+    # the new habit is the norm ten sessions on: the statistic no longer sounds at the end
+    # (the window's rule alone, --hold 0; by default an alarm holds 30 sessions from its change)
+    quiet = drift(flow, read_episodes(tmp_path), settings=Settings(hold=0))
+    assert quiet.sessions == result.sessions and not quiet.sounding
 
 
 def test_quiet_on_two_hundred_unchanged_sessions(flow, tmp_path) -> None:
@@ -77,7 +82,7 @@ def test_sounding_after_the_last_session_and_the_report(flow, tmp_path) -> None:
     assert result.sounding  # the command exits 1
     data = json.loads(json.dumps(result.as_json()))
     assert data["sounding"] is True
-    assert data["settings"] == {"hazard": 0.01, "window": 10, "threshold": 0.5}
+    assert data["settings"] == {"hazard": 0.01, "window": 10, "threshold": 0.5, "hold": 30}
     assert set(data["sessions"][0]) == {
         "id",
         "decisions",
@@ -114,6 +119,7 @@ def test_bad_settings_are_refused(flow) -> None:
         (Settings(hazard=0), "--hazard"),
         (Settings(window=2), "--window wants at least 3"),
         (Settings(threshold=1.5), "--threshold"),
+        (Settings(hold=-1), "--hold wants 0 sessions or more"),
     ]:
         with pytest.raises(ValueError, match=message):
             drift(flow, [], settings=settings)
@@ -123,3 +129,78 @@ def test_no_sessions_is_quiet(flow) -> None:
     result = drift(flow, [])
     assert result.sessions == [] and not result.sounding and result.alarms == []
     assert isinstance(markdown(result), str)
+
+
+def test_the_work_per_call_does_not_grow_with_the_session(flow, tmp_path, monkeypatch) -> None:
+    # drift scores the agent's steps: it walks each session once and scores each distinct
+    # decision point once. It used to bind the served lookup at every point too, each binding
+    # scanning every earlier result: work quadratic in the session's calls (800 calls 50 s)
+    from stretto.model import binding
+    from stretto.model.decide import Decider
+
+    work = {"steps": 0}
+    scan, probabilities = binding.values_at, Decider.probabilities
+
+    def counted_scan(*args, **kwargs):
+        work["steps"] += 1
+        return scan(*args, **kwargs)
+
+    def counted_probabilities(self, *args, **kwargs):
+        work["steps"] += 1
+        return probabilities(self, *args, **kwargs)
+
+    monkeypatch.setattr(binding, "values_at", counted_scan)
+    monkeypatch.setattr(Decider, "probabilities", counted_probabilities)
+    per_call = []
+    for customers in (25, 100):
+        folder = tmp_path / f"c{customers}"
+        (path,) = write_sessions(folder, ["usual"], seed=7, customers=customers, start=6000)
+        calls = path.read_text().count('"tools/call"')
+        work["steps"] = 0
+        result = drift(flow, read_episodes(folder))
+        assert result.sessions[0]["decisions"] > 3 * customers
+        per_call.append(work["steps"] / calls)
+    small, large = per_call
+    assert large <= small * 1.25, per_call
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory) -> Path:
+    """A help-desk flow learned from 30 sessions of an agent that looks up each ticket's
+    requester after reading the ticket."""
+    base = tmp_path_factory.mktemp("desk")
+    write_tickets(base / "train", ["requester"] * 30, seed=1)
+    learn_folder(base / "train", base / "desk.flow.json", base / "home", domain="desk")
+    return base / "desk.flow.json"
+
+
+@pytest.mark.parametrize("seed", [300, 301, 302])
+def test_a_dropped_requester_lookup_sounds_a_dozen_sessions_on(desk, tmp_path, seed) -> None:
+    # twelve sessions as trained, then twelve where the agent no longer looks up the requester
+    # after each ticket: the command exits 1 after the last (the statistic alone has fallen
+    # quiet by then: the new run is longer than the window)
+    habits = ["requester"] * 12 + ["no-requester"] * 12
+    write_tickets(tmp_path / "logs", habits, seed=seed, start=1000)
+    done = stretto(
+        "drift", "--flow", desk, "--sessions", tmp_path / "logs", "--json", "--out", tmp_path / "r"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "the alarm is sounding" in done.stderr and "12 sessions ago" in done.stderr
+    data = json.loads(done.stdout)
+    assert data["sounding"] and len(data["alarms"]) == 1
+    alarm = data["alarms"][0]
+    assert alarm["change"] == 12 and 12 <= alarm["at"] < 24  # within a dozen sessions
+    assert all(s["change"] < 0.5 for s in data["sessions"][:12])
+    assert alarm["moved"][0]["site"] == "get_ticket"  # the site the requester lookup followed
+    assert data["sessions"][-1]["change"] < 0.5  # held, not the statistic
+    held = drift(load_flow(desk), read_episodes(tmp_path / "logs"), settings=Settings(hold=0))
+    assert not held.sounding and held.alarms  # --hold 0: the window's rule alone
+
+
+def test_unchanged_ticket_series_are_not_flagged(desk, tmp_path) -> None:
+    for seed in range(400, 405):
+        folder = tmp_path / f"seed-{seed}"
+        write_tickets(folder, ["requester"] * 24, seed=seed, start=1000)
+        done = stretto("drift", "--flow", desk, "--sessions", folder, "--out", tmp_path / "r")
+        assert done.returncode == 0, done.stderr
+        assert "The alarm is not sounding" in done.stdout

@@ -102,6 +102,7 @@ def test_drift_exits_2_on_an_error(trained, tmp_path) -> None:
         (["--flow", str(trained), "--sessions", str(empty)], "no sessions to watch"),
         (["--flow", str(trained), "--sessions", str(SHOP), "--window", "2"], "--window wants"),
         (["--flow", str(trained), "--sessions", str(SHOP), "--hazard", "0"], "--hazard wants"),
+        (["--flow", str(trained), "--sessions", str(SHOP), "--hold", "-1"], "--hold wants"),
         (["--flow", str(trained), "--otel", str(bad)], "not an OTLP trace export"),
     ]:
         code, _, err = run("drift", *argv, *out)
