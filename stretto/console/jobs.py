@@ -124,9 +124,17 @@ class Jobs:
             if kind == "audit":
                 return [*argv, "--out", str(artifacts), "--home", home], writes
             if kind == "replay":
-                threshold = params.get("threshold", 0.3)
-                if not isinstance(threshold, int | float) or isinstance(threshold, bool):
-                    raise JobError(f"field `threshold`: expected a number, got {threshold!r}")
+                threshold = params.get("threshold")  # none: the flow's own, else 0.3
+                if threshold is None:
+                    return [*argv, "--out", str(artifacts)], writes
+                if (
+                    not isinstance(threshold, int | float)
+                    or isinstance(threshold, bool)
+                    or not 0 <= threshold <= 1
+                ):
+                    raise JobError(
+                        f"field `threshold`: expected a number from 0 to 1, got {threshold!r}"
+                    )
                 return [*argv, "--threshold", str(threshold), "--out", str(artifacts)], writes
             if params.get("dry_run"):
                 return [*argv, "--dry-run"], writes
