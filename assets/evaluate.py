@@ -10,7 +10,7 @@ from assets.metadata import link, skipped
 from assets.partitions import domains
 from assets.reports import missing
 from assets.resources import StrettoHome
-from stretto.model.decide import DEFAULT_THRESHOLD
+from stretto.model.decide import DEFAULT_THRESHOLD, served_threshold
 from stretto.model.flow import load_flow
 from stretto.offline import evaluate as ev
 
@@ -21,7 +21,7 @@ class EvaluationConfig(dg.Config):
 
     sessions: str | None = None  # session logs with their flow logs (made with --flow-explore)
     deciders: list[str] = []  # target deciders, reach and/or habit; empty: the logs' own
-    thresholds: list[float] = [DEFAULT_THRESHOLD]  # target thresholds
+    thresholds: list[float] = []  # target thresholds (none: the flow's own, else 0.3)
     flow: str | None = None  # the flow served: tool kinds, and the report's domain
     out: str | None = None  # the tables' folder (default HOME/reports/<domain>/evaluation-<time>)
     # (`flow` default: the served flow, when there is one)
@@ -55,7 +55,8 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stre
     labelled = ev.label_folder(str(sessions), kinds, progress=stretto.progress)
     for warning in labelled.warnings:
         context.log.warning(warning)
-    targets = ev.targets(labelled, config.deciders, config.thresholds)
+    own = served_threshold(flow) if flow else DEFAULT_THRESHOLD
+    targets = ev.targets(labelled, config.deciders, config.thresholds or [own])
     results = ev.evaluate(
         labelled,
         targets,

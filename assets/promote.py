@@ -10,7 +10,6 @@ from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
 from stretto.home import private_dirs
-from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
 
 
@@ -21,7 +20,7 @@ class PromotionConfig(dg.Config):
     flow: str | None = None  # the flow file
     shadow: str | None = None  # session logs recorded in shadow mode (or without a flow)
     decider: str | None = None  # reach or habit; default: as served (reach if the flow has it)
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = None  # None: the flow's own (learn --calibrate), else 0.3
     min_used: float = 0.7
     min_lower: float = 0.5
     min_tasks: int = 3

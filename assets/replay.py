@@ -10,7 +10,6 @@ from assets.metadata import image, link, skipped
 from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
-from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.model.flow import load_flow
 from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
 
@@ -24,7 +23,7 @@ class ReplayConfig(dg.Config):
     results: list[str] = []  # τ²-bench results files
     split: str | None = None  # with a split, only its test tasks are replayed
     decider: str | None = None  # reach or habit (default: as served)
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = None  # None: the flow's own (learn --calibrate), else 0.3
     explore: float | None = 0.0  # score every option for calibration (None: don't)
 
 

@@ -95,9 +95,10 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 "--flow-threshold",
                 "value",
                 float,
-                defaults.THRESHOLD,
+                None,
                 "P",
-                "make a lookup when probability x binding chance reaches P (%(default)s)",
+                "make a lookup when probability x binding chance reaches P (default: the "
+                f"flow's own threshold, written by learn --calibrate, else {defaults.THRESHOLD})",
             ),
             (
                 "--flow-per-call",
@@ -462,7 +463,7 @@ def _problem(args, command: list[str]) -> str | None:
     if args.flow_surprise is not None and not _surprise_ok(args.flow_surprise):
         return "--flow-surprise wants off or a number of nats ≥ 0"
     threshold = args.flow_threshold
-    if threshold == threshold and not 0.0 <= threshold <= 1.0:  # nan: the flow's own
+    if threshold is not None and not 0.0 <= threshold <= 1.0:  # nan is refused too
         return "--flow-threshold wants a probability in [0, 1]"
     if args.flow and not (args.record or args.flow_log):
         return (

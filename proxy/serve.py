@@ -143,7 +143,7 @@ class FlowServer:
         flow: dict,
         *,
         decider: str | None,
-        threshold: float,
+        threshold: float | None,
         per_call: int,
         per_session: int,
         tools: set[str] | None,

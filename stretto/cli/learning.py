@@ -16,11 +16,13 @@ from stretto.cli.learnfolder import (
 )
 from stretto.cli.options import (
     Commands,
+    add_costs,
     add_home,
     add_learning_options,
     add_oracle,
     add_wait,
     command,
+    costs_of,
     log_domains,
     oracle_cache,
     oracle_problem,
@@ -82,6 +84,7 @@ def register(commands: Commands) -> None:
         help="also learn arguments the agent always passes the same way",
     )
     learn.add_argument("--calibrate", action="store_true", help=CALIBRATE_HELP)
+    add_costs(learn, SERVE_AT_HELP)
     add_learning_options(learn)
     learn.add_argument(
         "--surprise",
@@ -180,6 +183,7 @@ def register(commands: Commands) -> None:
         action="store_true",
         help=CALIBRATE_HELP + " (every training-task episode is replayed, failed ones too)",
     )
+    add_costs(compile_cmd, SERVE_AT_HELP)
     compile_cmd.add_argument(
         "--pooled-arbiter",
         action="store_true",
@@ -332,6 +336,7 @@ def _learn(args: argparse.Namespace) -> int:
     from stretto.model.flow import load_flow, load_manifest
 
     arbiter, problem = _arbiter_config(args)
+    problem = problem or _costs_problem(args)
     if problem:
         say(problem)
         return 2
@@ -393,11 +398,40 @@ def _learn(args: argparse.Namespace) -> int:
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
         f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
+    _serve_at_break_even(args, out)
     if args.calibrate:
         from stretto.cli.calibrating import calibrate_sessions
 
         return calibrate_sessions(sessions, args.domain, out, home=args.home, wait=args.wait)
     return 0
+
+
+SERVE_AT_HELP = (
+    "a saved LLM turn's worth and a detour's cost, in one unit (e.g. input tokens); with "
+    "--costs or --calibrate the flow is served by default at their break-even DELTA/(BETA+DELTA)"
+)
+
+
+def _costs_problem(args: argparse.Namespace) -> str | None:
+    try:
+        costs_of(args)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _serve_at_break_even(args: argparse.Namespace, out: Path) -> None:
+    """With --costs or --calibrate, write the flow's `serving` part: the threshold the proxy,
+    replay, search and the console serve it at unless told otherwise."""
+    if args.costs is None and not args.calibrate:
+        return
+    from stretto.model.decide import serving_part, theta_text
+    from stretto.model.flow import load_flow, write_flow
+
+    flow = load_flow(out)
+    flow["serving"] = serving_part(*costs_of(args))
+    write_flow(flow, out)
+    print(f"stretto: served at {theta_text(flow['serving']['threshold'])} unless told otherwise")
 
 
 def _arbiter_said(learned: dict[str, Any]) -> str:
@@ -498,6 +532,7 @@ def _compile(args: argparse.Namespace) -> int:
     from stretto.logs.tau2 import load_tools, read_split, write_logs
 
     arbiter, problem = _arbiter_config(args)
+    problem = problem or _costs_problem(args)
     if problem:
         say(problem)
         return 2
@@ -552,6 +587,7 @@ def _compile(args: argparse.Namespace) -> int:
         f"training episodes (of {training} training-task episodes in {len(files)} file(s); "
         f"{learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
+    _serve_at_break_even(args, out)
     if args.calibrate:
         from stretto.cli.calibrating import calibrate_compiled
 

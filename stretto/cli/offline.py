@@ -10,17 +10,20 @@ from pathlib import Path
 
 from stretto.cli.options import (
     Commands,
+    add_costs,
     add_decider,
     add_home,
     add_oracle,
     add_threshold,
     command,
+    costs_of,
     log_domains,
     offline_oracle,
     oracle_problem,
     paths,
     say,
 )
+from stretto.model.decide import served_threshold
 from stretto.model.defaults import PER_CALL, PER_SESSION, THRESHOLD
 
 AS_SERVED = "default: as served (the flow's arbiter, else reach if the flow has it, else habit)"
@@ -183,7 +186,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         labelled = ev.label_folder(args.sessions, flow["manifest"]["tools"] if flow else None)
         for warning in labelled.warnings:
             say(f"warning: {warning}")
-        targets = ev.targets(labelled, args.decider, args.threshold or [THRESHOLD])
+        own = served_threshold(flow) if flow else THRESHOLD
+        targets = ev.targets(labelled, args.decider, args.threshold or [own])
         results = ev.evaluate(
             labelled,
             targets,
@@ -344,12 +348,7 @@ def _register_search(commands: Commands) -> None:
         ],
     )
     _episode_options(search, "training")
-    search.add_argument(
-        "--costs",
-        default="7,3",
-        metavar="BETA,DELTA",
-        help=f"value of a saved turn and cost of a detour (default 7,3: break-even at {THRESHOLD})",
-    )
+    add_costs(search, "value of a saved turn and cost of a detour")
     add_decider(search, AS_SERVED)
     add_oracle(search, REPLAYED)
     add_threshold(search, "where sites start")
@@ -369,12 +368,9 @@ def _search(args: argparse.Namespace) -> int:
 
     flow = load_flow(args.flow)
     try:
-        beta, delta = (float(x) for x in args.costs.split(","))
-    except ValueError:
-        say(f"--costs {args.costs!r}: expected BETA,DELTA, e.g. 7,3")
-        return 2
-    if beta <= 0 or delta < 0:
-        say("--costs: BETA must be above 0 and DELTA at least 0")
+        beta, delta = costs_of(args)
+    except ValueError as exc:
+        say(str(exc))
         return 2
     problem = _decider_problem(args, flow, args.decider)
     if problem:
@@ -461,7 +457,7 @@ def _register_promote(commands: Commands) -> None:
 def _promote(args: argparse.Namespace) -> int:
     from stretto.offline.promote import Bar, promote_flow, promoted_sites
 
-    bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)
+    bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)  # None: the flow's
     problem = oracle_problem(args.oracle)
     if problem:
         say(problem)

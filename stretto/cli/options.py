@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import textwrap
 from collections import Counter
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from stretto.home import Paths
 from stretto.logs.sessionlog import is_session_log
-from stretto.model.defaults import THRESHOLD
+from stretto.model.defaults import COSTS, THRESHOLD
 
 DECIDERS = ("arbiter", "reach", "habit")
 SERVING_TIMEOUT_MS = 2000  # --oracle-timeout: how long serving waits for the model
@@ -74,23 +75,40 @@ def add_decider(
 
 
 def add_threshold(parser: argparse.ArgumentParser, help: str, *, repeatable: bool = False) -> None:
-    """--threshold T, by default the proxy's (stretto.model.defaults.THRESHOLD)."""
-    if repeatable:  # a list of them; the command falls back to the default
-        parser.add_argument(
-            "--threshold",
-            action="append",
-            type=float,
-            metavar="T",
-            help=f"{help} (repeatable; default {THRESHOLD})",
-        )
-    else:
-        parser.add_argument(
-            "--threshold",
-            type=float,
-            default=THRESHOLD,
-            metavar="T",
-            help=f"{help} (default %(default)s)",
-        )
+    """--threshold T; None when not given: the command serves the flow at its own threshold
+    (stretto.model.decide.served_threshold: the flow's `serving`, else THRESHOLD)."""
+    default = f"default: the flow's own threshold, else {THRESHOLD}"
+    parser.add_argument(
+        "--threshold",
+        action="append" if repeatable else "store",
+        type=float,
+        metavar="T",
+        help=f"{help} ({'repeatable; ' if repeatable else ''}{default})",
+    )
+
+
+def add_costs(parser: argparse.ArgumentParser, help: str) -> None:
+    """--costs BETA,DELTA: a saved LLM turn's worth and a detour's cost, in any one unit
+    (e.g. input tokens: τ²-bench retail 5824,2467); None when not given."""
+    beta, delta = COSTS
+    parser.add_argument(
+        "--costs",
+        metavar="BETA,DELTA",
+        help=f"{help} (default {beta:g},{delta:g}: break-even at {THRESHOLD})",
+    )
+
+
+def costs_of(args: argparse.Namespace) -> tuple[float, float]:
+    """The costs --costs gave, else the default; ValueError saying what is wrong."""
+    if args.costs is None:
+        return COSTS
+    try:
+        beta, delta = (float(x) for x in args.costs.split(","))
+    except ValueError:
+        raise ValueError(f"--costs {args.costs!r}: expected BETA,DELTA, e.g. 7,3") from None
+    if not (beta > 0 and delta >= 0) or not all(map(math.isfinite, (beta, delta))):
+        raise ValueError("--costs: BETA must be above 0 and DELTA at least 0")
+    return beta, delta
 
 
 def add_learning_options(parser: argparse.ArgumentParser) -> None:

@@ -36,11 +36,15 @@ def _int(request: Request, name: str, default: int, low: int = 0, high: int | No
     return value
 
 
-def _threshold(request: Request, console: Console, name: str = "threshold") -> float:
+def _threshold(
+    request: Request, console: Console, name: str = "threshold", flow: dict | None = None
+) -> float:
+    """The query's threshold; when not given, the flow's own (a calibrated flow's break-even,
+    `serving`), else the settings'."""
+    own = (flow or {}).get("serving")
+    default = own["threshold"] if own else console.settings()["threshold"]
     try:
-        return flowview.parse_threshold(
-            request.query_params.get(name), console.settings()["threshold"]
-        )
+        return flowview.parse_threshold(request.query_params.get(name), default)
     except ValueError as exc:
         raise ApiError(400, str(exc)) from None
 
@@ -254,14 +258,14 @@ def flows(request: Request) -> Response:
 def flow(request: Request) -> Response:
     console = _console(request)
     entry = _flow(request)
-    return JSONResponse(flowview.detail(entry, _threshold(request, console)))
+    return JSONResponse(flowview.detail(entry, _threshold(request, console, flow=entry.flow)))
 
 
 def flow_replay(request: Request) -> Response:
     console = _console(request)
     entry = _flow(request)
     settings = console.settings()
-    threshold = _threshold(request, console)
+    threshold = _threshold(request, console, flow=entry.flow)
     figures = console.replays.figures(entry, threshold, (settings["beta"], settings["delta"]))
     return JSONResponse(figures)
 
@@ -359,7 +363,12 @@ def events(request: Request) -> Response:
 
 KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
 JOB = ("id", "path", "the job's id")
-THRESHOLD = ("threshold", "query", "the served threshold, 0 to 1 (default: the settings')")
+THRESHOLD = (
+    "threshold",
+    "query",
+    "the served threshold, 0 to 1 (default: the flow's own when it carries one, else the "
+    "settings')",
+)
 PAGING = [
     ("offset", "query", "skip this many"),
     ("limit", "query", f"at most this many (≤ {PAGE_LIMIT})"),

@@ -126,7 +126,9 @@ class Jobs:
             if kind == "audit":
                 return [*argv, "--out", str(artifacts), "--home", home], writes
             if kind == "replay":
-                threshold = params.get("threshold", 0.3)
+                threshold = params.get("threshold")  # none: the flow's own, else 0.3
+                if threshold is None:
+                    return [*argv, "--out", str(artifacts)], writes
                 if (
                     not isinstance(threshold, int | float)
                     or isinstance(threshold, bool)

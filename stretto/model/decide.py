@@ -64,6 +64,31 @@ def decider_problem(flow: dict, decider: str) -> str | None:
     return None
 
 
+def break_even(beta: float, delta: float) -> float:
+    """The threshold at which a lookup pays (algorithms §18): a served score q saves q·β and
+    costs (1 − q)·δ, so it pays from q = δ / (β + δ)."""
+    return delta / (beta + delta)
+
+
+def serving_part(beta: float, delta: float) -> dict:
+    """The flow's `serving` part for costs β (a saved turn) and δ (a detour): their
+    break-even, to 4 places, with the costs it came from."""
+    return {
+        "threshold": round(break_even(beta, delta), 4),
+        "costs": {"saved_turn": beta, "detour": delta},
+    }
+
+
+def served_threshold(flow: dict, given: float | None = None) -> float:
+    """The threshold a flow is served at: `given` (an explicit --threshold or
+    --flow-threshold) when set, else the flow's own (`serving.threshold`, written by
+    --calibrate from the domain's costs), else the default. A site's own threshold
+    (`thresholds`, from search) still applies at that site."""
+    if given is not None:
+        return given
+    return float(flow.get("serving", {}).get("threshold", DEFAULT_THRESHOLD))
+
+
 def theta_text(theta: float) -> str:
     """A threshold as the reference prints it: 0.3, 0.25, 1."""
     text = repr(float(theta))
@@ -137,10 +162,11 @@ def site_name(tool: str, failed: bool) -> str:
 
 class Decider:
     """A flow's decider: `arbiter` (the default when the flow has one), `reach` (the default
-    when the flow has reach counts) or `habit`."""
+    when the flow has reach counts) or `habit`; served at `threshold`, by default the flow's
+    own (`served_threshold`)."""
 
     def __init__(
-        self, flow: dict, decider: str | None = None, threshold: float = DEFAULT_THRESHOLD
+        self, flow: dict, decider: str | None = None, threshold: float | None = None
     ) -> None:
         self.flow = flow
         self.kind = decider or default_decider(flow)
@@ -148,7 +174,7 @@ class Decider:
             raise ValueError(f"unknown decider {self.kind!r} (arbiter, reach or habit)")
         if self.kind == "arbiter" and not flow.get("arbiter"):
             raise ValueError("this flow has no arbiter to decide with")
-        self.threshold = threshold
+        self.threshold = served_threshold(flow, threshold)
         self.habit = habit_model(flow)
         self.reach = reach_model(flow) if self.kind == "reach" else None
         self.rules = Rules.from_flow(flow["bindings"])

@@ -24,7 +24,7 @@ decision it cannot answer is left out and counted (`Scored.unanswered`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stretto.logs.episode import Episode, ToolResult
@@ -34,6 +34,7 @@ from stretto.model.decide import (
     Decider,
     decider_problem,
     default_decider,
+    served_threshold,
     theta_text,
 )
 from stretto.model.flow import write_flow
@@ -58,9 +59,10 @@ def wilson_lower(k: int, n: int, z: float = Z) -> float:
 
 @dataclass(frozen=True)
 class Bar:
-    """What a site needs to be promoted; `threshold` is the θ its decisions are scored at."""
+    """What a site needs to be promoted; `threshold` is the θ its decisions are scored at
+    (None: the flow's own, `served_threshold`; the CLI's default)."""
 
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = DEFAULT_THRESHOLD
     min_used: float = 0.7
     min_lower: float = 0.5
     min_tasks: int = 3
@@ -80,7 +82,9 @@ class Bar:
         def name(field_name: str) -> str:
             return "--" + field_name.replace("_", "-") if cli else field_name
 
-        if not (math.isfinite(self.threshold) and self.threshold >= 0):
+        if self.threshold is not None and not (
+            math.isfinite(self.threshold) and self.threshold >= 0
+        ):
             raise ValueError(f"{name('threshold')} wants a number ≥ 0, got {self.threshold}")
         for field_name, value in (("min_used", self.min_used), ("min_lower", self.min_lower)):
             if not (math.isfinite(value) and 0 <= value <= 1):
@@ -118,7 +122,7 @@ def score(
     episodes: list[Episode],
     *,
     decider: str | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | None = None,
     per_call: int = PER_CALL,
     chains: set[str] | None = None,
     keep_decisions: bool = False,
@@ -191,6 +195,7 @@ def promote_served(
     through the promoted sites and promote again, until the promotion repeats. `progress`,
     given the round, returns a progress bar for it (or None)."""
     kind = decider or default_decider(flow)  # as the proxy serves it
+    bar = replace(bar, threshold=served_threshold(flow, bar.threshold))
     chains: set[str] | None = None
     previous: set[str] | None = None
     record, scored, rounds = None, None, 0

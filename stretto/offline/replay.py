@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from stretto.logs.episode import Episode, ToolCall, ToolResult
 from stretto.model import defaults
 from stretto.model.binding import parse_output
-from stretto.model.decide import DEFAULT_THRESHOLD, Decider, SplitMix64, fnv1a64
+from stretto.model.decide import Decider, SplitMix64, fnv1a64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.offline import frames
@@ -390,7 +390,7 @@ def replay(
     episodes: list[Episode],
     *,
     decider: str | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | None = None,
     explore: float | None = None,
     per_call: int = PER_CALL,
     per_episode: int = PER_EPISODE,
@@ -418,7 +418,7 @@ def replay(
         )
         if progress is not None:
             progress.advance()
-    return Replay(chosen.kind, threshold, explore, checks)
+    return Replay(chosen.kind, chosen.threshold, explore, checks)
 
 
 def calibration(rows: list[dict]) -> dict:

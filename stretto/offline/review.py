@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from stretto.model.binding import Rules, smooth
-from stretto.model.decide import DEFAULT_THRESHOLD, theta_text
+from stretto.model.decide import served_threshold, theta_text
 from stretto.model.flow import reach_model
 from stretto.model.program import is_standard
 from stretto.model.shape import describe, length_change, widening
@@ -37,8 +37,10 @@ def _site_promotion(flow: dict, site: str) -> dict | None:
     return {"promoted": bool(entry and entry["promoted"]), "evidence": entry}
 
 
-def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
-    """What `flow-show` shows, as data."""
+def summary(flow: dict, threshold: float | None = None) -> dict:
+    """What `flow-show` shows, as data; `threshold`: the one a site without its own is
+    judged against, by default the flow's own (`served_threshold`)."""
+    threshold = served_threshold(flow, threshold)
     tools = flow["manifest"]["tools"]
     rules = Rules.from_flow(flow["bindings"])
     reach = reach_model(flow)
@@ -135,6 +137,9 @@ def summary(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> dict:
         "writes": sorted(t for t, k in tools.items() if k == "write"),
         "generic": sorted(t for t, k in tools.items() if k == "generic"),
         "read_by_operator": flow["manifest"].get("read_by_operator", []),
+        # the threshold sites are judged against, and the flow's own (null: none, 0.3)
+        "threshold": threshold,
+        "serving": flow.get("serving"),
         "sites": sites,
         "bindings": bindings,
         "program": "standard" if is_standard(flow["program"]) else "custom",
@@ -221,7 +226,9 @@ def _arbiter_markdown(a: dict | None) -> list[str]:
     return out
 
 
-def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
+def markdown(flow: dict, threshold: float | None = None) -> str:
+    own = flow.get("serving")
+    threshold = served_threshold(flow, threshold)
     s = summary(flow, threshold)
     p = s["provenance"]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(p["compiled_unix_ms"] / 1000))
@@ -262,6 +269,14 @@ def markdown(flow: dict, threshold: float = DEFAULT_THRESHOLD) -> str:
         f"threshold, {theta_text(threshold)} unless the site has its own).",
         "",
     ]
+    if own is not None:
+        beta, delta = own["costs"]["saved_turn"], own["costs"]["detour"]
+        out += [
+            f"**Served at {theta_text(own['threshold'])}** unless told otherwise: the break-even "
+            f"δ/(β+δ) of the costs it was learned with (a saved turn β = {beta:g}, a detour "
+            f"δ = {delta:g}).",
+            "",
+        ]
     if s["promotion"] is not None:
         out += [
             f"**Promotion.** {_promotion_summary(flow['promoted'])}. The flow acts only at "
@@ -385,10 +400,19 @@ def diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
     if old["program"] != new["program"]:
         review.append("the program changed: it is code the proxy runs")
     old_t, new_t = old.get("thresholds", {}), new.get("thresholds", {})
+    old_served, new_served = served_threshold(old), served_threshold(new)
+    if new_served < old_served:
+        review.append(
+            f"a lower serving threshold: {theta_text(old_served)} -> {theta_text(new_served)}"
+        )
+    elif new_served > old_served:
+        other.append(
+            f"a higher serving threshold: {theta_text(old_served)} -> {theta_text(new_served)}"
+        )
     for site in sorted(set(old_t) | set(new_t)):
-        # a site with no threshold of its own is served at --flow-threshold (default 0.3)
-        before = old_t.get(site, DEFAULT_THRESHOLD)
-        after = new_t.get(site, DEFAULT_THRESHOLD)
+        # a site with no threshold of its own is served at the flow's (served_threshold)
+        before = old_t.get(site, old_served)
+        after = new_t.get(site, new_served)
         if before > 1 and after <= 1:
             review.append(f"a site switched on: {site}")
         elif after < before:

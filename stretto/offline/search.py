@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stretto.logs.episode import Episode
-from stretto.model.decide import DEFAULT_THRESHOLD, Decider
+from stretto.model import defaults
+from stretto.model.decide import Decider
 from stretto.model.program import FlowDistributions
 from stretto.offline import frames
 from stretto.offline.judging import OracleOptions, judges_for
@@ -26,7 +27,7 @@ from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 LOW, STEP, LEVELS = 0.10, 0.05, 18
 OFF = 2.0  # a threshold above 1: the site never acts
 GRID = tuple(round((LOW + STEP * i) * 100) / 100 for i in range(LEVELS)) + (OFF,)
-DEFAULT_COSTS = (7.0, 3.0)  # β, δ: the cost ratio δ/(β+δ) = 0.3, the default threshold
+DEFAULT_COSTS = defaults.COSTS  # β, δ: the cost ratio δ/(β+δ) = 0.3, the default threshold
 MAX_ROUNDS = 4
 
 
@@ -88,7 +89,7 @@ class Search:
         episodes: list[Episode],
         *,
         decider: str | None = None,
-        threshold: float = DEFAULT_THRESHOLD,
+        threshold: float | None = None,
         sites: list[str] | None = None,
         costs: tuple[float, float] = DEFAULT_COSTS,
         progress=None,
@@ -104,6 +105,7 @@ class Search:
         if unknown:
             raise ValueError(f"the flow makes no lookups after {', '.join(unknown)}")
         self.beta, self.delta = costs
+        threshold = self.decider.threshold  # the flow's own unless given
         self.start = {site: flow.get("thresholds", {}).get(site, threshold) for site in self.sites}
         self.progress = progress
         # per episode: (for each searched site it decided at, the thresholds that decide as

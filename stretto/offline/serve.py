@@ -51,7 +51,7 @@ def content_key(value: Any) -> str:
 @dataclass
 class ServeOptions:
     decider: str | None = None  # None: the flow's default (its arbiter, else reach, else habit)
-    threshold: float = 0.3
+    threshold: float | None = None  # None: the flow's own (served_threshold)
     max_questions: int = 300
     explore: float | None = None
     explore_seed: int = 0

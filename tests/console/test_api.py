@@ -313,6 +313,21 @@ def test_a_flow_at_a_threshold(client, home):
     assert client.get("/api/flows/flows/nope.flow.json", headers=AUTH).status_code == 404
 
 
+def test_a_flow_with_its_own_threshold_is_shown_and_replayed_there(client, home):
+    flow = json.loads((home / SHOP_FLOW).read_text())
+    flow["serving"] = {"threshold": 0.95, "costs": {"saved_turn": 1, "detour": 19}}
+    (home / "flows" / "shop.wary.flow.json").write_text(json.dumps(flow))
+    wary = "flows/shop.wary.flow.json"
+    own = client.get(f"/api/flows/{wary}", headers=AUTH).json()
+    told = client.get(f"/api/flows/{wary}?threshold=0.95", headers=AUTH).json()
+    plain = client.get(f"/api/flows/{SHOP_FLOW}", headers=AUTH).json()
+    assert own["threshold"] == 0.95 and plain["threshold"] == 0.3  # the settings'
+    assert own["looked_up"] == told["looked_up"] != plain["looked_up"]
+    replayed = client.get(f"/api/flows/{wary}/replay", headers=AUTH).json()
+    assert replayed["threshold"] == 0.95
+    assert replayed == client.get(f"/api/flows/{wary}/replay?threshold=0.95", headers=AUTH).json()
+
+
 def test_replay_figures_follow_the_threshold(client):
     low = client.get(f"/api/flows/{SHOP_FLOW}/replay?threshold=0.1", headers=AUTH).json()
     off = client.get(f"/api/flows/{SHOP_FLOW}/replay?threshold=1", headers=AUTH).json()

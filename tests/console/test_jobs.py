@@ -113,6 +113,14 @@ def test_bad_job_requests(client):
             "field `domain`",
         ),
         ({"kind": "audit", "params": "flow"}, 422, "field `params`"),
+        (
+            {
+                "kind": "replay",
+                "params": {"flow": SHOP_FLOW, "sessions": "logs/shop", "threshold": 7},
+            },
+            422,
+            "field `threshold`: expected a number from 0 to 1, got 7",
+        ),
     ]
     for body, status, words in cases:
         answer = client.post("/api/jobs", headers=WRITE, json=body)

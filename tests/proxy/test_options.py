@@ -83,7 +83,7 @@ def test_plain_command_lines_are_read_quickly() -> None:
 def test_parse_args_splits_off_the_server_command() -> None:
     args, command = parse_args(["--record", "logs", "--", "node", "srv.js", "--record", "x"])
     assert args.record == "logs" and command == ["node", "srv.js", "--record", "x"]
-    assert args.flow_threshold == 0.3 and args.upstream_header == []
+    assert args.flow_threshold is None and args.upstream_header == []  # None: the flow's own
 
 
 def test_options_that_cannot_work_together_are_refused_with_the_reason(capsys) -> None:

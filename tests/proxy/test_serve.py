@@ -209,3 +209,23 @@ def test_exploration_is_logged_with_its_propensity(trained, tmp_path) -> None:
     # one lookup at this site: nothing else to explore, the rule's choice with propensity 1
     assert first["epsilon"] == 0.5 and first["explored"] is False and first["propensity"] == 1
     assert first["options"][0]["tool"] == "read_text_file"
+
+
+def test_a_flow_is_served_at_its_own_threshold_unless_one_is_given(trained, tmp_path) -> None:
+    """A flow whose `serving` threshold (learn --costs) is above every lookup's score makes
+    none; the same flow with --flow-threshold at the default makes the usual three."""
+    from stretto.model.decide import serving_part
+
+    notes, flow_path, _ = trained
+    wary = tmp_path / "wary.flow.json"
+    flow = json.loads(flow_path.read_text())
+    wary.write_text(json.dumps({**flow, "serving": serving_part(1, 99)}))  # θ = 0.99
+    answer, _, flow_log, _ = serve(notes, wary, tmp_path / "own")
+    assert len(answer["result"]["content"]) == 1  # nothing appended
+    decisions = [d for d in flow_log if "action" in d]
+    assert decisions and all(d["action"] == "hand_back" for d in decisions)
+    assert "below 0.99" in decisions[0]["reason"]
+    told, _, flow_log, _ = serve(notes, wary, tmp_path / "told", "--flow-threshold", "0.3")
+    assert told["result"]["content"][-1]["text"].count("read_text_file {") == 3
+    plain, _, _, _ = serve(notes, flow_path, tmp_path / "plain")
+    assert told["result"] == plain["result"]

@@ -181,15 +181,19 @@ def test_compile_calibrate_writes_the_map(tmp_path: Path, capsys) -> None:
     status = main(
         ["compile", "--calibrate", "--domain", "retail", "--results", str(RETAIL)]
         + ["--split", str(small), "--tools", str(TAU2 / "domains/tau2_tools.json")]
-        + ["--out", str(out), "--home", str(tmp_path / "home")]
+        + ["--out", str(out), "--home", str(tmp_path / "home"), "--costs", "5824,2467"]
     )
     assert status == 0
     flow = load_flow(out)
     fitted = flow["calibration"]["reach"]
     assert fitted["folds"] == 5 and 0 < fitted["used"] < fitted["options"]
-    assert "calibrated the served score on" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "calibrated the served score on" in said
+    # served by default at the break-even of retail's costs, kept beside the map
+    assert flow["serving"] == {"threshold": 0.2976, "costs": {"saved_turn": 5824, "detour": 2467}}
+    assert "served at 0.2976 unless told otherwise" in said
     # the map changes what the flow-diff asks to review
-    plain = {k: v for k, v in flow.items() if k != "calibration"}
+    plain = {k: v for k, v in flow.items() if k not in ("calibration", "serving")}
     review, _ = diff(plain, flow)
     assert any(r.startswith("a calibration map for reach added") for r in review)
 
@@ -203,7 +207,9 @@ def test_learn_calibrate_says_why_it_did_not_calibrate(tmp_path: Path, capsys) -
         + ["--domain", "shop", "--out", str(out), "--home", str(tmp_path / "home")]
     )
     assert status == 0
-    assert "calibration" not in load_flow(out)
+    flow = load_flow(out)
+    assert "calibration" not in flow
+    assert flow["serving"]["threshold"] == 0.3  # --calibrate with the default costs, 7,3
     err = capsys.readouterr().err
     assert (
         "not calibrated: the replays of 6 episodes scored 18 options and the agent made 18" in err
