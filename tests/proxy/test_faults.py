@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from stretto.logs.episode import read_episode
@@ -286,3 +287,56 @@ def test_a_server_that_closes_its_output_but_keeps_running(logs: Path) -> None:
     (log_path,) = logs.glob("*.jsonl")
     proxy_lines = [line for line in read_session_log(log_path).lines if line.sender == "proxy"]
     assert len(proxy_lines) == 2
+
+
+BRITTLE = [PYTHON, str(SERVERS / "brittle_server.py")]
+TEAR = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tear","arguments":{}}}\n'
+
+
+def test_a_server_dying_mid_line_leaves_the_sdk_host_a_valid_error(logs: Path) -> None:
+    """The server writes half its answer and dies: the official client (stdio_client) gets
+    the proxy's JSON-RPC error for its call, not the torn line glued to it (a ValidationError
+    that loses the error, then "Connection closed")."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError
+
+    command = proxy("--record", str(logs), server=BRITTLE)
+
+    async def call() -> str:
+        # this environment (the SDK passes on only a few variables by default): this tree's proxy
+        params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+        with open(os.devnull, "w") as quiet:
+            async with (
+                stdio_client(params, errlog=quiet) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                with pytest.raises(MCPError) as raised:
+                    await session.call_tool("tear", {})
+                return str(raised.value)
+
+    message = anyio.run(call)
+    assert message.startswith("stretto-proxy: the MCP server exited (status 3) before answering")
+    (log_path,) = logs.glob("*.jsonl")
+    log = read_session_log(log_path)
+    torn = [line for line in log.lines if line.sender == "server" and line.raw is not None]
+    assert [line.raw for line in torn] == ['{"jsonrpc":"2.0","id":2,"result":{"content":']
+
+
+@pytest.mark.parametrize("serving", [False, True], ids=["forwarding", "serving-a-flow"])
+def test_a_torn_last_line_is_ended_before_the_proxys_error(
+    logs: Path, hand_made_shop_flow: Path, serving: bool
+) -> None:
+    """The host gets the torn bytes as they came, ended by a newline, then the error on a
+    line of its own (with a flow the server's lines are held until whole: the same)."""
+    flow = ["--flow", str(hand_made_shop_flow)] if serving else []
+    with StdioClient(proxy("--record", str(logs), *flow, server=BRITTLE)) as client:
+        client.send_line(TEAR)
+        got = list(iter(lambda: client.read_line(10), None))
+        assert client.proc.wait(10) == 3
+    assert len(got) == 2, got
+    torn, error = got
+    assert torn == b'{"jsonrpc":"2.0","id":2,"result":{"content":\n'
+    answer = json.loads(error)
+    assert answer["id"] == 2 and "exited (status 3)" in answer["error"]["message"]
