@@ -11,8 +11,9 @@ with RecursionError (the proxy imports it only then).
 
 from __future__ import annotations
 
-from json import scanner
-from json.decoder import JSONDecodeError, scanstring
+from json import JSONDecodeError, JSONDecoder, decoder
+
+scanstring = decoder.scanstring  # type: ignore[attr-defined]  # (not in the stubs)
 
 _WHITESPACE = " \t\n\r"
 
@@ -21,29 +22,9 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-_CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
-
-
-class _Settings:
-    """The scanner's settings, as `json.JSONDecoder()` has them."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = staticmethod(_CONSTANTS.__getitem__)
-    memo: dict = {}
-
-
-class _StrictSettings(_Settings):
-    """... with NaN and ±Infinity refused (the proxy's `loads_strict`)."""
-
-    parse_constant = staticmethod(_reject_constant)
-
-
-_SCAN = scanner.make_scanner(_Settings())  # type: ignore[arg-type]  # any object with these attributes
-_SCAN_STRICT = scanner.make_scanner(_StrictSettings())  # type: ignore[arg-type]
+# json.loads's own scanner (the C one), for the scalars; and one that refuses NaN, ±Infinity
+_SCAN = JSONDecoder().scan_once  # type: ignore[attr-defined]
+_SCAN_STRICT = JSONDecoder(parse_constant=_reject_constant).scan_once  # type: ignore[attr-defined]
 
 
 def loads_deep(text: str, *, allow_nan: bool = True) -> object:
