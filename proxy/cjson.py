@@ -34,7 +34,10 @@ except ImportError:  # pragma: no cover - CPython always has it
 
     def loads_strict(text: str) -> object:
         """The one JSON value in `text`; ValueError (or StopIteration) if it is not one."""
-        return _json_package.loads(text, parse_constant=_reject_constant)
+        try:
+            return _json_package.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            return _loads_deep(text)
 
     def dumps_compact(value: object) -> str:
         """`json.dumps(value, ensure_ascii=False, separators=(",", ":"))`."""
@@ -69,13 +72,16 @@ else:
             raise ValueError("a byte-order mark is not JSON")  # json.loads refuses it too
         start = len(text) - len(text.lstrip(_WHITESPACE))
         try:
-            value, end = _scan(text, start)
-        except SystemError:
-            # Python 3.11's scanner reports bad JSON with json.decoder's exception type, which
-            # it can only find once that module is loaded: load it (once) and ask again.
-            import json.decoder  # noqa: F401
+            try:
+                value, end = _scan(text, start)
+            except SystemError:
+                # Python 3.11's scanner reports bad JSON with json.decoder's exception type,
+                # which it can only find once that module is loaded: load it (once), ask again.
+                import json.decoder  # noqa: F401
 
-            value, end = _scan(text, start)
+                value, end = _scan(text, start)
+        except RecursionError:
+            return _loads_deep(text)
         if end != len(text) and len(text.rstrip(_WHITESPACE)) != end:
             raise ValueError(f"extra data after the JSON value at {end}")
         return value
@@ -83,3 +89,11 @@ else:
     def dumps_compact(value: object) -> str:
         """`json.dumps(value, ensure_ascii=False, separators=(",", ":"))`."""
         return "".join(_encode(value, 0))
+
+
+def _loads_deep(text: str) -> object:
+    """Valid JSON nested deeper than the scanner's recursion goes (~1,000 levels) is JSON all
+    the same: read without recursion (loaded only then: it imports `json`)."""
+    from stretto.logs.deepjson import loads_deep
+
+    return loads_deep(text, allow_nan=False)

@@ -211,6 +211,7 @@ def _abort(server) -> None:
     server.kill()
     if hasattr(server, "reap"):
         server.reap()
+        server.release_watchdog()  # the group was killed whole
 
 
 def _run(pump, relay, server, log, loader) -> int:

@@ -152,7 +152,7 @@ class HostedSession:
     def route(self, line: bytes) -> None:
         body = line[:-1] if line.endswith(b"\r") else line
         try:
-            value = json.loads(body)
+            value = _loads(body)
         except ValueError:
             print(
                 f"stretto-proxy: session {self.id[:8]}: a line of the server's is not JSON; "
@@ -196,6 +196,17 @@ class HostedSession:
         if answered and not target.waiting and target is not self.listener:
             target.put(END)
             self.forget(target)
+
+
+def _loads(body: bytes) -> object:
+    """A line's JSON value, at any depth (a result nested past Python's recursion limit is
+    JSON too, and must reach the host)."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        from stretto.logs.deepjson import loads_deep
+
+        return loads_deep(body.decode("utf-8"))
 
 
 def _params(message: dict) -> dict:

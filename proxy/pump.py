@@ -70,6 +70,9 @@ class Outlet:
         self._pump = pump
         self.sent = 0  # bytes taken by the reader so far
         self.line_open = False  # a line is partly sent: queued lines wait for its end
+        # The last line sent has no end: the server's output ended in the middle of it (sent
+        # on as it came). A line sent after it starts with one, or it would be glued on.
+        self.unended = False
         self.failed = False  # the reader has gone: what is sent now is dropped
         self.closed = False
         self.close_when_empty = False
@@ -85,6 +88,21 @@ class Outlet:
         with self._lock:
             self._write(data)
             self.line_open = line_open
+            self.unended = not (line_open or data.endswith(b"\n"))
+
+    def end_torn_line(self) -> None:
+        """(Loop thread) the stream ended in the middle of the line being sent: a line of the
+        proxy's own that comes after it is put on a line of its own."""
+        with self._lock:
+            self.line_open = False
+            self.unended = True
+
+    def _write_line(self, line: bytes) -> None:
+        """(Holding the lock.) A whole line of another thread's, after a line that has no end."""
+        if self.unended:
+            self.unended = False
+            self._write(b"\n")
+        self._write(line)
 
     def _write(self, data: bytes) -> None:
         """(Holding the lock.)"""
@@ -142,7 +160,7 @@ class Outlet:
                 self._queued.append(line)
                 self._pump.queued = True
             else:
-                self._write(line)
+                self._write_line(line)
             left = self.failed or bool(self._queued or self._pieces)
         if left:
             self._pump.wake()  # the loop has something to do about it
@@ -154,6 +172,9 @@ class Outlet:
         with self._lock:
             if self.failed or self.closed:
                 return False
+            if self.unended:
+                self.unended = False
+                self._write(b"\n")
             self._write(data)
             self.line_open = line_open
             if not line_open and self._queued:
@@ -171,7 +192,7 @@ class Outlet:
             if self._queued and not self.line_open:
                 lines, self._queued = self._queued, []
                 for line in lines:
-                    self._write(line)
+                    self._write_line(line)
 
     def close(self) -> None:
         with self._lock:
@@ -559,7 +580,10 @@ class Pump:
             rest = server_lines.rest()
             if rest is not None:
                 self._accounting.append(("server", rest, now, not self.hold_server_lines))
-            outlet.line_open = False
+            if rest is not None and not self.hold_server_lines:
+                outlet.end_torn_line()  # sent on as it came, with no end
+            else:
+                outlet.line_open = False
             self.queued = True
         elif self.hold_server_lines:
             self._backlog_bytes += len(data)

@@ -6,6 +6,13 @@ Nothing here starts a thread (but where there is no pidfd to learn of the server
 
 The server runs in a process group of its own, and is signalled as a group: a server
 started through `sh -c` or `npx`, or one that starts helpers, is ended whole.
+
+Even when the proxy is killed (SIGKILL, the OOM killer): a watchdog, a small `sh` in a group
+of its own, holds the read end of a pipe only the proxy writes to. When the proxy ends the
+server itself, it tells the watchdog so ("done") and the watchdog exits; when the pipe ends
+without that, the proxy has died, and the watchdog ends the server's group as the proxy would
+have (SIGTERM, then SIGKILL if anything is left 2 s later). PR_SET_PDEATHSIG would not do: it
+reaches only the group's leader (a shell), not the children it started in the background.
 """
 
 from __future__ import annotations
@@ -14,6 +21,22 @@ import _signal  # type: ignore[import-not-found]  # `signal` without its enums (
 import _thread
 import os
 import time
+
+# `sh -c WATCHDOG stretto-proxy-watchdog PGID TRIES`: reads its stdin (the proxy's pipe); at
+# its end without "done", SIGTERM to group PGID, then SIGKILL once TRIES looks 50 ms apart
+# still find it. (dash's kill wants `-s SIG -- -PGID`.)
+WATCHDOG = """read -r said
+[ "$said" = done ] && exit 0
+kill -s TERM -- "-$1" 2>/dev/null || exit 0
+echo "stretto-proxy: the proxy has gone; its watchdog ends the server's process group $1" >&2
+tries=0
+while kill -s 0 -- "-$1" 2>/dev/null; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt "$2" ]; then kill -s KILL -- "-$1" 2>/dev/null; exit 0; fi
+    sleep 0.05
+done
+"""
+WATCHDOG_TRIES = 40  # 2 s, as the proxy's own shutdown grace
 
 
 class StartError(Exception):
@@ -63,6 +86,7 @@ class StdioServer:
             os.close(server_in)  # the child's ends: it has its own copies now
             os.close(server_out)
         os.set_blocking(self.stdin_fd, False)  # our end only: the loop never waits on it
+        self._watchdog: tuple[int, int] | None = _start_watchdog(self.pid)  # (pid, pipe)
         self.status: int | None = None
         self._terminated_at: float | None = None  # when the group was sent SIGTERM
         self._reaped: list[int] = []
@@ -108,16 +132,38 @@ class StdioServer:
 
     def end_group(self, grace: float) -> None:
         """Once the server has exited: end what is left of its process group — SIGTERM, then
-        SIGKILL if anything is still there `grace` seconds after the first SIGTERM."""
-        if self.status is None or not self._group_alive():
+        SIGKILL if anything is still there `grace` seconds after the first SIGTERM. The
+        watchdog is let go: the group is the proxy's to end from here on."""
+        if self.status is None:
             return
-        self.terminate()
-        deadline = (self._terminated_at or time.monotonic()) + grace
-        while time.monotonic() < deadline:
-            time.sleep(0.02)
+        try:
             if not self._group_alive():
                 return
-        self.kill()
+            self.terminate()
+            deadline = (self._terminated_at or time.monotonic()) + grace
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+                if not self._group_alive():
+                    return
+            self.kill()
+        finally:
+            self.release_watchdog()
+
+    def release_watchdog(self) -> None:
+        """Tell the watchdog the proxy has ended the server itself; wait for it to exit."""
+        if self._watchdog is None:
+            return
+        pid, pipe = self._watchdog
+        self._watchdog = None
+        try:
+            os.write(pipe, b"done\n")
+        except OSError:
+            pass  # it has gone already
+        os.close(pipe)
+        try:
+            os.waitpid(pid, 0)  # it exits at once on "done"
+        except ChildProcessError:
+            pass
 
     def progress(self) -> tuple[bool, int] | None:
         """Whether the server is running or waiting for a CPU, and the CPU ticks it has used
@@ -137,6 +183,36 @@ class StdioServer:
         except PermissionError:
             return True
         return _has_live_member(self.pid)
+
+
+def _start_watchdog(pgid: int) -> tuple[int, int] | None:
+    """Start the watchdog of the server's group `pgid`: (its pid, the pipe's write end), or
+    None (said on stderr) when it cannot start."""
+    read_end, write_end = os.pipe()  # not inheritable: the server never holds it open
+    try:
+        pid = os.posix_spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", WATCHDOG, "stretto-proxy-watchdog", str(pgid), str(WATCHDOG_TRIES)],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, read_end, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),  # not the host's pipe
+            ],
+            setsigdef=(_signal.SIGPIPE, _signal.SIGTERM),
+            setsigmask=(),
+            setpgroup=0,  # a group of its own: neither the proxy's group nor the server's
+        )
+    except OSError as exc:
+        os.close(write_end)
+        os.write(
+            2,
+            b"stretto-proxy: cannot start the server's watchdog (%s); if the proxy is killed, "
+            b"the server may outlive it\n" % str(exc.strerror or exc).encode(),
+        )
+        return None
+    finally:
+        os.close(read_end)
+    return pid, write_end
 
 
 def _has_live_member(pgid: int) -> bool:

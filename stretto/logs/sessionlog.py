@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stretto.logs.deepjson import loads_deep
+
 SUPPORTED_VERSIONS = (1, 2)
 SENDERS = ("client", "server", "proxy", "context")
 SIDE_FILE_SUFFIXES = (".flow.jsonl", ".confirm.jsonl")
@@ -145,6 +147,15 @@ def parse_wire_line(path: Path | str, number: int, value: Any) -> WireLine:
     return WireLine(number, t_ms, sender, message=value["message"])
 
 
+def _loads(piece: bytes) -> Any:
+    """A log line's JSON value, at any depth: the proxy logs a message nested deeper than
+    Python's recursion limit (~1,000 levels) as the JSON it is."""
+    try:
+        return json.loads(piece)
+    except RecursionError:
+        return loads_deep(piece.decode("utf-8"))
+
+
 def read_session_log(path: Path | str) -> SessionLog:
     """Read one session log. Raises LogError for anything malformed but a torn last line,
     which is dropped with a TornLineWarning."""
@@ -172,7 +183,7 @@ def parse_session_log(data: bytes, path: Path | str) -> SessionLog:
         if not piece.strip():
             continue
         try:
-            value = json.loads(piece)
+            value = _loads(piece)
         except (ValueError, RecursionError) as exc:
             if last_and_unterminated:
                 torn = True

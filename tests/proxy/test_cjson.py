@@ -76,3 +76,34 @@ def test_a_line_is_json_or_raw_as_the_log_says() -> None:
     assert parse_json_line(b"[1]") == ([1], b"[1]")
     for line in (b"\n", b"  \n", b"NaN\n", b"\xff\n", b"{\n", b'{"a":1}{"b":2}\n'):
         assert parse_json_line(line) is None, line
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    return '{"deep":' + "[" * depth + inner + "]" * depth + "}"
+
+
+def depth_of(value: object) -> int:
+    value, depth = value["deep"], 0  # type: ignore[index]
+    while isinstance(value, list):
+        value, depth = value[0] if value else None, depth + 1
+    return depth
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_valid_json_at_any_depth_is_json(depth: int) -> None:
+    """Python's scanner gives up near 1,000 levels (RecursionError); a JavaScript host reads
+    any depth, and so does the log: what was valid is logged as a message, not as raw."""
+    text = nested(depth)
+    assert depth_of(loads_strict(text)) == depth
+    line = text.encode() + b"\r\n"
+    parsed = parse_json_line(line)
+    assert parsed is not None and bytes(parsed[1]) == text.encode()
+    assert depth_of(parsed[0]) == depth
+
+
+@pytest.mark.parametrize("inner", ["NaN", "1,", "-", "'a'", '"\x01"'])
+def test_what_is_not_json_is_refused_at_any_depth(inner: str) -> None:
+    with pytest.raises(ValueError):
+        loads_strict(nested(1_000, inner))
+    assert parse_json_line(nested(1_000, inner).encode() + b"\n") is None
+    assert parse_json_line(b"[" * 2_000 + b"]" * 1_999 + b"\n") is None

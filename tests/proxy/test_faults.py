@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from stretto.logs.episode import read_episode
@@ -286,3 +287,151 @@ def test_a_server_that_closes_its_output_but_keeps_running(logs: Path) -> None:
     (log_path,) = logs.glob("*.jsonl")
     proxy_lines = [line for line in read_session_log(log_path).lines if line.sender == "proxy"]
     assert len(proxy_lines) == 2
+
+
+BRITTLE = [PYTHON, str(SERVERS / "brittle_server.py")]
+TEAR = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tear","arguments":{}}}\n'
+
+
+def test_a_server_dying_mid_line_leaves_the_sdk_host_a_valid_error(logs: Path) -> None:
+    """The server writes half its answer and dies: the official client (stdio_client) gets
+    the proxy's JSON-RPC error for its call, not the torn line glued to it (a ValidationError
+    that loses the error, then "Connection closed")."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError
+
+    command = proxy("--record", str(logs), server=BRITTLE)
+
+    async def call() -> str:
+        # this environment (the SDK passes on only a few variables by default): this tree's proxy
+        params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+        with open(os.devnull, "w") as quiet:
+            async with (
+                stdio_client(params, errlog=quiet) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                with pytest.raises(MCPError) as raised:
+                    await session.call_tool("tear", {})
+                return str(raised.value)
+
+    message = anyio.run(call)
+    assert message.startswith("stretto-proxy: the MCP server exited (status 3) before answering")
+    (log_path,) = logs.glob("*.jsonl")
+    log = read_session_log(log_path)
+    torn = [line for line in log.lines if line.sender == "server" and line.raw is not None]
+    assert [line.raw for line in torn] == ['{"jsonrpc":"2.0","id":2,"result":{"content":']
+
+
+@pytest.mark.parametrize("serving", [False, True], ids=["forwarding", "serving-a-flow"])
+def test_a_torn_last_line_is_ended_before_the_proxys_error(
+    logs: Path, hand_made_shop_flow: Path, serving: bool
+) -> None:
+    """The host gets the torn bytes as they came, ended by a newline, then the error on a
+    line of its own (with a flow the server's lines are held until whole: the same)."""
+    flow = ["--flow", str(hand_made_shop_flow)] if serving else []
+    with StdioClient(proxy("--record", str(logs), *flow, server=BRITTLE)) as client:
+        client.send_line(TEAR)
+        got = list(iter(lambda: client.read_line(10), None))
+        assert client.proc.wait(10) == 3
+    assert len(got) == 2, got
+    torn, error = got
+    assert torn == b'{"jsonrpc":"2.0","id":2,"result":{"content":\n'
+    answer = json.loads(error)
+    assert answer["id"] == 2 and "exited (status 3)" in answer["error"]["message"]
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (zombies, ended already, are not)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+    return members
+
+
+def watchdogs_of(pgid: int) -> list[int]:
+    """The proxy's watchdogs of group `pgid` still running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"stretto-proxy-watchdog" in argv and str(pgid).encode() in argv:
+                found.append(int(entry.name))
+    return found
+
+
+def wait_for(condition, what: str, polls: int = 600) -> None:
+    """Poll `condition` every 50 ms, at most `polls` times (30 s): a bound on a broken run,
+    not a limit on a slow machine's working one."""
+    for _ in range(polls):
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"still waiting for {what}")
+
+
+def server_with_background_children(tmp_path: Path) -> tuple[list[str], Path]:
+    """A shell script server that starts two children in the background and waits on them
+    (writing its pid, its group's id, first)."""
+    pid_file = tmp_path / "server.pid"
+    script = f"echo $$ > '{pid_file}'; sleep 300 & sleep 300 & wait"
+    return ["sh", "-c", script], pid_file
+
+
+@pytest.mark.slow  # the watchdog's SIGTERM, then the group's end, polled
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_killed_proxys_server_is_ended_with_all_its_children(tmp_path: Path, logs: Path) -> None:
+    """kill -9 of the proxy: its server, a shell script with children in the background,
+    does not live on under PID 1; the watchdog ends the server's whole process group."""
+    server, pid_file = server_with_background_children(tmp_path)
+    proc = subprocess.Popen(
+        proxy("--record", str(logs), server=server),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    pgid = 0
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the server")
+        pgid = int(pid_file.read_text())
+        wait_for(lambda: len(group_members(pgid)) == 3, "sh and its two children")
+        proc.kill()  # SIGKILL: the proxy has no say
+        proc.wait(30)
+        wait_for(lambda: not group_members(pgid), "the server's group to end")
+        _, err = proc.communicate(timeout=30)
+        assert b"the proxy has gone; its watchdog ends the server's process group" in err
+        wait_for(lambda: not watchdogs_of(pgid), "the watchdog to exit")
+    finally:
+        if pgid and group_members(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_proxy_that_ends_its_server_itself_lets_its_watchdog_go(
+    tmp_path: Path, logs: Path
+) -> None:
+    """The proxy ends as it should: the watchdog exits at its word ("done") and is reaped by
+    the proxy; it never signals a group the proxy has ended (its id may be someone else's)."""
+    pid_file = tmp_path / "server.pid"
+    server = ["sh", "-c", f"echo $$ > '{pid_file}'; exec '{PYTHON}' '{SERVERS / 'echo_server.py'}'"]
+    with StdioClient(proxy("--record", str(logs), server=server)) as client:
+        client.send_line(request(1, "fine"))
+        assert json.loads(client.read_line(10))["id"] == 1
+        pgid = int(pid_file.read_text())
+        assert len(watchdogs_of(pgid)) == 1
+        assert client.close(30) == 0
+    assert watchdogs_of(pgid) == []
+    assert "watchdog" not in client.stderr_text

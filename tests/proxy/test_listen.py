@@ -560,6 +560,31 @@ def test_a_server_that_exits_ends_its_session_and_answers_what_waited(logs: Path
     assert len(list(logs.glob("*.jsonl"))) == 2
 
 
+BRITTLE = [sys.executable, str(SERVERS / "brittle_server.py")]
+
+
+def test_an_answer_nested_1000_deep_reaches_the_http_host(logs: Path) -> None:
+    """Valid JSON past Python's recursion limit is routed to its request like any answer (it
+    was dropped: "a line for the host failed: RecursionError", the host left waiting)."""
+    with listening("--record", str(logs), server=BRITTLE) as proxy:
+        session = proxy.initialize()
+        status, _, body = proxy.request("POST", call(1, "deep", {"depth": 1000}), {}, session)
+        assert status == 200
+        (answer,) = sse_data(body)
+        assert answer.startswith(b'{"jsonrpc":"2.0","id":1,"result":{"content":')
+        assert answer.endswith(b"[" + b"]" * 1000 + b"}}")
+
+
+def test_a_server_dying_mid_line_leaves_the_http_host_the_proxys_error(logs: Path) -> None:
+    with listening("--record", str(logs), server=BRITTLE) as proxy:
+        session = proxy.initialize()
+        status, _, body = proxy.request("POST", call(1, "tear", {}), {}, session)
+        assert status == 200
+        (answer,) = map(json.loads, sse_data(body))
+        assert answer["id"] == 1
+        assert "the MCP server exited (status 3)" in answer["error"]["message"]
+
+
 def test_a_server_that_cannot_start_fails_its_initialize_with_502() -> None:
     with listening(server=["/nonexistent/server"]) as proxy:
         status, _, body = proxy.request("POST", INITIALIZE)

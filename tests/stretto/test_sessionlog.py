@@ -107,6 +107,24 @@ def test_a_bad_field_is_named(tmp_path: Path, line: dict, field: str) -> None:
     assert f"b.jsonl:2: field `{field}`" in str(caught.value)
 
 
+def test_a_message_nested_deeper_than_pythons_recursion_limit_is_read(tmp_path: Path) -> None:
+    """The proxy logs valid JSON as a message at any depth; the reader reads it back."""
+    deep = "[" * 5_000 + "]" * 5_000
+    path = write_log(
+        tmp_path / "deep.jsonl",
+        [
+            HEADER,
+            '{"t_ms":1,"from":"server","message":{"jsonrpc":"2.0","id":1,"result":' + deep + "}}",
+        ],
+    )
+    (line,) = read_session_log(path).lines
+    assert line.is_json and line.message["id"] == 1
+    value, depth = line.message["result"], 0
+    while isinstance(value, list):
+        value, depth = value[0] if value else None, depth + 1
+    assert depth == 5_000
+
+
 def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
     path = write_log(
         tmp_path / "c.jsonl",

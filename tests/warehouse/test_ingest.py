@@ -15,8 +15,9 @@ import duckdb
 import pytest
 
 from stretto.logs.episode import read_episodes
+from stretto.stdio_client import StdioClient
 from tests.builders import HEADER, LogBuilder, stretto
-from tests.conftest import REFERENCE_HOME
+from tests.conftest import PYTHON, REFERENCE_HOME, SERVERS, proxy
 from tests.warehouse.helpers import ingest, mismatches, rows
 from warehouse import store
 from warehouse.discover import discover
@@ -289,6 +290,32 @@ def test_ingest_and_sql_from_the_command_line(tmp_path: Path) -> None:
     assert wrong.returncode == 1 and "query failed" in wrong.stderr
     nothing = stretto("sql", "--home", tmp_path / "none", "SELECT 1")
     assert nothing.returncode == 1 and "run `stretto ingest` first" in nothing.stderr
+
+
+def test_a_deep_answer_through_the_proxy_is_ingested_as_answered(tmp_path: Path) -> None:
+    """A server answers with valid JSON nested 1,000 deep (deeper than Python's json goes):
+    the proxy logs it as a message, not raw, and ingest counts the call as answered (ok), as
+    the episode reader does (learning keeps the call)."""
+    home = tmp_path / "home"
+    server = [PYTHON, str(SERVERS / "brittle_server.py")]
+    with StdioClient(proxy("--record", str(home / "logs/deep"), server=server)) as client:
+        client.initialize()
+        client.send_line(
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call",'
+            b'"params":{"name":"deep","arguments":{"depth":1000}}}\n'
+        )
+        answer = client.read_line(10)  # (json.loads would give up on it)
+        assert answer is not None and answer.endswith(b"[[[[" + b"]" * 1000 + b"}}\n")
+        assert client.close() == 0
+    done = stretto("ingest", "--home", home)
+    assert done.returncode == 0, done.stderr
+    assert "0 quarantined" in done.stdout
+    (call,) = rows(home, "SELECT tool, status, result_text FROM calls")
+    assert call == {"tool": "deep", "status": "ok", "result_text": "nested 1000 deep"}
+    kinds = rows(home, "SELECT kind, count(*) AS n FROM messages GROUP BY kind ORDER BY kind")
+    assert kinds == [{"kind": "notification", "n": 1}, {"kind": "request", "n": 2},
+                     {"kind": "response", "n": 2}]  # fmt: skip
+    assert mismatches(home) == []
 
 
 @pytest.mark.parametrize(
