@@ -217,6 +217,7 @@ def main() -> int:
     logs = workdir / "logs"
     token = secrets.token_hex(32)
     (workdir / "token").write_text(token + "\n")
+    (workdir / "token").chmod(0o600)  # the owner's alone, or the proxy refuses it
     proxy = subprocess.Popen(
         [PROXY, "--listen", "127.0.0.1:0", "--listen-token-file", str(workdir / "token")]
         + ["--record", str(logs), "--", *SERVER],

@@ -45,6 +45,7 @@ import uvicorn
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from proxy.cjson import loads_strict
 from proxy.hosted import END, HostedSession, Reply
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
 from stretto.home import default_home, private_dirs
@@ -242,9 +243,9 @@ class Hosts:
         body = b"".join(parts).strip()
         if b"\n" in body or b"\r" in body:
             body = body.replace(b"\r", b" ").replace(b"\n", b" ")
-        try:
-            value = json.loads(body)
-        except (ValueError, RecursionError):
+        try:  # at any depth the host sends (cjson falls back to a parser without recursion)
+            value = loads_strict(body.decode("utf-8"))
+        except (ValueError, StopIteration):
             return _rpc_error(400, None, "the body is not JSON (parse error)")
         if not messages(value):
             return _rpc_error(400, None, "the body is not a JSON-RPC message")

@@ -51,6 +51,7 @@ def listening(*argv: str, env: dict[str, str] | None = None) -> Iterator[str]:
     with tempfile.TemporaryDirectory() as folder:
         token = Path(folder, "token")
         token.write_text(TOKEN + "\n")
+        token.chmod(0o600)  # the owner's alone, or the proxy refuses it
         proc = subprocess.Popen(
             [PROXY, "--listen", "127.0.0.1:0", "--listen-token-file", str(token), *argv],
             stdout=subprocess.DEVNULL,

@@ -98,6 +98,7 @@ def listening(
         own = "--listen-token-file" in options or "--no-auth" in options or token is None
         if not own:
             Path(folder, "token").write_text(TOKEN + "\n")
+            Path(folder, "token").chmod(0o600)  # the owner's alone, or the proxy refuses it
             options = ("--listen-token-file", str(Path(folder, "token")), *options)
         proc = subprocess.Popen(
             [PROXY, "--listen", "127.0.0.1:0", *options, *(["--", *server] if server else [])],
@@ -573,6 +574,18 @@ def test_an_answer_nested_1000_deep_reaches_the_http_host(logs: Path) -> None:
         (answer,) = sse_data(body)
         assert answer.startswith(b'{"jsonrpc":"2.0","id":1,"result":{"content":')
         assert answer.endswith(b"[" + b"]" * 1000 + b"}}")
+
+
+def test_a_request_nested_1000_deep_is_taken_as_json(logs: Path) -> None:
+    """A host's valid JSON past Python's recursion limit is forwarded, not refused as a
+    parse error (the server's answer, whatever it is, comes back as usual)."""
+    nested = "[" * 1000 + "]" * 1000
+    body = json.dumps(call(1, "deep", {"depth": 1, "note": "N"})).replace('"N"', nested)
+    with listening("--record", str(logs), server=BRITTLE) as proxy:
+        session = proxy.initialize()
+        status, _, answer = proxy.request("POST", body.encode(), {}, session)
+        assert status == 200, answer
+        assert b"parse error" not in answer
 
 
 def test_a_server_dying_mid_line_leaves_the_http_host_the_proxys_error(logs: Path) -> None:
