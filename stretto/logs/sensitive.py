@@ -162,6 +162,11 @@ def _high_entropy(candidate: str) -> bool:
 def _runs(text: str) -> list[tuple[int, int]]:
     """(start, end) of each run of 20 or more base64 characters, with up to two `=` of
     padding after it."""
+    import sys
+
+    if "re" in sys.modules:  # as good as loaded: the expression is faster than the loop
+        runs = _pattern(r"[A-Za-z0-9+/_-]{20,}={0,2}").finditer(text)
+        return [(m.start(), m.end()) for m in runs]
     out, start, n = [], -1, len(text)
     for i in range(n + 1):
         if i < n and text[i] in _RUN:
