@@ -10,7 +10,9 @@ Square, GitHub, GitLab, OpenAI, Artifactory, IBM, basic auth) and gitleaks' rule
 Mailgun, Hugging Face, Shopify, DigitalOcean, Databricks, Postman, Linear, Doppler, Grafana,
 New Relic, Atlassian, Google OAuth, Slack webhooks). detect-secrets itself is not imported:
 its plugins import `requests` and its settings machinery (about 120 ms), more than the
-proxy's whole start; the table below is plain `re`, compiled on first use. Besides the named
+proxy's whole start; the table below is plain `re`, each rule compiled on first use and only
+run on a text holding its hint. (detect-secrets is a pinned test dependency:
+tests/stretto/test_sensitive.py holds this table to its plugins.) Besides the named
 formats, a **high-entropy string** is a secret: a run of 20 or more base64 or base64url
 characters mixing upper case, lower case and digits with few runs of one class (random, not
 CamelCase words), or of 32 or more hex digits mixing digits and letters; an AWS secret key

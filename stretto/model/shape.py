@@ -229,13 +229,15 @@ def describe(shape: Shape | dict) -> str:
         else f"{shape.shortest} to {shape.longest} characters"
     )
     low, high = shape.lengths()
-    return f"{made}; {span} ({low} to {high} allowed)"
+    under = "" if shape.roots is None else "; under " + ", ".join(repr(r) for r in shape.roots)
+    return f"{made}; {span} ({low} to {high} allowed){under}"
 
 
 def widening(old: dict, new: dict) -> list[str]:
-    """The characters `new` lets through that `old` would not (empty when none): what a
-    reviewer must look at — a `/` or a space where ids had none is how a path or a sentence
-    gets in. (A length range moving with the data is `length_change`.)"""
+    """The characters `new` lets through that `old` would not, and the folders its paths may
+    be in that `old`'s may not (empty when none): what a reviewer must look at — a `/` or a
+    space where ids had none is how a path or a sentence gets in. (A length range moving with
+    the data is `length_change`.)"""
     out = []
     added = sorted(set(new["classes"]) - set(old["classes"]))
     if added:
@@ -243,6 +245,11 @@ def widening(old: dict, new: dict) -> list[str]:
     symbols = "".join(sorted(set(new["symbols"]) - set(old["symbols"])))
     if symbols:
         out.append(f"also {symbols!r}")
+    old_roots, new_roots = old.get("roots"), new.get("roots")
+    if old_roots is not None and new_roots is not None:
+        outside = [r for r in new_roots if not any(is_under(r, o) for o in old_roots)]
+        if outside:
+            out.append("also paths under " + ", ".join(repr(r) for r in outside))
     return out
 
 

@@ -236,3 +236,14 @@ def test_a_path_may_not_leave_the_training_folders() -> None:
         assert refusal and "leaves the folders the agent's paths were in" in refusal, value
     # an argument that never took a path has no roots
     assert "roots" not in learn_shape("get", "id", 3, (5, 6), set("doc-123"), [])
+
+
+def test_a_path_shape_shows_its_roots_and_a_new_root_asks_for_review() -> None:
+    from stretto.model.shape import describe, learn_shape, widening
+
+    old = learn_shape("read", "path", 3, (10, 40), set("/abc.-"), ["/srv/notes"])
+    assert describe(old).endswith("; under '/srv/notes'")
+    inside = learn_shape("read", "path", 3, (10, 40), set("/abc.-"), ["/srv/notes/sub"])
+    beside = learn_shape("read", "path", 3, (10, 40), set("/abc.-"), ["/srv/notes", "/etc"])
+    assert widening(old, inside) == []
+    assert widening(old, beside) == ["also paths under '/etc'"]
