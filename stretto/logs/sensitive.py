@@ -270,9 +270,13 @@ def _spans(rules: tuple[Rule, ...], text: str) -> list[tuple[int, int, str]]:
                 pos = match.end()
             else:  # not what the rule means; a match may still start inside it
                 pos = match.start() + 1
-    if rules is SECRET_RULES:
+    if rules is SECRET_RULES:  # a run that a named rule matched in part is that rule's
+        named = list(out)
         for start, end in _runs(text):
-            out += [(start + s, start + e, HIGH_ENTROPY) for s, e in _random(text[start:end])]
+            for s, e in _random(text[start:end]):
+                s, e = start + s, start + e
+                if not any(s < n_end and n_start < e for n_start, n_end, _ in named):
+                    out.append((s, e, HIGH_ENTROPY))
     out.sort()
     merged: list[tuple[int, int, str]] = []
     for start, end, name in out:  # overlapping spans are one (the first rule's name)
