@@ -14,9 +14,12 @@ proxy's whole start; the table below is plain `re`, each rule compiled on first 
 run on a text holding its hint. (detect-secrets is a pinned test dependency:
 tests/stretto/test_sensitive.py holds this table to its plugins.) Besides the named
 formats, a **high-entropy string** is a secret: a run of 20 or more base64 or base64url
-characters mixing upper case, lower case and digits with few runs of one class (random, not
-CamelCase words), or of 32 or more hex digits mixing digits and letters; an AWS secret key
-(40 such characters, `/` and `+` among them) is one.
+characters with digits, an eighth or more capitals and as many small letters, switching
+between the three at least 4 times in 10 characters and with 3.5 bits of entropy or more per
+character (random, not CamelCase words or an id ending in a number), or of 32 or more hex
+digits mixing digits and letters; an AWS secret key (40 such characters, `/` and `+` among
+them) is one. A run holding `/` is judged whole, unless it starts with `/` (a path: then
+each segment is), and a run a named rule matched in part is left to that rule.
 
 Personal identifiers: email addresses, phone numbers (international `+…`, and North
 American `(555) 123-4567` / `555-123-4567`), payment card numbers (13 to 19 digits, spaced or
