@@ -15,9 +15,9 @@ strings it took, their shortest and longest length and every distinct character;
 Two more rules hold for every value taken from a result (issue 40): one with a control
 character, a `..` path segment or a URL scheme never binds (`never_binds`); and a path — an
 argument whose training values had `/` or `\\` — may not leave the folders the agent's own
-values were in (`roots`: each value's folder, normalised, those inside another dropped): the
-value, normalised, must be at or under one of them (absolute under an absolute one, relative
-under a relative one).
+values were in (`roots`: the values' folders, normalised, those with the same first segment
+merged into their longest common folder): the value, normalised, must be at or under one of
+them (absolute under an absolute one, relative under a relative one).
 """
 
 from __future__ import annotations
@@ -84,9 +84,17 @@ def folder_of(value: str) -> str:
 
 
 def minimal_roots(folders: Iterable[str]) -> list[str]:
-    """The folders, normalised, without those inside another (sorted)."""
+    """The roots of these folders (sorted): normalised, those with the same first segment
+    (`/srv`, `/home`, `notes`, `C:`) replaced by their longest common folder, those inside
+    another dropped. The agent that read `/srv/notes/meetings/a.md` and
+    `/srv/notes/projects/b.md` read in `/srv/notes`: a note beside them is not elsewhere."""
+    groups: dict[str, list[str]] = {}
+    for folder in {normalise(f) for f in folders}:
+        head = folder.split("/")[1 if folder.startswith("/") else 0]
+        groups.setdefault(("/" if folder.startswith("/") else "") + head, []).append(folder)
+    common = sorted(posixpath.commonpath(group) or "." for group in groups.values())
     out: list[str] = []
-    for folder in sorted({normalise(f) for f in folders}):
+    for folder in common:
         if not any(is_under(folder, root) for root in out):
             out.append(folder)
     return out

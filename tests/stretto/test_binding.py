@@ -226,6 +226,10 @@ def test_a_path_may_not_leave_the_training_folders() -> None:
         "/data",
         "/srv/notes",
     ]
+    assert minimal_roots(["/srv/notes/meetings", "/srv/notes/people", "/srv/notes"]) == [
+        "/srv/notes"
+    ]
+    assert minimal_roots(["notes/a", "notes/b/c", "/", "."]) == [".", "/"]
     entry = learn_shape("read", "path", 3, (10, 40), set("/abcdefnorstv.-"), ["/srv/notes"])
     assert entry["roots"] == ["/srv/notes"]
     shape = Shape.from_entry(entry)
