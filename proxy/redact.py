@@ -9,12 +9,15 @@ it must never keep the secrets people pass on command lines. What is hidden:
 - in URLs, the userinfo (`user:password@`) and every query value (and `a=b` fragments);
 - `Password=` / `Pwd=` / `AccountKey=` ... in connection strings (`;` or space separated);
 - in JSON-looking arguments, the value of every key named like a secret;
-- anywhere, values shaped like well-known tokens (`sk-…`, `ghp_…`, `github_pat_…`,
-  `xoxb-…`, `AKIA…`, JWTs, `Bearer …`, private-key blocks, ...).
+- anywhere, values shaped like a secret by stretto.logs.sensitive, the rule set `stretto
+  redact` uses too: well-known token formats (`sk-…`, `ghp_…`, `xoxb-…`, `AKIA…`, Twilio's
+  `SK…`, SendGrid's `SG.…`, Telegram bot tokens, Mailgun's `key-…`, JWTs, private-key
+  blocks, Slack webhook paths, ...) and high-entropy strings (an AWS secret key).
 
 Runs once per session before the first byte is forwarded, so the common argument (a path, a
 plain flag) costs a few string tests: `re` is imported and an expression compiled only when
-an argument needs one, `json` only for an argument that looks like JSON.
+an argument needs one (each secret rule only when its hint is in the argument), `json` only
+for an argument that looks like JSON.
 """
 
 from __future__ import annotations
@@ -37,30 +40,11 @@ _NOT_SECRET_WORDS = frozenset({"tokenizer", "tokenizers", "keyboard", "author", 
 # A name that counts or bounds (`--max-tokens 100`, `--key-limit 5`) holds no secret.
 _COUNTING_WORDS = frozenset({"max", "min", "num", "limit", "count", "size", "len", "length"})
 
-# Cheap substring tests that decide whether the token-shape expression needs to run.
-_TOKEN_HINTS = (
-    "sk-", "sk_", "rk_", "pk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-    "glpat-", "xox", "xapp-", "AKIA", "ASIA", "AIza", "eyJ", "hf_", "npm_", "PRIVATE KEY",
-)  # fmt: skip
+_SHORTEST_SECRET = 12  # no rule of stretto.logs.sensitive matches a shorter text
 _SCHEME_HINTS = ("bearer", "basic ", "token ")
 
 _compiled: dict[str, re.Pattern[str]] = {}
 _PATTERNS = {
-    # Well-known token formats. Random bodies contain a digit; this keeps paths such as
-    # /models/sk-learn-regressors from looking like an OpenAI key.
-    "token": r"(?<![A-Za-z0-9])(?:"
-    r"sk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}"
-    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"
-    r"|github_pat_[A-Za-z0-9_]{30,}"
-    r"|glpat-[A-Za-z0-9_-]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|AIza[0-9A-Za-z_-]{35}"
-    r"|eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"
-    r"|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{36}"
-    r")(?![A-Za-z0-9])"
-    r"|-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|$)",
     # `Bearer X`, `Basic X`, `Token X` anywhere in an argument: the scheme stays.
     "scheme": r"\b(Bearer|Basic|Token)\s+[^\s,;\"']+",
     # scheme://[userinfo@]authority[path][?query][#fragment]
@@ -184,9 +168,11 @@ def redact_text(text: str) -> str:
     lowered = text.lower()
     if any(hint in lowered for hint in _SCHEME_HINTS):
         text = _pattern("scheme").sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    if any(hint in text for hint in _TOKEN_HINTS):
-        text = _pattern("token").sub(REDACTED, text)
-    return text
+    if len(text) < _SHORTEST_SECRET:
+        return text
+    from stretto.logs.sensitive import redact_secrets  # the rule set `stretto redact` uses
+
+    return redact_secrets(text, REDACTED)
 
 
 def redact_url(url: str) -> str:

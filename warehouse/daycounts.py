@@ -64,7 +64,8 @@ class PartCounts:
     sources: list[list] = field(default_factory=list)  # [tool, arg, values, [[src, path, n]]]
     lists: list[list] = field(default_factory=list)
     constants: list[list] = field(default_factory=list)  # [tool, arg, value, n, distinct]
-    # [tool, arg, values, shortest, longest, every distinct character]: stretto.model.shape
+    # [tool, arg, values, shortest, longest, every distinct character, the folders of a path
+    # argument's values]: stretto.model.shape
     shapes: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -120,7 +121,7 @@ class Summed:
     sources: list[dict]
     lists: list[dict]
     constants: list[tuple[str, str, object, int]]  # one value throughout: (tool, arg, value, n)
-    shapes: list[tuple[str, str, int, int, int, str]]  # as PartCounts.shapes, summed
+    shapes: list[tuple[str, str, int, int, int, str, list[str]]]  # PartCounts.shapes, summed
 
 
 def add_up(parts: list[PartCounts]) -> Summed:
@@ -147,11 +148,12 @@ def add_up(parts: list[PartCounts]) -> Summed:
             seen[2] = seen[2] and int(distinct) == 1 and seen[0] == value
     shapes: dict[tuple[str, str], list] = {}
     for part in parts:
-        for tool, arg, n, shortest, longest, chars in part.shapes:
-            seen = shapes.setdefault((tool, arg), [0, shortest, longest, set()])
+        for tool, arg, n, shortest, longest, chars, *folders in part.shapes:
+            seen = shapes.setdefault((tool, arg), [0, shortest, longest, set(), set()])
             seen[0] += int(n)
             seen[1], seen[2] = min(seen[1], shortest), max(seen[2], longest)
             seen[3].update(chars)
+            seen[4].update(*folders)
     return Summed(
         habit=levels([row for p in parts for row in p.habit]),
         reach=levels([row for p in parts for row in p.reach]),
@@ -167,8 +169,8 @@ def add_up(parts: list[PartCounts]) -> Summed:
             if one
         ],
         shapes=[
-            (tool, arg, n, shortest, longest, "".join(sorted(chars)))
-            for (tool, arg), (n, shortest, longest, chars) in sorted(shapes.items())
+            (tool, arg, n, shortest, longest, "".join(sorted(chars)), sorted(folders))
+            for (tool, arg), (n, shortest, longest, chars, folders) in sorted(shapes.items())
         ],
     )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from stretto.model.binding import bare_lookups, learn_constants
-from stretto.model.shape import learn_shapes
+from stretto.model.shape import is_path, learn_shapes, minimal_roots
 from warehouse.daycounts import PartCounts, PartStore, Summed, digest, part_key
 from warehouse.layout import Layout
 from warehouse.sql import statements as sql_statements
@@ -246,10 +246,12 @@ def count_bindings(con, parts: dict[str, PartCounts], with_constants: bool) -> N
         part(name).sources.append([tool, arg, int(values), _found(found)])
     for name, tool, arg, values, found in con.execute(queries["lists"]).fetchall():
         part(name).lists.append([tool, arg, int(values), _found(found)])
-    for name, tool, arg, values, shortest, longest, chars in con.execute(
+    for name, tool, arg, values, shortest, longest, chars, folders in con.execute(
         queries["shapes"]
     ).fetchall():
-        part(name).shapes.append([tool, arg, int(values), int(shortest), int(longest), chars])
+        roots = minimal_roots("/" if f == "" else f for f in folders) if is_path(chars) else []
+        row = [tool, arg, int(values), int(shortest), int(longest), chars, roots]
+        part(name).shapes.append(row)
     if with_constants:
         for name, tool, arg, value, n, distinct in con.execute(queries["constants"]).fetchall():
             part(name).constants.append([tool, arg, value, int(n), int(distinct)])
@@ -268,8 +270,9 @@ def counted_parts(
     before with the same sessions and kinds, else counted now, in one pass over the steps of
     the parts to count."""
     store = PartStore(layout)
-    # (parts counted before shapes were learned lack them: "shapes" in the digest recounts)
-    what = f"counts-{digest([sorted(kinds.items()), with_constants, 'shapes'])}"
+    # (parts counted before shapes, or their roots, were learned lack them: "shapes-roots"
+    # in the digest recounts)
+    what = f"counts-{digest([sorted(kinds.items()), with_constants, 'shapes-roots'])}"
     parts = (
         plan.parts if only_days is None else [p for p in plan.parts if plan.days[p] in only_days]
     )

@@ -211,7 +211,9 @@ def register(commands: Commands) -> None:
         "digits; the same value the same token in every session), while tool names, JSON "
         "structure, timings, the header, initialize and tools/list are kept, so a flow learned "
         "from the copy has the same sites, counts and binding sources. A value seen in N or "
-        "more sessions is kept (--keep-shared; 0 keeps none), and so are values of 3 "
+        "more sessions is kept (--keep-shared; 0 keeps none) unless it is shaped like a secret "
+        "or a personal identifier (a token, a key, an email, a phone, card or IBAN number, "
+        "an IP address, a high-entropy string), and so are values of 3 "
         "characters or fewer and the names the tools' schemas declare. The salt is read from "
         "an environment variable, never from the command line.",
         examples=[
@@ -239,7 +241,8 @@ def register(commands: Commands) -> None:
         type=int,
         default=KEEP_SHARED,
         metavar="N",
-        help="keep a value seen in N or more sessions (default %(default)s; 0: hash them all)",
+        help="keep a value seen in N or more sessions, unless it is shaped like a secret or "
+        "a personal identifier (default %(default)s; 0: hash them all)",
     )
     redact.add_argument(
         "--hash-field",

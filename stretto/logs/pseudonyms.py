@@ -34,10 +34,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from stretto.logs.sensitive import sensitive, sensitive_spans
 from stretto.logs.sessionlog import WireLine
 
 SALT_ENV = "STRETTO_REDACT_SALT"
-KEEP_SHARED = 3  # a value seen in this many sessions is kept (0: none is)
+KEEP_SHARED = 3  # a value seen in this many sessions is kept (0: none is), unless sensitive
 SHORT = 3  # a value this short is kept: learning ignores it (values of 2+, siblings of 4+)
 HEX_DIGITS = 12  # a token is h_ and this many hex digits
 NUMBER_DIGITS = 15  # an integer's token has at least this many digits (few collisions)
@@ -139,7 +140,11 @@ class Census:
     forced: set[str] = field(default_factory=set)  # values of --hash-field keys, and words
     # cores of at most SHORT characters once written longer (`#W1a`): hashed everywhere
     lengthened: set[str] = field(default_factory=set)
+    # values shaped like a secret or a personal identifier (stretto.logs.sensitive): hashed
+    # however many sessions share them
+    sensitive: set[str] = field(default_factory=set)
     _last: dict[str, int] = field(default_factory=dict)
+    _judged: set[str] = field(default_factory=set)
     session: int = 0
 
     def add(self, core: str, data: bool = True, written: int = 0) -> None:
@@ -150,6 +155,10 @@ class Census:
             return
         if len(key) <= SHORT < written:
             self.lengthened.add(key)
+        if core not in self._judged:
+            self._judged.add(core)
+            if sensitive(core):
+                self.sensitive.add(key)
         if self._last.get(key) != self.session:
             self._last[key] = self.session
             self.sessions[key] = self.sessions.get(key, 0) + 1
@@ -263,6 +272,8 @@ class Pseudonyms:
             return False
         if key in self.census.forced:
             return True
+        if key in self.census.sensitive or sensitive(core):
+            return True  # a secret or a personal identifier is never kept, however shared
         if key in self.census.declared:
             return False
         if len(key) <= SHORT and key not in self.census.lengthened:
@@ -319,8 +330,17 @@ class Pseudonyms:
         return lead + self.token(core) + trail if self.hashed(core) else line
 
     def string(self, value: str, forced: bool = False) -> str:
-        """A string of data, line by line."""
-        return "\n".join(self.line(line) for line in value.split("\n"))
+        """A string of data, line by line; every line of a private-key block hashed."""
+        lines = value.split("\n")
+        if "PRIVATE KEY" not in value:
+            return "\n".join(self.line(line) for line in lines)
+        out, inside = [], False
+        for line in lines:
+            inside |= "-----BEGIN" in line and "PRIVATE KEY" in line
+            lead, core, trail = _split_line(line)
+            out.append(lead + self.token(core) + trail if inside and core else self.line(line))
+            inside &= "-----END" not in line
+        return "\n".join(out)
 
     def integer(self, value: int, forced: bool = False) -> int:
         text = str(value)
@@ -344,8 +364,17 @@ class Pseudonyms:
         folded = fold(value)
         out: list[str] = []
         start = i = 0
+        # secrets and personal identifiers, hashed whole first (a phone number is several
+        # words; a value of the records found in the text never runs into one)
+        spans = sensitive_spans(value) if len(value) >= 7 else []
+        ends = dict(spans)
+        starts = [s for s, _ in spans]
+        next_span = 0
         while i < len(value):
-            length = self._known_at(folded, i, len(value) + 1)
+            while next_span < len(starts) and starts[next_span] < i:
+                next_span += 1
+            upto = starts[next_span] if next_span < len(starts) else len(value)
+            length = ends[i] - i if i in ends else self._known_at(folded, i, upto - i + 1)
             if not length:
                 i += 1
                 continue

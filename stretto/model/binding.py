@@ -201,6 +201,7 @@ class Rules:
                         sorted(shape.symbols),
                         shape.shortest,
                         shape.longest,
+                        None if shape.roots is None else list(shape.roots),
                     ],
                 ]
             )

@@ -11,10 +11,20 @@ PREVIOUS INSTRUCTIONS` must never become an argument because it sits where ids u
 Learning (warehouse/sql/bindings.sql, section `shapes`) gives, per lookup argument, how many
 strings it took, their shortest and longest length and every distinct character;
 `learn_shapes` turns that into the flow's entries and `Shape` checks a value against one.
+
+Two more rules hold for every value taken from a result (issue 40): one with a control
+character, a `..` path segment or a URL scheme never binds (`never_binds`); and a path — an
+argument whose training values had `/` or `\\` — may not leave the folders the agent's own
+values were in (`roots`: the values' folders, normalised, those with the same first segment
+merged into their longest common folder): the value, normalised, must be at or under one of
+them (absolute under an absolute one, relative under a relative one).
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -31,6 +41,73 @@ SHOWN = 40  # a refused value is quoted up to this many characters
 # longer or shorter than the range seen, and at least SLACK_MIN characters.
 SLACK_SHARE = 0.25
 SLACK_MIN = 2
+# a `..` segment (also percent-encoded), and a URL scheme (`file:`, `https://`, ...)
+_DOTDOT = re.compile(r"(?:^|[/\\])(?:\.|%2e){2}(?:$|[/\\])", re.IGNORECASE)
+_SCHEME = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]+://|^(?:file|data|javascript|vbscript):",
+    re.IGNORECASE,
+)
+_BIDI = frozenset("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def never_binds(value: str) -> str | None:
+    """Why a value from a result may never be passed, whatever training saw, or None: a
+    control character (or a line separator, or a bidirectional override), a `..` segment, a
+    URL scheme."""
+    for char in value:
+        if char in _BIDI or unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            return f"it has the control character {char!r}"
+    if _DOTDOT.search(value):
+        return "it has a `..` segment"
+    if _SCHEME.search(value):
+        return "it has a URL scheme"
+    return None
+
+
+def is_path(symbols: Iterable[str]) -> bool:
+    """Whether an argument whose training values had these symbols takes paths."""
+    return any(s in ("/", "\\") for s in symbols)
+
+
+def normalise(path: str) -> str:
+    """A path with `\\` as `/`, `.` segments, doubled and trailing `/` gone."""
+    return posixpath.normpath(path.replace("\\", "/")) if path else "."
+
+
+def folder_of(value: str) -> str:
+    """The folder a value of a path argument is in (`.` for a bare relative name)."""
+    path = normalise(value)
+    if "/" not in path:
+        return "."
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def minimal_roots(folders: Iterable[str]) -> list[str]:
+    """The roots of these folders (sorted): normalised, those with the same first segment
+    (`/srv`, `/home`, `notes`, `C:`) replaced by their longest common folder, those inside
+    another dropped. The agent that read `/srv/notes/meetings/a.md` and
+    `/srv/notes/projects/b.md` read in `/srv/notes`: a note beside them is not elsewhere."""
+    groups: dict[str, list[str]] = {}
+    for folder in {normalise(f) for f in folders}:
+        head = folder.split("/")[1 if folder.startswith("/") else 0]
+        groups.setdefault(("/" if folder.startswith("/") else "") + head, []).append(folder)
+    common = sorted(posixpath.commonpath(group) or "." for group in groups.values())
+    out: list[str] = []
+    for folder in common:
+        if not any(is_under(folder, root) for root in out):
+            out.append(folder)
+    return out
+
+
+def is_under(path: str, root: str) -> bool:
+    """Whether a normalised path is `root` or inside it (absolute under absolute, relative
+    under relative)."""
+    if root == "/":
+        return path.startswith("/")
+    if root == ".":
+        return not path.startswith("/") and path != ".." and not path.startswith("../")
+    return path == root or path.startswith(root + "/")
 
 
 def char_class(char: str) -> str | None:
@@ -46,9 +123,12 @@ def char_class(char: str) -> str | None:
     return None
 
 
-def learn_shape(tool: str, arg: str, values: int, lengths: tuple[int, int], chars) -> dict:
+def learn_shape(
+    tool: str, arg: str, values: int, lengths: tuple[int, int], chars, folders=()
+) -> dict:
     """One entry of `bindings.shapes` from what the agent passed: `values` strings, of
-    `lengths` (shortest, longest) characters, made of the characters `chars`."""
+    `lengths` (shortest, longest) characters, made of the characters `chars`, in `folders`
+    (the folder of each, for a path argument)."""
     classes, symbols = set(), set()
     for char in chars:
         kind = char_class(char)
@@ -56,7 +136,7 @@ def learn_shape(tool: str, arg: str, values: int, lengths: tuple[int, int], char
             symbols.add(char)
         else:
             classes.add(kind)
-    return {
+    entry = {
         "tool": tool,
         "arg": arg,
         "values": int(values),
@@ -64,14 +144,17 @@ def learn_shape(tool: str, arg: str, values: int, lengths: tuple[int, int], char
         "symbols": "".join(sorted(symbols)),
         "length": [int(lengths[0]), int(lengths[1])],
     }
+    if is_path(symbols):
+        entry["roots"] = minimal_roots(folders or ["."])
+    return entry
 
 
 def learn_shapes(rows: Iterable[tuple]) -> list[dict]:
     """`bindings.shapes` from the rows of the SQL section `shapes`: (tool, arg, values,
-    shortest, longest, chars)."""
+    shortest, longest, chars[, folders])."""
     out = [
-        learn_shape(tool, arg, values, (shortest, longest), chars or [])
-        for tool, arg, values, shortest, longest, chars in rows
+        learn_shape(tool, arg, values, (shortest, longest), chars or [], *rest)
+        for tool, arg, values, shortest, longest, chars, *rest in rows
     ]
     return sorted(out, key=lambda e: (e["tool"], e["arg"]))
 
@@ -89,15 +172,18 @@ class Shape:
     symbols: frozenset[str]
     shortest: int
     longest: int
+    roots: tuple[str, ...] | None = None  # a path argument's folders in training
 
     @classmethod
     def from_entry(cls, entry: dict) -> Shape:
+        roots = entry.get("roots")
         return cls(
             entry["arg"],
             frozenset(entry["classes"]),
             frozenset(entry["symbols"]),
             entry["length"][0],
             entry["length"][1],
+            None if roots is None else tuple(roots),
         )
 
     def lengths(self) -> tuple[int, int]:
@@ -107,6 +193,9 @@ class Shape:
 
     def refusal(self, value: str) -> str | None:
         """Why `value` does not look like training's values, or None when it does."""
+        never = never_binds(value)
+        if never is not None:
+            return f"`{self.arg}` {shown(value)} is never passed: {never}"
         why = None
         low, high = self.lengths()
         if not low <= len(value) <= high:
@@ -119,6 +208,13 @@ class Shape:
                 if kind is None or kind not in self.classes:
                     why = f"it has {char!r}"
                     break
+        if why is None and self.roots is not None:
+            path = normalise(value)
+            if not any(is_under(path, root) for root in self.roots):
+                return (
+                    f"`{self.arg}` {shown(value)} leaves the folders the agent's paths were in "
+                    f"(learned: {', '.join(repr(r) for r in self.roots)})"
+                )
         if why is None:
             return None
         return (
@@ -141,13 +237,15 @@ def describe(shape: Shape | dict) -> str:
         else f"{shape.shortest} to {shape.longest} characters"
     )
     low, high = shape.lengths()
-    return f"{made}; {span} ({low} to {high} allowed)"
+    under = "" if shape.roots is None else "; under " + ", ".join(repr(r) for r in shape.roots)
+    return f"{made}; {span} ({low} to {high} allowed){under}"
 
 
 def widening(old: dict, new: dict) -> list[str]:
-    """The characters `new` lets through that `old` would not (empty when none): what a
-    reviewer must look at — a `/` or a space where ids had none is how a path or a sentence
-    gets in. (A length range moving with the data is `length_change`.)"""
+    """The characters `new` lets through that `old` would not, and the folders its paths may
+    be in that `old`'s may not (empty when none): what a reviewer must look at — a `/` or a
+    space where ids had none is how a path or a sentence gets in. (A length range moving with
+    the data is `length_change`.)"""
     out = []
     added = sorted(set(new["classes"]) - set(old["classes"]))
     if added:
@@ -155,6 +253,11 @@ def widening(old: dict, new: dict) -> list[str]:
     symbols = "".join(sorted(set(new["symbols"]) - set(old["symbols"])))
     if symbols:
         out.append(f"also {symbols!r}")
+    old_roots, new_roots = old.get("roots"), new.get("roots")
+    if old_roots is not None and new_roots is not None:
+        outside = [r for r in new_roots if not any(is_under(r, o) for o in old_roots)]
+        if outside:
+            out.append("also paths under " + ", ".join(repr(r) for r in outside))
     return out
 
 

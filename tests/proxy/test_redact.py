@@ -11,6 +11,7 @@ import pytest
 from proxy.redact import is_secret_name, redact_command, redact_url
 from stretto.logs.sessionlog import read_session_log
 from tests.conftest import echo_server, proxy
+from tests.secret_shapes import SECRETS
 
 OPENAI = "sk-proj-4fG7hK2mN9pQ3rS5tV8wX1yZ6aB0cD"
 GITHUB = "ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R"
@@ -129,6 +130,40 @@ def test_every_secret_shape_is_hidden(args: list[str], secret: str) -> None:
     assert secret not in json.dumps(redacted), redacted
     assert "<redacted>" in json.dumps(redacted)
     assert redacted[0] == "srv" and len(redacted) == len(args) + 1
+
+
+# Issue 40, item 7: shapes the header kept before the proxy used stretto.logs.sensitive.
+MISSED_BEFORE = {
+    "aws secret key": ["--aws", "p8P69UA8FRzR7wfH/4whsYMYsvNdzg+uxx2uIjYP"],
+    "slack webhook": ["--notify", "https://hooks.slack.com/services/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"],
+    "twilio": ["--twilio", "SKb3215bab36cbd43af1f47c12f020d4d5"],
+    "sendgrid": ["--mail", "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"],
+    "telegram bot": ["--bot", "523984897:AA0KYj074SwpTMTEEp_qav15nvoiXJUCDNN"],
+    "mailgun": ["--mailgun", "key-16ee0d81b6d2ee25cc38fad6d2d812a3"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(MISSED_BEFORE))
+def test_the_shapes_the_header_used_to_keep_are_hidden(name: str) -> None:
+    option, value = MISSED_BEFORE[name]
+    redacted = redact_command(["srv", option, value])
+    assert redacted[:2] == ["srv", option] and "<redacted>" in redacted[2]
+    secret = value.rsplit("/services/", 1)[-1]
+    assert secret not in json.dumps(redacted), redacted
+
+
+@pytest.mark.parametrize(("name", "value", "leaks"), SECRETS, ids=[n for n, _, _ in SECRETS])
+def test_every_secret_of_the_shared_rule_set_is_hidden(name: str, value: str, leaks) -> None:
+    """The same 36 shapes `stretto redact` never keeps (tests/stretto/test_redact.py), as a
+    positional argument and as an option's value."""
+    for args in (["srv", value], ["srv", f"--value={value}"]):
+        redacted = json.dumps(redact_command(args))
+        assert [leak for leak in leaks if json.dumps(leak)[1:-1] in redacted] == [], redacted
+
+
+def test_a_slack_webhook_upstream_is_recorded_without_its_path() -> None:
+    url = "https://hooks.slack.com/services/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"
+    assert redact_url(url) == "https://hooks.slack.com/<redacted>"
 
 
 def test_paths_plain_flags_and_harmless_values_are_kept() -> None:

@@ -245,12 +245,12 @@ def test_shared_values_are_kept_unless_named(tmp_path: Path) -> None:
         )
     assert redact(sessions, tmp_path / "kept") == 0
     kept = (tmp_path / "kept/s0.jsonl").read_text()
-    assert "ada@example.com" in kept and "Ada Lovelace" in kept
+    assert "Ada Lovelace" in kept and "ada_1" in kept
+    assert "ada@example.com" not in kept  # shared, but an email: never kept (issue 40)
     assert "1007" not in kept  # one session's ticket: hashed
     assert redact(sessions, tmp_path / "named", "--hash-field", "name,user_id") == 0
     named = (tmp_path / "named/s0.jsonl").read_text()
     assert "Ada" not in named and "Lovelace" not in named and "ada_1" not in named
-    assert "ada@example.com" in named  # not named, shared: kept
     assert '"user_id"' in named and '"name"' in named  # keys are kept
 
 
@@ -590,3 +590,70 @@ def test_no_original_value_is_left(corpora, corpus: str, keep_shared: int, tmp_p
             continue
         left.append(value)
     assert sorted(left) == []
+
+
+# secrets and personal identifiers: never kept, however many sessions share them (issue 40) -----
+
+CHECK_TOOLS = [
+    _tool("find_account", {"email": STRING}),
+    _tool("check_value", {"value": STRING}),
+]
+
+
+def sensitive_session(index: int, values: list[str]) -> list[tuple]:
+    """A session that finds an account, then checks each value: the customer says it, the
+    agent passes it, the server answers with it (JSON, then lines) and refuses it in an
+    error text."""
+    lines = [
+        (0, "client", {"jsonrpc": "2.0", "id": 0, "method": "tools/list"}),
+        (0, "server", {"jsonrpc": "2.0", "id": 0, "result": {"tools": CHECK_TOOLS}}),
+        said(1, "user", f"Hello, I am customer {index}."),
+        call(2, "find_account", {"email": f"customer{index}@shop.example"}),
+        answer(2, json.dumps({"account": f"acct_{index}00{index}"})),
+    ]
+    for j, value in enumerate(values):
+        t = 10 + 10 * j
+        lines.append(said(t, "user", f"Please check this for me: {value} thanks"))
+        lines.append(call(t + 1, "check_value", {"value": value}))
+        if j % 2:
+            lines.append(answer(t + 1, json.dumps({"value": value, "state": "active"})))
+        else:
+            lines.append(answer(t + 1, f"checked\n{value}\nactive"))
+        lines.append(call(t + 2, "check_value", {"value": f"{value} (again)"}))
+        error = {"code": -32000, "message": f"the value {value} was revoked"}
+        lines.append((t + 2, "server", {"jsonrpc": "2.0", "id": t + 2, "error": error}))
+    return lines
+
+
+@pytest.mark.slow  # learns twice
+@pytest.mark.parametrize("shared_by", [1, 3, 4])
+def test_no_secret_or_personal_identifier_survives_however_shared(
+    tmp_path: Path, shared_by: int
+) -> None:
+    """36 secret shapes and 10 personal identifiers, each in `shared_by` of 4 session logs, in
+    arguments, results (JSON and lines), the conversation and error texts: none is found in
+    the copy at the default --keep-shared 3, and the copy learns the same flow."""
+    from tests.secret_shapes import PERSONAL, SECRETS
+
+    values = [value for _, value, _ in SECRETS + PERSONAL]
+    sessions = tmp_path / "in"
+    sessions.mkdir()
+    for i in range(4):
+        lines = sensitive_session(i, values if i < shared_by else [])
+        write_log(sessions / f"s{i}.jsonl", f"s{i}", lines)
+    out = tmp_path / "out"
+    assert redact(sessions, out) == 0
+    text = fold("\n".join(p.read_text() for p in sorted(out.iterdir())))
+    left = [
+        name
+        for name, _, leaks in SECRETS + PERSONAL
+        for leak in leaks
+        if fold(leak) in text or fold(json.dumps(leak)[1:-1]) in text
+    ]
+    assert left == []
+    if shared_by >= 3:
+        assert "please check this for me" in text  # the words around them: shared, kept
+    original = learn(sessions, "shop", tmp_path / "a.flow.json", tmp_path / "home")
+    copy = learn(out, "shop", tmp_path / "b.flow.json", tmp_path / "home")
+    assert copy["sites"] == original["sites"] and copy["habit"] == original["habit"]
+    assert original["sites"]["next"]

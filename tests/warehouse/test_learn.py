@@ -309,10 +309,10 @@ def test_list_arguments(tmp_path: Path) -> None:
     state.add_call("get_orders", {"orders": ["A7", "B8", "C9"]})
     assert pick(rules, state, "get_orders").error == "no list left to pass as `orders`"
     # every item must look like the items passed in training: an injected one stops the pick
-    state.add_result("get_account", True, '{"orders": ["A7", "../../etc/passwd"]}')
+    state.add_result("get_account", True, '{"orders": ["A7", "/etc/passwd"]}')
     refused = pick(rules, state, "get_orders")
     assert refused.arguments is None and refused.error is not None
-    assert refused.error.startswith("`orders` '../../etc/passwd' does not look like the values")
+    assert refused.error.startswith("`orders` '/etc/passwd' does not look like the values")
     assert bindings["shapes"][-1] == {
         "tool": "get_orders",
         "arg": "orders",

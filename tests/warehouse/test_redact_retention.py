@@ -268,3 +268,33 @@ def test_ingest_retain_days_drops_old_sessions_in_one_commit(tmp_path: Path) -> 
     done = stretto("ingest", "--retain-days", "30", "--home", home)
     assert done.returncode == 0 and "dropped 0 session(s)" in done.stderr
     assert [r["session"] for r in rows(home, "SELECT session FROM sessions")] == ["s-1"]
+
+
+def test_ingest_redact_keeps_no_shared_secret_or_personal_identifier(tmp_path: Path) -> None:
+    """At the default --keep-shared 3, a secret or an email all three sessions share is still
+    hashed: in `calls.arguments`, the results, the conversation (issue 40, item 2)."""
+    from tests.secret_shapes import PERSONAL, SECRETS
+
+    shared = [value for _, value, _ in SECRETS + PERSONAL]
+    builders = []
+    for index in range(3):
+        b = support_log(index)
+        for j, value in enumerate(shared):
+            b.say(5000 + 10 * j, "user", f"my value is {value} ok")
+            b.client_call(5001 + 10 * j, 10 + j, "get_ticket", ticket_id=value)
+            b.result(5002 + 10 * j, 10 + j, json.dumps({"subject": value}))
+        builders.append(b)
+    home = tmp_path / "home"
+    write_home(home, builders)
+    done = stretto("ingest", "--redact", "--home", home, env={**os.environ, **SALT})
+    assert done.returncode == 0, done.stderr
+    out = output_text(home)
+    left = [
+        name
+        for name, _, leaks in SECRETS + PERSONAL
+        for leak in leaks
+        if leak in out or json.dumps(leak)[1:-1] in out
+    ]
+    assert left == []
+    arguments = rows(home, "SELECT arguments FROM calls WHERE tool = 'get_ticket'")
+    assert len(arguments) == 3 * (2 + len(shared))

@@ -145,7 +145,9 @@ GROUP BY l.part, l.tool, l.arg;
 -- name: shapes
 -- What each lookup argument's strings looked like (stretto.model.shape), per part: how many
 -- strings it took (alone, or as items of a list), their shortest and longest length in
--- characters, and every distinct character in them (as one string).
+-- characters, and every distinct character in them (as one string); and, for values with `/`
+-- or `\`, the folder each is in (`''` for one at the top of an absolute path; the rest,
+-- normalised and those inside another dropped, by stretto.model.shape.minimal_roots).
 WITH strings AS (
     SELECT part, tool, arg, v FROM string_values
     UNION ALL
@@ -156,6 +158,9 @@ WITH strings AS (
 SELECT part, tool, arg, count(*) AS "values", min(length(v)) AS shortest,
        max(length(v)) AS longest,
        array_to_string(list_filter(list_distinct(flatten(list(string_split(v, '')))),
-                                   lambda c: c <> ''), '') AS chars
+                                   lambda c: c <> ''), '') AS chars,
+       list_distinct(list(CASE WHEN contains(replace(v, '\', '/'), '/')
+                               THEN regexp_extract(replace(v, '\', '/'), '^(.*)/[^/]*$', 1)
+                               ELSE '.' END)) AS folders
 FROM strings
 GROUP BY part, tool, arg;
