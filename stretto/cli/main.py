@@ -6,6 +6,7 @@ Each family's module declares its commands; a command imports what it needs when
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -32,6 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _buffer_stdout()
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe can still be handled
+        return status
+    except BrokenPipeError:  # every command's stdout, --help's too
+        return _reader_gone()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
@@ -43,16 +54,28 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         try:
-            status = args.run(args)
+            return args.run(args)
         finally:
             close_all()
-        sys.stdout.flush()  # here, where a closed pipe can still be handled
-        return status
-    except BrokenPipeError:
-        return _reader_gone()
     except (LogError, FlowError) as exc:  # bad input: the message names file, line, field
         print(f"stretto: {exc}", file=sys.stderr)
         return 1
+
+
+def _buffer_stdout() -> None:
+    """With PYTHONUNBUFFERED (or `python -u`) stdout writes straight to its file, and a write
+    the pipe takes only part of is not retried: when the reader goes away, the rest is
+    dropped without an error and the command ends with 0. Put a buffer between them (flushed
+    at every line, as unbuffered output is seen), whose writes are retried and raise
+    BrokenPipeError."""
+    out = sys.stdout
+    if isinstance(out, io.TextIOWrapper) and isinstance(out.buffer, io.RawIOBase):
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(out.buffer),
+            encoding=out.encoding,
+            errors=out.errors,
+            line_buffering=True,
+        )
 
 
 def _reader_gone() -> int:

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -94,6 +95,39 @@ def test_a_reader_gone_before_the_first_line_leaves_no_traceback() -> None:
         status = done.wait()
         err.seek(0)
         stderr = err.read().decode()
+    assert status == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_a_reader_gone_mid_output_ends_the_command_with_141(
+    tmp_path: Path, unbuffered: bool
+) -> None:
+    """`stretto sessions DIR | head -2` on more output than a pipe holds: the write the
+    reader left half-taken ends the command with 141 (as SIGPIPE ends Unix tools), never 0
+    with the rest dropped — with PYTHONUNBUFFERED too (stdout then writes to its file
+    directly, and Python does not retry a short write)."""
+    from tests.builders import shop_log, write_logs
+
+    folder = write_logs(tmp_path / "logs", [shop_log(i) for i in range(4000)])  # ~230 KB
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with tempfile.TemporaryFile() as err:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "stretto", "sessions", str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+        assert done.stdout is not None
+        first = os.read(done.stdout.fileno(), 200)  # the table has begun: `head -2`
+        done.stdout.close()
+        status = done.wait()
+        err.seek(0)
+        stderr = err.read().decode()
+    assert first.startswith(b"session ")
     assert status == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
 
