@@ -21,8 +21,8 @@ def register(commands: Commands) -> None:
         "when given), or merge it into the host's configuration file with --write; on stderr, "
         "the steps from there to a served flow. HOME is --home, else $STRETTO_HOME, else "
         "~/.stretto. For Claude Code it prints the JSON `claude mcp add-json NAME` takes.",
-        usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] [--decider {reach,habit}] "
-        "[--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] "
+        usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] "
+        f"[--decider {{{','.join(DECIDERS)}}}] [--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] "
         "(-- SERVER COMMAND... | --server NAME=COMMAND...)",
         examples=[
             "stretto init --name notes -- npx -y @modelcontextprotocol/server-filesystem ~/notes",

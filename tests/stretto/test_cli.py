@@ -170,6 +170,53 @@ def test_init_usage_names_every_option() -> None:
     options = {o for a in init._actions for o in a.option_strings if o.startswith("--")}
     assert {o for o in options if o not in usage} == {"--help"}
     assert "--decider" in options and "--home" in options and "-- SERVER" in usage
+    (decider,) = [a for a in init._actions if "--decider" in a.option_strings]
+    assert f"[--decider {{{','.join(decider.choices)}}}]" in usage  # what it accepts
+    assert set(decider.choices) == {"arbiter", "reach", "habit"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "option", "near"),
+    [
+        (
+            ["learn", "--sesions", "d", "--domain", "x", "--habit-only", "--out", "f"],
+            "--sesions",
+            "--sessions",
+        ),
+        (["learn", "--sesions", "d"], "--sesions", "--sessions"),  # not "required: --domain"
+        (["ingest", "--hoem", "h"], "--hoem", "--home"),
+        (["init", "--nmae", "notes", "--", "server"], "--nmae", "--name"),
+        (["audit", "--flow=f", "--sesions=d"], "--sesions", "--sessions"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_the_nearest_one(
+    argv: list[str], option: str, near: str, capsys
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: stretto {argv[0]} ")  # the command's usage, not stretto's
+    assert err.rstrip().splitlines()[-1] == (
+        f"stretto {argv[0]}: error: unknown option {option} (did you mean {near}?)"
+    )
+
+
+def test_an_option_nothing_is_near_and_other_usage_errors(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["ingest", "--zzzzzz"])
+    err = capsys.readouterr().err
+    assert "unknown option --zzzzzz (`stretto ingest --help` lists them)" in err
+    with pytest.raises(SystemExit):
+        main(["learn", "--o", "x"])  # the start of several: argparse's own message
+    assert "ambiguous option: --o could match" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["learn", "--sessions", "d"])  # no misspelling: what is missing
+    err = capsys.readouterr().err
+    assert err.startswith("usage: stretto learn ") and "required: --domain, --out" in err
+    # an abbreviation argparse takes is no misspelling: init runs, and wants a server
+    assert main(["init", "--na", "notes"]) == 2
+    assert "give the server's command after --" in capsys.readouterr().err
 
 
 def test_threshold_defaults_to_the_proxys() -> None:
