@@ -14,8 +14,8 @@ from stretto.cli.options import (
     add_home,
     add_learning_options,
     add_wait,
+    check_domain,
     command,
-    log_domains,
     paths,
     say,
 )
@@ -135,23 +135,11 @@ def _drift_episodes(args: argparse.Namespace, flow: dict) -> list:
         from stretto.offline.replay import load_episodes
 
         episodes = load_episodes(None, args.results, args.split, "test")
-        other = next((e for e in episodes if e.domain != domain), None)
-        if other is not None:
-            raise ValueError(
-                f"{other.source.split('#')[0]}: a results file of the {other.domain} domain, "
-                f"not the flow's {domain}"
-            )
+        check_domain(flow, args.flow, episodes=episodes)
     else:
         from stretto.logs.episode import read_episodes
 
-        others = {
-            d: n
-            for d, n in log_domains(Path(args.sessions), below=False).items()
-            if d is not None and d != domain
-        }
-        if others:
-            held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
-            raise ValueError(f"{args.sessions}: sessions of another domain than {domain}: {held}")
+        check_domain(flow, args.flow, sessions=args.sessions)
         episodes = read_episodes(args.sessions)
     if not episodes:
         raise ValueError("no sessions to watch")
@@ -233,6 +221,7 @@ def _stage(args: argparse.Namespace) -> int:
     if not sessions.is_dir():
         say(f"{sessions}: not a directory of session logs")
         return 1
+    check_domain(committed, args.flow, sessions=sessions, below=True)  # as ingest reads them
     layout = cache_layout(args.home, sessions)
     ingested = materialize(INGEST_ASSETS, str(layout.home), args.wait, warehouse=layout.url)
     if not ingested.success:

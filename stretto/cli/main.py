@@ -70,6 +70,7 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
+    from stretto.cli.options import OtherDomain
     from stretto.logs.sessionlog import LogError
     from stretto.model.flow import FlowError
     from stretto.progress import close_all
@@ -79,6 +80,9 @@ def _main(argv: list[str] | None) -> int:
             return args.run(args)
         finally:
             close_all()
+    except OtherDomain as exc:  # sessions the flow cannot speak for
+        print(f"stretto: {exc}", file=sys.stderr)
+        return 2
     except (LogError, FlowError) as exc:  # bad input: the message names file, line, field
         print(f"stretto: {exc}", file=sys.stderr)
         return 1
@@ -91,7 +95,9 @@ def _usage_error(parser: argparse.ArgumentParser, argv: list[str], exc: UsageErr
     commands = _subcommands(parser)
     name = next((a for a in argv if not a.startswith("-")), None)
     command = commands.get(name) if name else None
-    unknown = _unknown_option(command, argv[argv.index(name) + 1 :]) if command else None
+    unknown = None
+    if name is not None and command is not None:
+        unknown = _unknown_option(command, argv[argv.index(name) + 1 :])
     if command is not None and unknown is not None:
         known = [o for o in command._option_string_actions if o.startswith("--")]
         near = difflib.get_close_matches(unknown, known, n=1)
@@ -130,10 +136,13 @@ def _buffer_stdout() -> None:
     dropped without an error and the command ends with 0. Put a buffer between them (flushed
     at every line, as unbuffered output is seen), whose writes are retried and raise
     BrokenPipeError."""
-    out = sys.stdout
-    if isinstance(out, io.TextIOWrapper) and isinstance(out.buffer, io.RawIOBase):
+    out = sys.__stdout__
+    if out is None or sys.stdout is not out:  # no stdout, or a test's capture
+        return
+    if isinstance(out.buffer, io.RawIOBase):
+        raw = io.FileIO(out.fileno(), "w", closefd=False)  # the wrapper never closes fd 1
         sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(out.buffer),
+            io.BufferedWriter(raw),
             encoding=out.encoding,
             errors=out.errors,
             line_buffering=True,

@@ -225,6 +225,43 @@ def log_domains(folder: Path, *, below: bool) -> Counter[str | None]:
     return domains
 
 
+class OtherDomain(ValueError):
+    """Sessions or results files of another domain than the flow's: a flow's counts say
+    nothing about another domain's tools. main() says it and exits 2."""
+
+
+def check_domain(
+    flow: dict,
+    flow_path: str | Path,
+    *,
+    sessions: str | Path | None = None,
+    episodes: list | None = None,
+    below: bool = False,
+) -> None:
+    """Refuse (OtherDomain) what a command would read with a flow when it is of another
+    domain than the flow's: session logs in `sessions` (and in its subfolders with `below`,
+    as ingest reads them) whose headers name another domain (a log without one may be of
+    any), or `episodes` read from results files (each names its domain). The one check of
+    every command that reads sessions with a flow (replay, search, drift, audit, evaluate,
+    promote, stage)."""
+    domain = flow["manifest"]["domain"]
+    other = next((e for e in episodes or [] if e.domain != domain), None)
+    if other is not None:
+        raise OtherDomain(
+            f"{other.source.split('#')[0]}: a results file of the {other.domain} domain, not "
+            f"the flow's {domain} ({flow_path})"
+        )
+    if sessions is None or not Path(sessions).is_dir():
+        return
+    found = log_domains(Path(sessions), below=below)
+    others = {d: n for d, n in found.items() if d is not None and d != domain}
+    if others:
+        held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
+        raise OtherDomain(
+            f"{sessions}: sessions of another domain than the flow's {domain} ({flow_path}): {held}"
+        )
+
+
 def say(message: str) -> None:
     """One line on stderr, as every message of the command is written."""
     print(f"stretto: {message}", file=sys.stderr)

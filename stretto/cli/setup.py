@@ -22,7 +22,8 @@ def register(commands: Commands) -> None:
         "the steps from there to a served flow. HOME is --home, else $STRETTO_HOME, else "
         "~/.stretto. For Claude Code it prints the JSON `claude mcp add-json NAME` takes.",
         usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] "
-        f"[--decider {{{','.join(DECIDERS)}}}] [--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] "
+        f"[--decider {{{','.join(DECIDERS)}}}] [--shadow] [--explore EPS] [--home DIR] "
+        "[--write PATH [--force]] "
         "(-- SERVER COMMAND... | --server NAME=COMMAND...)",
         examples=[
             "stretto init --name notes -- npx -y @modelcontextprotocol/server-filesystem ~/notes",

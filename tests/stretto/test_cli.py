@@ -382,17 +382,64 @@ def test_replay_and_search_refuse_episodes_of_another_domain(shop_flow_path: Pat
         / "data/tau2/results/sierra-model_training/gpt-4.1_airline_default_gpt-4.1_1trials.json"
     )
     for command in ("replay", "search"):
-        with pytest.raises(SystemExit) as refused:
-            main([command, "--flow", str(shop_flow_path), "--results", str(airline)])
-        assert refused.value.code == (
+        assert main([command, "--flow", str(shop_flow_path), "--results", str(airline)]) == 2
+        assert capsys.readouterr().err == (
             f"stretto: {airline}: a results file of the airline domain, not the flow's shop "
-            f"({shop_flow_path})"
+            f"({shop_flow_path})\n"
         )
     retail = REFERENCE_HOME / "logs/retail"
-    with pytest.raises(SystemExit) as refused:
-        main(["replay", "--flow", str(shop_flow_path), "--sessions", str(retail)])
-    assert refused.value.code == (
+    assert main(["replay", "--flow", str(shop_flow_path), "--sessions", str(retail)]) == 2
+    assert capsys.readouterr().err == (
         f"stretto: {retail}: sessions of another domain than the flow's shop ({shop_flow_path}): "
-        "retail (1)"
+        "retail (1)\n"
     )
     assert main(["replay", "--flow", str(shop_flow_path), "--sessions", str(SERVED_SHOP)]) == 0
+
+
+@pytest.fixture(scope="module")
+def shop_and_retail(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A shop flow (learned from six shop sessions), and a folder of three retail sessions."""
+    from tests.builders import learn, shop_log, write_logs
+
+    tmp = tmp_path_factory.mktemp("domains")
+    shop = write_logs(tmp / "shop", [shop_log(i) for i in range(6)])
+    flow = tmp / "shop.flow.json"
+    assert learn(shop, flow, tmp / "home").returncode == 0
+    retail = []
+    for i in range(3):
+        log = shop_log(100 + i)
+        log.lines[0]["domain"] = "retail"
+        retail.append(log)
+    return flow, write_logs(tmp / "retail", retail), tmp
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+        ["evaluate", "--sessions", "{other}", "--flow", "{flow}", "--out", "{out}"],
+        ["promote", "--flow", "{flow}", "--shadow", "{other}", "--out", "{out}"],
+        ["stage", "--flow", "{flow}", "--sessions", "{other}", "--home", "{out}"],
+        ["replay", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+        ["search", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+        ["drift", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_flow_and_sessions_of_another_domain_are_refused(
+    shop_and_retail: tuple[Path, Path, Path], argv: list[str], capsys
+) -> None:
+    """Every command that reads sessions with a flow refuses sessions of another domain the
+    same way (one check, stretto.cli.options.check_domain), exit 2, and writes nothing."""
+    flow, other, tmp = shop_and_retail
+    out = tmp / f"out-{argv[0]}"
+    words = [w.format(flow=flow, other=other, out=out) for w in argv]
+    served = flow.read_bytes()
+    assert main(words) == 2
+    out_, err = capsys.readouterr()
+    assert err == (
+        f"stretto: {other}: sessions of another domain than the flow's shop ({flow}): retail (3)\n"
+    )
+    assert out_ == "" and not out.exists()
+    assert flow.read_bytes() == served
+    assert not (flow.parent / "shop.staged.flow.json").exists()

@@ -98,7 +98,10 @@ def test_drift_exits_2_on_an_error(trained, tmp_path) -> None:
     for argv, message in [
         (["--flow", str(bad), "--sessions", str(SHOP)], "this is not a stretto flow file"),
         (["--flow", str(trained), "--sessions", str(tmp_path / "none")], "not a directory"),
-        (["--flow", str(trained), "--sessions", str(other)], "another domain than shop: notes"),
+        (
+            ["--flow", str(trained), "--sessions", str(other)],
+            f"another domain than the flow's shop ({trained}): notes (1)",
+        ),
         (["--flow", str(trained), "--sessions", str(empty)], "no sessions to watch"),
         (["--flow", str(trained), "--sessions", str(SHOP), "--window", "2"], "--window wants"),
         (["--flow", str(trained), "--sessions", str(SHOP), "--hazard", "0"], "--hazard wants"),
