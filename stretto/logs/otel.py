@@ -25,7 +25,6 @@ arguments would make that call.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,16 +406,15 @@ def read_otel(
 def write_logs(result: OtelImport, out: str | Path) -> list[Path]:
     """Write each trace's log to `out/<session>.jsonl` (a file already holding the same log
     is left as it is, so importing again changes nothing); the paths."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    from stretto.home import private_dirs, write_private
+
+    out = private_dirs(Path(out), own=False)
     written = []
     for converted in result.sessions:
         target = out / f"{converted.session}.jsonl"
         data = converted.text.encode("utf-8")
         if not (target.is_file() and target.read_bytes() == data):
-            partial = target.with_name(f".{target.name}.partial")
-            partial.write_bytes(data)
-            os.replace(partial, target)
+            write_private(target, data)
         written.append(target)
     return written
 

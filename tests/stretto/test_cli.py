@@ -443,3 +443,27 @@ def test_a_flow_and_sessions_of_another_domain_are_refused(
     assert out_ == "" and not out.exists()
     assert flow.read_bytes() == served
     assert not (flow.parent / "shop.staged.flow.json").exists()
+
+
+def test_audit_with_nothing_to_score_says_so_and_exits_1(
+    shop_and_retail: tuple[Path, Path, Path], capsys
+) -> None:
+    """Sessions where the agent called no tool: no decision to score (not "Agreement: 0.0%")."""
+    from tests.builders import HEADER, LogBuilder, write_logs
+
+    flow, _, tmp = shop_and_retail
+    quiet = []
+    for i in range(2):
+        log = LogBuilder()
+        log.lines[0] = {**HEADER, "session": f"q-{i}", "domain": "shop"}
+        log.say(1, "user", "Hello?").say(2, "assistant", "Hello.")
+        quiet.append(log)
+    folder = write_logs(tmp / "quiet", quiet)
+    out = tmp / "quiet-audit"
+    assert main(["audit", "--flow", str(flow), "--sessions", str(folder), "--out", str(out)]) == 1
+    printed, err = capsys.readouterr()
+    assert printed == "" and not out.exists()
+    assert err == (
+        f"stretto: nothing to score: the 2 session(s) in {folder} hold no decision the flow "
+        "makes (a result of the agent's call that something followed); nothing written\n"
+    )
