@@ -342,9 +342,12 @@ def _flow_log(args: argparse.Namespace) -> int:
             print(json.dumps(versions.log(args.flow), indent=1, ensure_ascii=False))
         else:
             sys.stdout.write(versions.log_markdown(args.flow))
+        now = versions.served(args.flow)
     except versions.VersionError as exc:
         say(_message(exc))
         return 1
+    if not now.startswith(("version ", "no committed")):
+        say(f"warning: served now: {now}")
     return 0
 
 
