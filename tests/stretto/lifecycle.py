@@ -129,6 +129,7 @@ def learn_folder(folder: Path, out: Path, home: Path, *extra: str) -> dict:
                 str(out),
                 "--home",
                 str(home),
+                *(["--mkdir"] if not out.parent.exists() else []),  # e.g. another home's flows/
                 *extra,
             ]
         )
