@@ -11,7 +11,6 @@ from assets.ingest import nothing_to_check, steps
 from assets.metadata import Timings, link, skipped, table
 from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
 from assets.resources import StrettoHome
-from stretto.home import private_dirs
 from stretto.logs.episode import Episode, in_start_order, read_episode
 from stretto.logs.rewards import read_rewards, with_rewards
 from stretto.model.defaults import SURPRISE_WINDOW
@@ -253,7 +252,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
     served = flow_path(layout.home, domain)
     path = Path(config.out) if config.out else served
     before = _readable(served)
-    private_dirs(path.parent, own=path.parent == served.parent)  # HOME/flows/ is ours
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_flow(learned, path)
     context.log.info(
         f"learned the {domain} flow from {learned['provenance']['habit_episodes']} sessions: {path}"

@@ -9,7 +9,6 @@ from assets.metadata import link, skipped
 from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
-from stretto.home import private_dirs
 from stretto.model.decide import DEFAULT_THRESHOLD
 from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
 
@@ -52,7 +51,7 @@ def promotion(context: dg.AssetExecutionContext, config: PromotionConfig, strett
         if config.out
         else layout.report_folder(domain, "promotion") / f"{domain}.promoted.flow.json"
     )
-    private_dirs(out.parent, own=not config.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     bar = Bar(config.threshold, config.min_used, config.min_lower, config.min_tasks)
     try:
         done = promote_flow(path, shadow, bar, decider=config.decider, out=out, cli=False)

@@ -12,22 +12,17 @@ Nothing here creates a folder: the code that writes one does.
 
 Everything stretto writes under the home is private to its user: files 0600, folders 0700,
 whatever the umask (session logs hold tool results, which hold secrets). One helper for every
-writer: `write_private(path, data)` writes a file whole or not at all and 0600 from its first
-byte (bytes, text, or a function that writes the file it is given: polars, pyarrow,
-matplotlib), making its missing folders 0700; `private_dirs(folder)` creates a folder (and
-its missing parents) as 0700, `make_private(path)` sets a file's or folder's mode after
-someone else (DuckDB) created it, `private_tree(root)` does that for a whole tree. Symlinks
-are left alone (they may point at the user's own folders). So is a folder the user named
-that exists already (`--out DIR`): the files stretto writes in it are private all the same.
+writer: `private_dirs(folder)` creates a folder (and its missing parents) as 0700,
+`make_private(path)` sets a file's or folder's mode after someone else (DuckDB, pyarrow,
+matplotlib) created it, `private_tree(root)` does that for a whole tree. Symlinks are left
+alone (they may point at the user's own folders).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -90,10 +85,9 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-def private_dirs(folder: str | os.PathLike, own: bool = True) -> Path:
+def private_dirs(folder: str | os.PathLike) -> Path:
     """Create `folder` and its missing parents with mode 0700; make `folder` 0700 if it
-    existed and is stretto's `own` (not one the user named). Existing parents keep their mode
-    (the home's parent is not ours)."""
+    existed. Existing parents keep their mode (the home's parent is not ours)."""
     folder = Path(folder)
     missing = []
     current = folder
@@ -108,7 +102,7 @@ def private_dirs(folder: str | os.PathLike, own: bool = True) -> Path:
         except FileExistsError:
             pass
         os.chmod(path, DIR_MODE)  # mkdir's mode is masked by the umask; chmod is not
-    if not missing and own:
+    if not missing:
         make_private(folder)
     return folder
 
@@ -130,49 +124,3 @@ def private_tree(root: str | os.PathLike) -> None:
     for folder, dirs, files in os.walk(os.fspath(root)):
         for name in dirs + files:
             make_private(os.path.join(folder, name))
-
-
-TEMP_MARK = ".tmp-"  # temporary files are named .<name>.tmp-<pid>; readers never list them
-
-
-def temp_beside(path: Path) -> Path:
-    return path.parent / f".{path.name}{TEMP_MARK}{os.getpid()}"
-
-
-def fsync_path(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_private(path: str | os.PathLike, data: bytes | str | Callable[[Path], object]) -> Path:
-    """Write `path` whole or not at all, 0600 from its first byte whatever the umask: `data`
-    (bytes, text as UTF-8, or a function that writes the file it is given) goes to a
-    temporary file beside it, made 0600 before anything is in it, then fsync, rename, fsync
-    of the folder. Missing folders are made 0700; an existing one keeps its mode. The path."""
-    path = Path(path)
-    private_dirs(path.parent, own=False)
-    # one of its own per thread: the console's threads may write one file at once
-    temp = temp_beside(path).with_name(f"{temp_beside(path).name}.{threading.get_native_id()}")
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)  # one a crashed run left may have another mode
-            if not callable(data):
-                view = memoryview(data.encode() if isinstance(data, str) else data)
-                while view:
-                    view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        if callable(data):  # the writer truncates the file it is given, which keeps its mode
-            data(temp)
-        fsync_path(temp)
-        make_private(temp)  # a writer that made the file anew
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    fsync_path(path.parent)
-    return path

@@ -9,9 +9,9 @@ import signal
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from stretto.home import TEMP_MARK, fsync_path, private_dirs, temp_beside, write_private
+from stretto.home import make_private, private_dirs
 
-__all__ = ["TEMP_MARK", "fsync_path", "temp_beside"]
+TEMP_MARK = ".tmp-"  # temporary files are named .<name>.tmp-<pid>; readers never list them
 
 
 _fault_hits: dict[str, int] = {}
@@ -37,11 +37,31 @@ def fault(point: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def fsync_path(path: str | os.PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_beside(path: Path) -> Path:
+    return path.parent / f".{path.name}{TEMP_MARK}{os.getpid()}"
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(temp)` writes the content; it appears at `path` whole, or not at all
-    (stretto.home.write_private, in a folder of the warehouse's own: made private)."""
+    """`write(temp)` writes the content; it appears at `path` whole, or not at all."""
     private_dirs(path.parent)
-    write_private(path, write)
+    temp = temp_beside(path)
+    try:
+        write(temp)
+        fsync_path(temp)
+        make_private(temp)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent)
 
 
 def move_in(moves: Iterable[tuple[Path, Path]]) -> None:

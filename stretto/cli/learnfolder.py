@@ -81,8 +81,6 @@ def learn_folder(
     from pipeline.run import failure_message, materialize, output_metadata
 
     layout = cache_layout(home, sessions)
-    if resolved(out).parent == Paths.at(home).flows:  # the served flows' folder: stretto's own
-        private_dirs(resolved(out).parent)
     config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
     if manifest:
         config["manifest"] = str(resolved(manifest))

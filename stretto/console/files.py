@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
-
-from stretto import home
 
 
 class Refused(ValueError):
@@ -31,9 +30,20 @@ def private_dir(path: Path) -> Path:
 
 
 def write_private(path: Path, data: bytes | str) -> None:
-    """Write a file atomically with mode 0600 (stretto.home.write_private)."""
+    """Write a file atomically with mode 0600."""
     private_dir(path.parent)
-    home.write_private(path, data)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: Path, value) -> None:

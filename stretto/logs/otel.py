@@ -25,6 +25,7 @@ arguments would make that call.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -406,15 +407,16 @@ def read_otel(
 def write_logs(result: OtelImport, out: str | Path) -> list[Path]:
     """Write each trace's log to `out/<session>.jsonl` (a file already holding the same log
     is left as it is, so importing again changes nothing); the paths."""
-    from stretto.home import private_dirs, write_private
-
-    out = private_dirs(Path(out), own=False)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     for converted in result.sessions:
         target = out / f"{converted.session}.jsonl"
         data = converted.text.encode("utf-8")
         if not (target.is_file() and target.read_bytes() == data):
-            write_private(target, data)
+            partial = target.with_name(f".{target.name}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, target)
         written.append(target)
     return written
 

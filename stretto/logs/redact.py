@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stretto import home
 from stretto.logs.pseudonyms import (
     KEEP_SHARED,
     SALT_ENV,
@@ -130,8 +129,21 @@ def _private_folder(folder: Path) -> None:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write a file whole or not at all, mode 0600 (stretto.home.write_private)."""
-    home.write_private(path, data)
+    """Write a file whole or not at all (a temporary file, fsync, rename), mode 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
 
 
 def _write_new(path: Path, data: bytes, report: Report) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from stretto import __version__
-from stretto.home import write_private
 from stretto.model.binding import PathError, binding_paths, compile_path
 from stretto.model.habit import START, BackoffModel
 from stretto.model.program import STANDARD_PROGRAM, is_standard
@@ -131,14 +130,23 @@ def dumps(flow: dict) -> str:
 
 def write_flow(flow: dict, path: str | Path) -> None:
     """Write a flow (validated, one line, sorted keys) atomically: a reader never sees half."""
+    import tempfile  # only commands that write flows need it; the proxy only reads them
+
     path = Path(path)
     validate(flow, str(path))
-    # private whatever the umask: a new flow is 0600, one that exists keeps a mode only as far
-    # as it is not wider than 0600
-    mode = path.stat().st_mode & 0o600 if path.exists() else 0o600
-    write_private(path, dumps(flow))
-    if mode != 0o600:
-        os.chmod(path, mode)
+    text = dumps(flow)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        # private whatever the umask: a new flow is 0600, one that exists keeps a mode
+        # only as far as it is not wider than 0600
+        os.chmod(tmp, path.stat().st_mode & 0o600 if path.exists() else 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @cache

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stretto.home import private_dirs, write_private
 from stretto.offline import changepoints
 from stretto.offline.changepoints import MIN_RUN, TAIL, prior
 
@@ -461,7 +460,7 @@ def plot(result: Drift, path) -> None:
     axes[-1].set_xlabel("session (start order)")
     axes[0].set_title(f"Drift: {result.domain}")
     fig.tight_layout()
-    write_private(path, lambda temp: fig.savefig(temp, format="png"))
+    fig.savefig(path, format="png")
     plt.close(fig)
 
 
@@ -471,9 +470,12 @@ def write_report(result: Drift, folder) -> list:
     import json
     from pathlib import Path
 
-    folder = private_dirs(Path(folder), own=False)
+    from stretto.home import private_dirs, private_tree
+
+    folder = private_dirs(Path(folder))
     written = [folder / "drift.md", folder / "drift.json", folder / "drift.png"]
-    write_private(written[0], markdown(result))
-    write_private(written[1], json.dumps(result.as_json(), indent=1, ensure_ascii=False) + "\n")
+    written[0].write_text(markdown(result))
+    written[1].write_text(json.dumps(result.as_json(), indent=1, ensure_ascii=False) + "\n")
     plot(result, written[2])
+    private_tree(folder)
     return written

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from stretto.home import private_dirs, write_private
-
 # Column types by name, as polars dtypes' names (resolved on use, so this module is cheap):
 # "String", ["String"] (a list of), {"field": "Float64", ...} (a struct).
 Schema = Mapping[str, object]
@@ -43,10 +41,11 @@ def frame(rows: Sequence[dict], schema: Schema):
 
 
 def write_tables(tables: Mapping[str, tuple[Sequence[dict], Schema]], folder: Path) -> list[Path]:
-    """Each table (name -> rows, schema) as `<folder>/<name>.parquet`, private (0600, a new
-    folder 0700: the tables hold tool arguments); the paths written."""
-    private_dirs(folder, own=False)
+    """Each table (name -> rows, schema) as `<folder>/<name>.parquet`; the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (rows, schema) in tables.items():
-        written.append(write_private(folder / f"{name}.parquet", frame(rows, schema).write_parquet))
+        path = folder / f"{name}.parquet"
+        frame(rows, schema).write_parquet(path)
+        written.append(path)
     return written

@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from stretto.home import write_private
-
 OFF_AT = 1.05  # where a threshold above 1 (the site switched off) is drawn
 
 
@@ -35,7 +33,9 @@ def _save(fig, path: str | Path, title: str | None = None) -> Path:
     if title is not None:
         fig.suptitle(title)
     fig.tight_layout()
-    return write_private(Path(path), lambda temp: fig.savefig(temp, format="png"))
+    out = Path(path)
+    fig.savefig(out, format="png")
+    return out
 
 
 def reliability_diagram(

@@ -20,10 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
-from stretto.home import write_private
 from stretto.model.flow import FlowError, validate
 from stretto.offline.review import diff
 
@@ -56,9 +56,25 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` whole and privately (stretto.home.write_private)."""
-    write_private(path, data)
+def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace `path` whole: a temporary file in the same folder, flushed to disk, renamed
+    over it, then the folder flushed so the rename itself survives a crash."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def log(flow_path: str | Path) -> list[dict]:

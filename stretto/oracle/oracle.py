@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stretto.home import private_dirs
 from stretto.oracle.cache import AnswerCache
 from stretto.oracle.errors import Malformed, OracleError
 from stretto.oracle.questions import NEXT
@@ -189,7 +188,7 @@ class Oracle:
     def _append(self, record: dict[str, Any]) -> None:
         if self.log is None:
             return
-        private_dirs(self.log.parent, own=False)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a") as f:
             f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")

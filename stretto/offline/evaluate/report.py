@@ -266,9 +266,8 @@ def write_tables(labelled: Labelled, results: list[dict], folder: Path | str) ->
     the paths written."""
     import polars as pl
 
-    from stretto.home import private_dirs, write_private
-
-    folder = private_dirs(Path(folder), own=False)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     decisions, options = decision_rows(labelled)
     estimates, diagnostics = estimate_rows(results)
     tables = {
@@ -279,7 +278,10 @@ def write_tables(labelled: Labelled, results: list[dict], folder: Path | str) ->
     }
     written = []
     for name, schema in table_schemas().items():
-        data = pl.DataFrame(tables[name], schema=schema)
-        written.append(write_private(folder / f"{name}.parquet", data.write_parquet))
-    written.append(write_private(folder / "report.md", markdown(results)))
+        path = folder / f"{name}.parquet"
+        pl.DataFrame(tables[name], schema=schema).write_parquet(path)
+        written.append(path)
+    report = folder / "report.md"
+    report.write_text(markdown(results), encoding="utf-8")
+    written.append(report)
     return written
