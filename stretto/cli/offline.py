@@ -100,6 +100,14 @@ def _audit(args: argparse.Namespace) -> int:
         say(problem)
         return 1
     result = audit(flow, episodes, decider, offline_oracle(args))
+    if not result.decisions:  # an agreement of 0.0% would be a score of nothing
+        unanswered = f", {result.unanswered} left unanswered" if result.unanswered else ""
+        say(
+            f"nothing to score: the {len(episodes)} session(s) in {args.sessions} hold no "
+            f"decision the flow makes (a result of the agent's call that something "
+            f"followed{unanswered}); nothing written"
+        )
+        return 1
     sys.stdout.write(markdown(result))
     folder = _report_folder(args, flow["manifest"]["domain"], "audit")
     written = write_tables(result, folder)
