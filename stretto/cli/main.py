@@ -6,33 +6,16 @@ Each family's module declares its commands; a command imports what it needs when
 from __future__ import annotations
 
 import argparse
-import difflib
 import io
 import os
 import signal
 import sys
-from typing import NoReturn
 
 from stretto import __version__
 from stretto.cli import learning, lifecycle, offline, review, serving, setup, warehouse
+from stretto.usage import Parser, parse
 
 FAMILIES = (warehouse, learning, review, offline, lifecycle, serving, setup)
-
-
-class UsageError(Exception):
-    """argparse's error, raised rather than printed, so that main() can say it better."""
-
-    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
-        super().__init__(message)
-        self.parser = parser
-        self.message = message
-
-
-class Parser(argparse.ArgumentParser):
-    """The parser of `stretto` and of each command (add_parser makes its own kind)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(self, message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,11 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = parser.parse_args(argv)
-    except UsageError as exc:
-        _usage_error(parser, argv, exc)
+    args = parse(parser, sys.argv[1:] if argv is None else argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
@@ -86,48 +65,6 @@ def _main(argv: list[str] | None) -> int:
     except (LogError, FlowError) as exc:  # bad input: the message names file, line, field
         print(f"stretto: {exc}", file=sys.stderr)
         return 1
-
-
-def _usage_error(parser: argparse.ArgumentParser, argv: list[str], exc: UsageError) -> NoReturn:
-    """A usage error, said against the command it is in: an option the command does not
-    know (a misspelt one named as such, with the nearest it knows), else argparse's message.
-    Exit 2."""
-    commands = _subcommands(parser)
-    name = next((a for a in argv if not a.startswith("-")), None)
-    command = commands.get(name) if name else None
-    unknown = None
-    if name is not None and command is not None:
-        unknown = _unknown_option(command, argv[argv.index(name) + 1 :])
-    if command is not None and unknown is not None:
-        known = [o for o in command._option_string_actions if o.startswith("--")]
-        near = difflib.get_close_matches(unknown, known, n=1)
-        hint = f" (did you mean {near[0]}?)" if near else f" (`{command.prog} --help` lists them)"
-        command.print_usage(sys.stderr)
-        command.exit(2, f"{command.prog}: error: unknown option {unknown}{hint}\n")
-    exc.parser.print_usage(sys.stderr)
-    exc.parser.exit(2, f"{exc.parser.prog}: error: {exc.message}\n")
-
-
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
-def _unknown_option(command: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """The first `--option` in `argv` (up to a `--`) that `command` does not take, whole or
-    as the start of one (argparse takes those, or says they are ambiguous)."""
-    known = [o for o in command._option_string_actions if o.startswith("--")]
-    for arg in argv:
-        if arg == "--":
-            return None
-        if not arg.startswith("--"):
-            continue
-        option = arg.split("=", 1)[0]
-        if not any(o.startswith(option) for o in known):
-            return option
-    return None
 
 
 def _buffer_stdout() -> None:
