@@ -49,7 +49,7 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
-    from stretto.cli.options import OtherDomain
+    from stretto.cli.options import INTERRUPTED, OtherDomain
     from stretto.logs.sessionlog import LogError
     from stretto.model.flow import FlowError
     from stretto.progress import close_all
@@ -59,6 +59,9 @@ def _main(argv: list[str] | None) -> int:
             return args.run(args)
         finally:
             close_all()
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print("stretto: interrupted", file=sys.stderr)
+        return INTERRUPTED
     except OtherDomain as exc:  # sessions the flow cannot speak for
         print(f"stretto: {exc}", file=sys.stderr)
         return 2

@@ -4,12 +4,16 @@ options several commands take, each defined once."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import textwrap
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from stretto.home import Paths
 from stretto.logs.sessionlog import is_session_log
@@ -21,6 +25,8 @@ HELP_WIDTH = 80  # descriptions are wrapped here; the examples are printed as wr
 
 Commands = argparse._SubParsersAction  # what add_subparsers() returns
 Run = Callable[[argparse.Namespace], int]
+T = TypeVar("T")
+INTERRUPTED = 128 + 2  # the status of a process ended by SIGINT, as shells give it
 
 
 def command(
@@ -260,6 +266,36 @@ def check_domain(
         raise OtherDomain(
             f"{sessions}: sessions of another domain than the flow's {domain} ({flow_path}): {held}"
         )
+
+
+def interruptible(work: Callable[[], T], said: str) -> T:
+    """`work()`, on a thread of its own so that Ctrl-C reaches this one at once: on the main
+    thread Dagster holds SIGINT back until a step ends, then fails the run with a traceback,
+    and DuckDB turns it into a failed query. On Ctrl-C: `said` in one line on stderr, and the
+    process ends now with status 130, leaving what the work wrote as a crash leaves it (every
+    write of the warehouse is recovered from that by the next run)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="stretto-work", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        from stretto.progress import close_all
+
+        with contextlib.suppress(Exception):  # the terminal gets its cursor back
+            close_all()
+        print(f"stretto: {said}", file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def say(message: str) -> None:

@@ -467,3 +467,45 @@ def test_audit_with_nothing_to_score_says_so_and_exits_1(
         f"stretto: nothing to score: the 2 session(s) in {folder} hold no decision the flow "
         "makes (a result of the agent's call that something followed); nothing written\n"
     )
+
+
+@pytest.mark.slow  # an ingest of 3,000 sessions, interrupted, then done again
+def test_ctrl_c_during_ingest_is_one_line_and_130_and_the_next_ingest_recovers(
+    tmp_path: Path,
+) -> None:
+    """SIGINT to a real `stretto ingest` mid-run (its staging folder made, nothing committed):
+    one line on stderr, not Dagster's traceback nor DuckDB's "Query interrupted", status 130;
+    the next ingest removes the partial run and ingests everything."""
+    import signal
+    import time
+
+    from tests.builders import shop_log, stretto, write_logs
+
+    home = tmp_path / "home"
+    write_logs(home / "logs" / "shop", [shop_log(i) for i in range(3000)])
+    staging = home / "warehouse" / "staging"
+    with tempfile.TemporaryFile() as err:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "stretto", "ingest", "--home", str(home)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        while done.poll() is None and not (staging.is_dir() and any(staging.iterdir())):
+            time.sleep(0.02)  # until the run has begun writing
+        done.send_signal(signal.SIGINT)
+        out, _ = done.communicate()
+        err.seek(0)
+        stderr = err.read().decode()
+    assert (done.returncode, stderr) == (
+        130,
+        "stretto: interrupted; the next ingest removes the partial run\n",
+    )
+    assert out == b""
+    again = stretto("ingest", "--home", home)
+    assert again.returncode == 0, again.stderr
+    assert "removed the uncommitted files of the crashed run" in again.stderr
+    assert "3000 sessions" in again.stdout
+    counted = stretto(
+        "sql", "SELECT count(*) AS n FROM sessions", "--format", "json", "--home", home
+    )
+    assert json.loads(counted.stdout) == [{"n": 3000}]
