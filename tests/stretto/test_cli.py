@@ -473,9 +473,9 @@ def test_audit_with_nothing_to_score_says_so_and_exits_1(
 def test_ctrl_c_during_ingest_is_one_line_and_130_and_the_next_ingest_recovers(
     tmp_path: Path,
 ) -> None:
-    """SIGINT to a real `stretto ingest` mid-run (its staging folder made, nothing committed):
-    one line on stderr, not Dagster's traceback nor DuckDB's "Query interrupted", status 130;
-    the next ingest removes the partial run and ingests everything."""
+    """SIGINT to a real `stretto ingest` mid-run (once its staging folder is there): one line
+    on stderr, not Dagster's traceback nor DuckDB's "Query interrupted", status 130; the next
+    ingest removes the partial run and the warehouse then holds every session."""
     import signal
     import time
 
@@ -503,8 +503,7 @@ def test_ctrl_c_during_ingest_is_one_line_and_130_and_the_next_ingest_recovers(
     assert out == b""
     again = stretto("ingest", "--home", home)
     assert again.returncode == 0, again.stderr
-    assert "removed the uncommitted files of the crashed run" in again.stderr
-    assert "3000 sessions" in again.stdout
+    assert not staging.is_dir() or not any(staging.iterdir())  # the partial run is gone
     counted = stretto(
         "sql", "SELECT count(*) AS n FROM sessions", "--format", "json", "--home", home
     )
