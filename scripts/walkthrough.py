@@ -123,13 +123,35 @@ def start_afresh(where: Home) -> str | None:
                 sources = None
             if sources != [AGENT_MODEL]:
                 return f"{flow} is not learned from the walkthrough's sessions"
-    # learn's own warehouse of logs/notes still holds the sessions removed below
-    for path in [*where.owned(), learn_cache(where.home, where.logs)]:
+    forget_ingested(where.home)  # the home's warehouse keeps a session whose log went away
+    # learn's own warehouse of logs/notes still holds the sessions removed below; the reports
+    # are of its audit and evaluation
+    reports = Paths(where.home).reports / "notes"
+    earlier = [*reports.glob("audit-*"), *reports.glob("evaluation-*")] if reports.is_dir() else []
+    for path in [*where.owned(), learn_cache(where.home, where.logs), *earlier]:
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
     return None
+
+
+def forget_ingested(home: Path) -> None:
+    """Take the sessions an earlier walkthrough ingested (its agent's) out of the home's
+    warehouse, with the ingest lock held (warehouse/forget.py)."""
+    from assets.ingest import new_ingest_id
+    from warehouse import registry, store
+    from warehouse.forget import forget_sessions
+    from warehouse.layout import Layout
+
+    layout = Layout.at(home)
+    if not registry.commit_names(layout):  # no warehouse, or nothing committed
+        return
+    with store.ingest_lock(layout, 600, lambda message: print(f"walkthrough: {message}")):
+        ours = store.query(
+            layout, f"SELECT session FROM sessions WHERE header_agent_model = '{AGENT_MODEL}'"
+        )
+        forget_sessions(layout, ours.column("session").to_pylist(), new_ingest_id())
 
 
 def run_session(task: Task, logs: Path, workdir: Path, *flow_options: str) -> tuple[Path, dict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -21,7 +22,10 @@ WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() 
 
 def _end_with_parent(parent: int) -> None:
     """In a worker: exit when the process that started it is gone (killed with -9, it
-    cannot tell its workers), instead of finishing a batch nobody will commit."""
+    cannot tell its workers), instead of finishing a batch nobody will commit. Ctrl-C, which
+    a terminal sends to every process of the command, is the parent's to answer: it ends
+    itself, and its workers with it, without a traceback from each."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while True:
@@ -32,6 +36,23 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (the pool would) with its warnings off: when
+    Ctrl-C ends an ingest at once (stretto.cli.options.interruptible) it still removes the
+    pool's semaphores, and would say so on the command's stderr, a warning per run."""
+    from multiprocessing import resource_tracker
+
+    saved = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore::UserWarning"
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = saved
+
+
 @contextmanager
 def worker_pool(workers: int | None = None) -> Iterator[ProcessPoolExecutor | None]:
     """A pool of `workers` (default WORKERS) processes, started on first use and ended with
@@ -40,6 +61,7 @@ def worker_pool(workers: int | None = None) -> Iterator[ProcessPoolExecutor | No
     if workers <= 1:
         yield None
         return
+    _start_resource_tracker()
     # spawn, not fork: the caller may hold threads (Dagster) or a DuckDB connection.
     pool = ProcessPoolExecutor(
         max_workers=workers,

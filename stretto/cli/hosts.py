@@ -75,6 +75,23 @@ def server_name(command: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-") or "server"
 
 
+def command_problem(command: list[str]) -> str | None:
+    """Why the host would fail to start the server's `command` on this machine (its program
+    not found on PATH, not a file, or not executable), or None. A relative path is looked up
+    from here, but the host starts it from a folder of its own: that is said too."""
+    program = command[0]
+    if "/" not in program:
+        return None if shutil.which(program) else f"{program!r} is not found on PATH"
+    path = Path(program).expanduser()
+    if not path.is_file():
+        return f"{program} does not exist" if not path.exists() else f"{program} is not a file"
+    if not os.access(path, os.X_OK):
+        return f"{program} is not executable"
+    if not path.is_absolute():
+        return f"{program} is a relative path; the host starts servers from a folder of its own"
+    return None
+
+
 def home_text(given: str | None) -> str:
     """The home as the configuration names it: --home or $STRETTO_HOME made absolute, else
     `~/.stretto` as written (the proxy expands `~` itself)."""
@@ -141,7 +158,7 @@ def parse_servers(specs: list[str]) -> dict[str, list[str]]:
         if not sep or not NAME.fullmatch(name) or "::" in name:
             raise InitError(
                 f"--server {spec!r}: give NAME=COMMAND, NAME of letters, digits, '_', '.' "
-                "and '-' (e.g. --server 'github=npx -y @modelcontextprotocol/server-github')"
+                "and '-' (e.g. --server 'github=github-mcp-server stdio')"
             )
         try:
             words = shlex.split(command)
@@ -243,7 +260,17 @@ def next_steps(
     first = "restart the host" if written else HOSTS[host].add.replace("NAME", name)
     lines = ["Next:", f"  1. {first}"]
     new_flow = f"{home}/flows/{name}.flow.json"
-    if not flow:
+    if not flow and Path(new_flow).expanduser().exists():  # learning must not overwrite it
+        new = f"{home}/flows/{name}.new.flow.json"
+        lines += [
+            f"  2. use it as usual: each session is recorded into {record}/",
+            f"  3. after a few sessions, learn a flow from them ({new_flow} is there already):",
+            f"     stretto learn --sessions {record} --domain {name} --habit-only --out {new}",
+            f"  4. review it against that one: stretto flow-diff {new_flow} {new}",
+            f"  5. serve it: run this command again with --flow {new}"
+            + (" --force" if written else ""),
+        ]
+    elif not flow:
         lines += [
             f"  2. use it as usual: each session is recorded into {record}/",
             "  3. after a few sessions, learn a flow from them:",

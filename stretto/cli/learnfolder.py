@@ -8,12 +8,30 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.options import say
+from stretto.cli.options import log_domains, say
 from stretto.home import Paths, private_dirs
 
 
 def resolved(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
+
+
+MKDIR_HELP = "create --out's folder if it is missing (HOME/flows/ is created without it)"
+
+
+def out_problem(out: str | Path, home: str | None, mkdir: bool) -> str | None:
+    """Why a flow cannot be written to --out `out`: its folder is missing (a typo in a path
+    would otherwise make folders nobody asked for) unless `mkdir`, or is the flows folder of
+    the home, which stretto makes as it makes the home; or it is no folder. None if it can."""
+    path = resolved(out)
+    folder = path.parent
+    if folder.is_dir():
+        return None
+    if folder.exists():
+        return f"--out {out}: {folder} is not a folder"
+    if mkdir or folder == Paths.at(home).flows:
+        return None
+    return f"--out {out}: the folder {folder} does not exist (create it, or give --mkdir)"
 
 
 def learn_cache(home: str | Path | None, sessions: Path) -> Path:
@@ -116,3 +134,24 @@ def learning_options(args: argparse.Namespace) -> dict[str, Any] | None:
             return None
         options.update(surprise=args.surprise, surprise_window=args.surprise_window)
     return options
+
+
+def domain_matches(sessions: Path, domain: str) -> bool:
+    """Whether `learn --domain` fits the logs: refused (False, said why) when the folder holds
+    no session log, or every log names another domain (a typo: `ntoes` for `notes`); a
+    warning when some logs name another domain."""
+    found = log_domains(sessions, below=True)
+    if not found:
+        say(f"{sessions}: no session logs (*.jsonl) in it or below it")
+        return False
+    others = {d: n for d, n in found.items() if d is not None and d != domain}
+    held = ", ".join(f"{d or 'no domain'} ({n})" for d, n in sorted(found.items(), key=str))
+    if others and sum(others.values()) == found.total():
+        say(f"no session in {sessions} is of the domain {domain!r}; its logs are of: {held}")
+        return False
+    if others:
+        say(
+            f"warning: {sum(others.values())} of {found.total()} sessions in {sessions} are of "
+            f"another domain than {domain!r} ({held}); the {domain} flow learns from all of them"
+        )
+    return True

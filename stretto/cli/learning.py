@@ -9,9 +9,12 @@ from typing import Any
 
 from stretto.cli.calibrating import CALIBRATE_HELP
 from stretto.cli.learnfolder import (
+    MKDIR_HELP,
+    domain_matches,
     learn_folder,
     learning_options,
     otel_logs,
+    out_problem,
     resolved,
 )
 from stretto.cli.options import (
@@ -23,7 +26,6 @@ from stretto.cli.options import (
     add_wait,
     command,
     costs_of,
-    log_domains,
     oracle_cache,
     oracle_problem,
     paths,
@@ -72,6 +74,7 @@ def register(commands: Commands) -> None:
         help="ask no model: every session trains the habit; no arbiter",
     )
     learn.add_argument("--out", required=True, metavar="FILE", help="where to write the flow")
+    learn.add_argument("--mkdir", action="store_true", help=MKDIR_HELP)
     learn.add_argument(
         "--manifest",
         metavar="FILE",
@@ -173,6 +176,7 @@ def register(commands: Commands) -> None:
         help='the task split ({"train": [...], "test": [...]}); only training tasks are learned',
     )
     compile_cmd.add_argument("--out", required=True, metavar="FLOW", help="where to write the flow")
+    compile_cmd.add_argument("--mkdir", action="store_true", help=MKDIR_HELP)
     compile_cmd.add_argument(
         "--tools",
         metavar="TOOLS.json",
@@ -352,6 +356,10 @@ def _learn(args: argparse.Namespace) -> int:
     options = learning_options(args)
     if options is None:
         return 2
+    problem = out_problem(args.out, args.home, args.mkdir)
+    if problem:
+        say(problem)
+        return 2
     manifest = load_manifest(args.manifest) if args.manifest else None  # refused before work
     if args.otel:
         if manifest is None:
@@ -374,7 +382,7 @@ def _learn(args: argparse.Namespace) -> int:
         if not sessions.is_dir():
             say(f"{sessions}: not a directory of session logs")
             return 1
-        if not _domain_matches(sessions, args.domain):
+        if not domain_matches(sessions, args.domain):
             return 1
     out = resolved(args.out)
     learned = learn_folder(
@@ -452,27 +460,6 @@ def _arbiter_said(learned: dict[str, Any]) -> str:
     )
 
 
-def _domain_matches(sessions: Path, domain: str) -> bool:
-    """Whether `learn --domain` fits the logs: refused (False, said why) when the folder holds
-    no session log, or every log names another domain (a typo: `ntoes` for `notes`); a
-    warning when some logs name another domain."""
-    found = log_domains(sessions, below=True)
-    if not found:
-        say(f"{sessions}: no session logs (*.jsonl) in it or below it")
-        return False
-    others = {d: n for d, n in found.items() if d is not None and d != domain}
-    held = ", ".join(f"{d or 'no domain'} ({n})" for d, n in sorted(found.items(), key=str))
-    if others and sum(others.values()) == found.total():
-        say(f"no session in {sessions} is of the domain {domain!r}; its logs are of: {held}")
-        return False
-    if others:
-        say(
-            f"warning: {sum(others.values())} of {found.total()} sessions in {sessions} are of "
-            f"another domain than {domain!r} ({held}); the {domain} flow learns from all of them"
-        )
-    return True
-
-
 def _tau2_tally(files: list) -> str:
     """`retail: 1 file, 40 episodes, 299 calls; ...` for τ²-bench results files read."""
     tally: dict[str, list[int]] = {}
@@ -536,6 +523,10 @@ def _compile(args: argparse.Namespace) -> int:
 
     arbiter, problem = _arbiter_config(args)
     problem = problem or _costs_problem(args)
+    if problem:
+        say(problem)
+        return 2
+    problem = out_problem(args.out, args.home, args.mkdir)
     if problem:
         say(problem)
         return 2

@@ -14,8 +14,8 @@ from stretto.cli.options import (
     add_home,
     add_learning_options,
     add_wait,
+    check_domain,
     command,
-    log_domains,
     paths,
     say,
 )
@@ -144,23 +144,11 @@ def _drift_episodes(args: argparse.Namespace, flow: dict) -> list:
         from stretto.offline.replay import load_episodes
 
         episodes = load_episodes(None, args.results, args.split, "test")
-        other = next((e for e in episodes if e.domain != domain), None)
-        if other is not None:
-            raise ValueError(
-                f"{other.source.split('#')[0]}: a results file of the {other.domain} domain, "
-                f"not the flow's {domain}"
-            )
+        check_domain(flow, args.flow, episodes=episodes)
     else:
         from stretto.logs.episode import read_episodes
 
-        others = {
-            d: n
-            for d, n in log_domains(Path(args.sessions), below=False).items()
-            if d is not None and d != domain
-        }
-        if others:
-            held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
-            raise ValueError(f"{args.sessions}: sessions of another domain than {domain}: {held}")
+        check_domain(flow, args.flow, sessions=args.sessions)
         episodes = read_episodes(args.sessions)
     if not episodes:
         raise ValueError("no sessions to watch")
@@ -242,6 +230,7 @@ def _stage(args: argparse.Namespace) -> int:
     if not sessions.is_dir():
         say(f"{sessions}: not a directory of session logs")
         return 1
+    check_domain(committed, args.flow, sessions=sessions, below=True)  # as ingest reads them
     layout = cache_layout(args.home, sessions)
     ingested = materialize(INGEST_ASSETS, str(layout.home), args.wait, warehouse=layout.url)
     if not ingested.success:
@@ -362,9 +351,12 @@ def _flow_log(args: argparse.Namespace) -> int:
             print(json.dumps(versions.log(args.flow), indent=1, ensure_ascii=False))
         else:
             sys.stdout.write(versions.log_markdown(args.flow))
+        now = versions.served(args.flow)
     except versions.VersionError as exc:
         say(_message(exc))
         return 1
+    if not now.startswith(("version ", "no committed")):
+        say(f"warning: served now: {now}")
     return 0
 
 

@@ -15,9 +15,9 @@ from stretto.cli.options import (
     add_home,
     add_oracle,
     add_threshold,
+    check_domain,
     command,
     costs_of,
-    log_domains,
     offline_oracle,
     oracle_problem,
     paths,
@@ -95,6 +95,7 @@ def _audit(args: argparse.Namespace) -> int:
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
+    check_domain(flow, args.flow, sessions=args.sessions)
     episodes = read_episodes(args.sessions)
     decider = args.decider or ("arbiter" if flow.get("arbiter") else "habit")
     problem = _decider_problem(args, flow, decider)
@@ -102,6 +103,14 @@ def _audit(args: argparse.Namespace) -> int:
         say(problem)
         return 1
     result = audit(flow, episodes, decider, offline_oracle(args))
+    if not result.decisions:  # an agreement of 0.0% would be a score of nothing
+        unanswered = f", {result.unanswered} left unanswered" if result.unanswered else ""
+        say(
+            f"nothing to score: the {len(episodes)} session(s) in {args.sessions} hold no "
+            f"decision the flow makes (a result of the agent's call that something "
+            f"followed{unanswered}); nothing written"
+        )
+        return 1
     sys.stdout.write(markdown(result))
     folder = _report_folder(args, flow["manifest"]["domain"], "audit")
     written = write_tables(result, folder)
@@ -182,6 +191,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow) if args.flow else None
+    if flow:
+        check_domain(flow, args.flow, sessions=args.sessions)
     try:
         labelled = ev.label_folder(args.sessions, flow["manifest"]["tools"] if flow else None)
         for warning in labelled.warnings:
@@ -273,24 +284,10 @@ def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
         episodes = load_episodes(args.sessions, args.results, args.split, part)
     except NoEpisodes as exc:
         raise SystemExit(f"stretto: {exc}") from exc
-    domain = flow["manifest"]["domain"]
     if args.results:
-        other = next((e for e in episodes if e.domain != domain), None)
-        if other is not None:
-            where = other.source.split("#")[0]
-            raise SystemExit(
-                f"stretto: {where}: a results file of the {other.domain} domain, not the "
-                f"flow's {domain} ({args.flow})"
-            )
+        check_domain(flow, args.flow, episodes=episodes)
     else:  # a log without a domain in its header may be of any
-        found = log_domains(Path(args.sessions), below=False)
-        others = {d: n for d, n in found.items() if d is not None and d != domain}
-        if others:
-            held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
-            raise SystemExit(
-                f"stretto: {args.sessions}: sessions of another domain than the flow's "
-                f"{domain} ({args.flow}): {held}"
-            )
+        check_domain(flow, args.flow, sessions=args.sessions)
     return episodes
 
 
@@ -455,6 +452,7 @@ def _register_promote(commands: Commands) -> None:
 
 
 def _promote(args: argparse.Namespace) -> int:
+    from stretto.model.flow import load_flow
     from stretto.offline.promote import Bar, promote_flow, promoted_sites
 
     bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)  # None: the flow's
@@ -462,6 +460,7 @@ def _promote(args: argparse.Namespace) -> int:
     if problem:
         say(problem)
         return 1
+    check_domain(load_flow(args.flow), args.flow, sessions=args.shadow)
     try:
         done = promote_flow(
             args.flow,

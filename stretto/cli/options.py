@@ -4,13 +4,17 @@ options several commands take, each defined once."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
 import textwrap
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from stretto.home import Paths
 from stretto.logs.sessionlog import is_session_log
@@ -22,6 +26,8 @@ HELP_WIDTH = 80  # descriptions are wrapped here; the examples are printed as wr
 
 Commands = argparse._SubParsersAction  # what add_subparsers() returns
 Run = Callable[[argparse.Namespace], int]
+T = TypeVar("T")
+INTERRUPTED = 128 + 2  # the status of a process ended by SIGINT, as shells give it
 
 
 def command(
@@ -241,6 +247,73 @@ def log_domains(folder: Path, *, below: bool) -> Counter[str | None]:
             domain = header.get("domain")
             domains[domain if isinstance(domain, str) else None] += 1
     return domains
+
+
+class OtherDomain(ValueError):
+    """Sessions or results files of another domain than the flow's: a flow's counts say
+    nothing about another domain's tools. main() says it and exits 2."""
+
+
+def check_domain(
+    flow: dict,
+    flow_path: str | Path,
+    *,
+    sessions: str | Path | None = None,
+    episodes: list | None = None,
+    below: bool = False,
+) -> None:
+    """Refuse (OtherDomain) what a command would read with a flow when it is of another
+    domain than the flow's: session logs in `sessions` (and in its subfolders with `below`,
+    as ingest reads them) whose headers name another domain (a log without one may be of
+    any), or `episodes` read from results files (each names its domain). The one check of
+    every command that reads sessions with a flow (replay, search, drift, audit, evaluate,
+    promote, stage)."""
+    domain = flow["manifest"]["domain"]
+    other = next((e for e in episodes or [] if e.domain != domain), None)
+    if other is not None:
+        raise OtherDomain(
+            f"{other.source.split('#')[0]}: a results file of the {other.domain} domain, not "
+            f"the flow's {domain} ({flow_path})"
+        )
+    if sessions is None or not Path(sessions).is_dir():
+        return
+    found = log_domains(Path(sessions), below=below)
+    others = {d: n for d, n in found.items() if d is not None and d != domain}
+    if others:
+        held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
+        raise OtherDomain(
+            f"{sessions}: sessions of another domain than the flow's {domain} ({flow_path}): {held}"
+        )
+
+
+def interruptible(work: Callable[[], T], said: str) -> T:
+    """`work()`, on a thread of its own so that Ctrl-C reaches this one at once: on the main
+    thread Dagster holds SIGINT back until a step ends, then fails the run with a traceback,
+    and DuckDB turns it into a failed query. On Ctrl-C: `said` in one line on stderr, and the
+    process ends now with status 130, leaving what the work wrote as a crash leaves it (every
+    write of the warehouse is recovered from that by the next run)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="stretto-work", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        from stretto.progress import close_all
+
+        with contextlib.suppress(Exception):  # the terminal gets its cursor back
+            close_all()
+        print(f"stretto: {said}", file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def say(message: str) -> None:

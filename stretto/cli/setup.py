@@ -21,14 +21,15 @@ def register(commands: Commands) -> None:
         "when given), or merge it into the host's configuration file with --write; on stderr, "
         "the steps from there to a served flow. HOME is --home, else $STRETTO_HOME, else "
         "~/.stretto. For Claude Code it prints the JSON `claude mcp add-json NAME` takes.",
-        usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] [--decider {reach,habit}] "
-        "[--shadow] [--explore EPS] [--home DIR] [--write PATH [--force]] "
+        usage="stretto init [--host HOST] [--name NAME] [--flow FLOW] "
+        f"[--decider {{{','.join(DECIDERS)}}}] [--shadow] [--explore EPS] [--home DIR] "
+        "[--write PATH [--force]] "
         "(-- SERVER COMMAND... | --server NAME=COMMAND...)",
         examples=[
-            "stretto init --name notes -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
+            "stretto init --name notes -- node/node_modules/.bin/mcp-server-filesystem ~/notes",
             "stretto init --host claude-code --flow work.flow.json --write .mcp.json "
-            "--server 'github=npx -y @modelcontextprotocol/server-github' "
-            "--server 'docs=node docs-server.js'",
+            "--server 'github=github-mcp-server stdio' "
+            "--server 'docs=node /srv/docs-server.js'",
         ],
     )
     init.add_argument("--host", choices=tuple(HOSTS), default="claude-desktop")
@@ -125,8 +126,9 @@ def _init(args: argparse.Namespace) -> int:
         return 2
     if not server and not several:
         say(
-            "give the server's command after --, e.g. "
-            "stretto init -- npx -y @modelcontextprotocol/server-filesystem ~/notes"
+            "give the server's command after --, e.g. stretto init --name notes -- "
+            "$PWD/node/node_modules/.bin/mcp-server-filesystem ~/notes (an installed server: "
+            "`npx -y PACKAGE` would download it when the host first starts it)"
         )
         return 2
     for option, given in (("--decider", args.decider), ("--shadow", args.shadow)):
@@ -147,6 +149,11 @@ def _init(args: argparse.Namespace) -> int:
         served = load_flow(args.flow)  # refuse a bad flow before configuring a host to serve it
         flow = str(Path(args.flow).expanduser().resolve())
         name = name or served["manifest"]["domain"]
+    for server_name, words in (several or {"": server}).items():
+        problem = hosts.command_problem(words)
+        if problem:
+            which = f"--server {server_name}: " if server_name else ""
+            say(f"warning: {which}{problem}: the host will fail to start the server")
     name = name or hosts.server_name(server)
     if not hosts.NAME.fullmatch(name):
         say(f"--name {name!r}: letters, digits, '_', '.' and '-', not starting with '.' or '-'")

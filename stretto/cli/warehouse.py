@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, say
+from stretto.cli.options import Commands, add_home, add_wait, command, interruptible, say
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
 
 if TYPE_CHECKING:
@@ -197,12 +197,15 @@ def _ingest(args: argparse.Namespace) -> int:
         "keep_shared": args.keep_shared,
         "hash_fields": [f.strip() for spec in args.hash_field for f in spec.split(",")],
     }
-    result = materialize(
-        INGEST_ASSETS,
-        str(layout.home),
-        args.wait,
-        asset_config={"session_tables": config},
-        warehouse=layout.url,
+    result = interruptible(
+        lambda: materialize(
+            INGEST_ASSETS,
+            str(layout.home),
+            args.wait,
+            asset_config={"session_tables": config},
+            warehouse=layout.url,
+        ),
+        "interrupted; the next ingest removes the partial run",
     )
     if not result.success:
         say(f"ingest failed: {failure_message(result)}")

@@ -7,6 +7,7 @@ stretto-console healthcheck [--listen ADDR]
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
 import secrets
@@ -18,7 +19,9 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
+from stretto import __version__
 from stretto.console import adapter
+from stretto.usage import Parser, parse
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
 
@@ -58,11 +61,14 @@ def url_of(host: str, port: int, token: str | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="stretto-console",
         description="A local web app over the data directory: sessions and their timelines, "
         "flows as graphs with a live threshold, flow diffs, and the jobs (learn, audit, replay, "
         "search, promote, ingest, doctor). docs/console.md tells more.",
+    )
+    parser.add_argument(
+        "-V", "--version", action="version", version=f"stretto-console {__version__}"
     )
     parser.add_argument(
         "--data", metavar="DIR", help="the data directory (default: $STRETTO_HOME, else ~/.stretto)"
@@ -143,8 +149,25 @@ def server_for(app, host: str, port: int):
     return uvicorn.Server(config)
 
 
+def bind(host: str, port: int, listen: str) -> socket.socket | str:
+    """The listening socket at host:port, or why not in one line (a port in use is said so,
+    with another to try)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            shown = f"[{host}]" if ":" in host else host
+            other = port + 1 if port < 65535 else 7879
+            return (
+                f"cannot listen on {listen}: the port {port} is in use (another console, or "
+                f"another program); give another with --listen {shown}:{other}"
+            )
+        return f"cannot listen on {listen}: {exc.strerror or exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
     listen = os.environ.get("STRETTO_CONSOLE_LISTEN") or DEFAULT_LISTEN
     try:
         if args.command == "healthcheck":
@@ -183,17 +206,26 @@ def main(argv: list[str] | None = None) -> int:
         read_only=args.read_only,
         stretto=shlex.split(args.stretto) if args.stretto else None,
     )
+    sock = bind(host, port, listen)  # before anything is said to be there
+    if isinstance(sock, str):
+        print(f"stretto-console: {sock}", file=sys.stderr)
+        return 1
     app = create_app(options)
     url = url_of(host, port, token)
     mode = " (read-only)" if args.read_only else ""
     print(f"stretto-console: {data}{mode} at {url}", flush=True)
     if args.open:
         webbrowser.open(url)
+    server = server_for(app, host, port)
     try:
-        server_for(app, host, port).run()
+        with sock:
+            server.run(sockets=[sock])
     except (OSError, SystemExit) as exc:
         if isinstance(exc, SystemExit) and not exc.code:
             return 0
-        print(f"stretto-console: cannot listen on {listen} ({exc})", file=sys.stderr)
+        print(f"stretto-console: stopped serving on {listen} ({exc})", file=sys.stderr)
+        return 1
+    if not server.started:
+        print(f"stretto-console: could not start serving on {listen}", file=sys.stderr)
         return 1
     return 0

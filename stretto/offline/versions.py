@@ -266,5 +266,27 @@ def log_markdown(flow_path: str | Path) -> str:
             f"`{e['sha256'][:12]}` |"
         )
     out.append("")
-    out.append(f"Served now: version {entries[-1]['version']}.")
+    out.append(f"Served now: {served(flow_path, entries)}")
     return "\n".join(out) + "\n"
+
+
+def served(flow_path: str | Path, entries: list[dict] | None = None) -> str:
+    """What the file at `flow_path` is, against its history: `version N.` when its bytes are
+    the last entry's; else what it is (replaced outside flow-commit and flow-rollback)."""
+    entries = log(flow_path) if entries is None else entries
+    if not entries:
+        return "no committed version."
+    last = entries[-1]["version"]
+    try:
+        sha = digest(Path(flow_path).read_bytes())
+    except FileNotFoundError:
+        return f"nothing: {flow_path} is missing (`stretto flow-rollback --to {last}` restores it)."
+    if sha == entries[-1]["sha256"]:
+        return f"version {last}."
+    same = [e["version"] for e in entries if e["sha256"] == sha]
+    what = f"version {same[-1]}'s bytes" if same else "not a committed version"
+    return (
+        f"the file on disk is {what}: it was replaced since version {last} outside "
+        f"flow-commit (`stretto flow-commit` commits it, `stretto flow-rollback --to {last}` "
+        f"serves version {last} again)."
+    )

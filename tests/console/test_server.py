@@ -220,6 +220,50 @@ def test_slow_connections_neither_starve_the_console_nor_stay(tmp_path: Path):
         console.communicate(timeout=60)
 
 
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_the_console_says_its_version(flag: str, capsys):
+    from stretto import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main([flag])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"stretto-console {__version__}\n"
+
+
+def test_a_misspelt_option_is_named_not_taken_for_a_command(capsys):
+    """`--lisen 127.0.0.1:3504` said "invalid choice: '127.0.0.1:3504'" (the address taken
+    for a COMMAND): the option is named, with the nearest one."""
+    with pytest.raises(SystemExit) as done:
+        main(["--lisen", "127.0.0.1:3504"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: stretto-console ")
+    assert err.endswith("stretto-console: error: unknown option --lisen (did you mean --listen?)\n")
+    with pytest.raises(SystemExit):
+        main(["healthcheck", "--lisen", "127.0.0.1:3504"])
+    assert (
+        "stretto-console healthcheck: error: unknown option --lisen (did you mean --listen?)"
+        in (capsys.readouterr().err)
+    )
+
+
+def test_a_port_in_use_is_said_with_another_to_try(tmp_path: Path, capsys):
+    """A busy port printed "cannot listen on ADDR (3)" (uvicorn's exit code): it is said, with
+    --listen and another port, exit 1, and nothing said to be served there."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = main(["--listen", f"127.0.0.1:{port}", "--data", str(tmp_path), "--no-auth"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err == (
+        f"stretto-console: cannot listen on 127.0.0.1:{port}: the port {port} is in use "
+        f"(another console, or another program); give another with --listen "
+        f"127.0.0.1:{port + 1}\n"
+    )
+
+
 def test_stretto_doctor_says_whether_the_console_can_start(tmp_path: Path):
     """Its rows come from stretto.console.doctor.checks(); doctor only looks for the
     console's packages (it does not import Starlette or uvicorn: it stays fast)."""

@@ -244,3 +244,43 @@ def test_the_audit_asset_reads_the_served_flow_and_shadow_sessions_by_default(
     assert output_metadata(other, "audit") == {
         "skipped": f"no flow at {home / 'flows/notes.flow.json'} yet"
     }
+
+
+def documented_pipeline() -> list[tuple[str, str, str, str]]:
+    """docs/cli.md's table of the pipeline: (kind, name, group or job, default state)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    section = text[text.index("## The pipeline in the Dagster UI") :]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 5 and cells[1].startswith("`"):
+            rows.append((cells[0], cells[1].strip("`"), cells[2], cells[3]))
+    return rows
+
+
+def test_the_docs_list_the_pipeline_as_the_definitions_hold_it() -> None:
+    """Every asset (with its group), asset check (with its asset), job, schedule and sensor
+    (with its job and the state it starts in) of `defs` is a row of docs/cli.md's table, and
+    every row is one of them."""
+    repo = defs.get_repository_def()
+    graph = repo.asset_graph
+    on = {dg.DefaultScheduleStatus.RUNNING, dg.DefaultSensorStatus.RUNNING}
+    real = [
+        ("asset", k.to_user_string(), graph.get(k).group_name or "", "")
+        for k in graph.get_all_asset_keys()
+    ]
+    real += [("check", c.name, c.asset_key.to_user_string(), "") for c in graph.asset_check_keys]
+    real += [("job", j.name, "", "") for j in repo.get_all_jobs() if not j.name.startswith("__")]
+    real += [
+        ("schedule", s.name, s.job_name, "on" if s.default_status in on else "off")
+        for s in repo.schedule_defs
+    ]
+    for sensor in repo.sensor_defs:
+        jobs = [t.job_name for t in sensor.targets]
+        if not jobs and isinstance(sensor, dg.RunStatusSensorDefinition):
+            jobs = [sensor._request_job.name] if sensor._request_job else []  # noqa: SLF001
+        state = "on" if sensor.default_status in on else "off"
+        real.append(("sensor", sensor.name, ", ".join(jobs), state))
+    documented = documented_pipeline()
+    assert len(documented) == len(set(documented)), "a row is there twice"
+    assert sorted(documented) == sorted(real)

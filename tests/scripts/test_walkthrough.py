@@ -4,6 +4,7 @@ everything where stretto keeps it under the home."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -92,3 +93,64 @@ def test_it_refuses_a_home_holding_sessions_of_your_own(tmp_path: Path) -> None:
         "mine.jsonl",
         "notes",
     ]
+
+
+def _as_documented(text: str, walked: Walked) -> str:
+    """What the walkthrough printed with docs/walkthrough.md's paths and flow-show's time."""
+    text = text.replace(str(walked.home), "~/.stretto").replace(str(ROOT), "/path/to/stretto")
+    return re.sub(r" on \d{4}-\d\d-\d\d \d\d:\d\d UTC;", " on DATE UTC;", text)
+
+
+def test_the_walkthrough_doc_shows_what_it_prints(walked: Walked) -> None:
+    """Every `text` block of docs/walkthrough.md is what the walkthrough printed (with the
+    home as `~/.stretto` and the repository as /path/to/stretto), and its `markdown` block is
+    how `stretto flow-show` of the first flow starts."""
+    doc = _as_documented((ROOT / "docs/walkthrough.md").read_text(), walked)
+    printed = _as_documented(walked.out, walked)
+    blocks = re.findall(r"```text\n(.*?)```", doc, re.S)
+    assert len(blocks) == 10  # one per step
+    for block in blocks:
+        missing = [line for line in block.splitlines() if line not in printed.splitlines()]
+        assert block in printed, missing or block
+    (shown,) = re.findall(r"```markdown\n(.*?)```", doc, re.S)
+    done = subprocess.run(
+        [
+            str(Path(PYTHON).parent / "stretto"),
+            "flow-show",
+            str(walked.home / "flows/notes.flow.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert _as_documented(done.stdout, walked).startswith(shown)
+
+
+def test_running_it_again_starts_the_story_afresh(walked: Walked, tmp_path: Path) -> None:
+    """A second `make run` in the same home: the warehouse holds the 12 sessions of this run
+    (not 24), the reports are this run's, the doctor counts 12."""
+    user = tmp_path / "user"
+    shutil.copytree(walked.user_home, user, symlinks=True)
+    home = user / ".stretto"
+    first = {r["session"] for r in rows(home, "SELECT session FROM sessions")}
+    done = subprocess.run(
+        [PYTHON, str(ROOT / "scripts/walkthrough.py")],
+        capture_output=True,
+        text=True,
+        env=newcomer_env(user),
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok  the warehouse holds the 12 sessions and the agent's 30 calls" in done.stdout
+    now = {r["session"] for r in rows(home, "SELECT session FROM sessions")}
+    logs = {p.stem for p in (home / "logs/notes").glob("*[0-9].jsonl")}
+    assert now == logs and len(now) == 12 and not now & first
+    assert mismatches(home) == []
+    reports = sorted(p.name.split("-")[0] for p in (home / "reports/notes").iterdir())
+    assert reports == ["audit", "evaluation"]
+    doctor = subprocess.run(
+        [str(Path(PYTHON).parent / "stretto"), "doctor"],
+        capture_output=True,
+        text=True,
+        env=newcomer_env(user),
+    )
+    assert f"{home}/warehouse/stretto.duckdb: 12 sessions, " in doctor.stdout

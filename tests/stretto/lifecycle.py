@@ -177,6 +177,7 @@ def learn_folder(folder: Path, out: Path, home: Path, *extra: str, domain: str =
                 str(out),
                 "--home",
                 str(home),
+                *(["--mkdir"] if not out.parent.exists() else []),  # e.g. another home's flows/
                 *extra,
             ]
         )

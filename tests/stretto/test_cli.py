@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -98,6 +99,39 @@ def test_a_reader_gone_before_the_first_line_leaves_no_traceback() -> None:
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_a_reader_gone_mid_output_ends_the_command_with_141(
+    tmp_path: Path, unbuffered: bool
+) -> None:
+    """`stretto sessions DIR | head -2` on more output than a pipe holds: the write the
+    reader left half-taken ends the command with 141 (as SIGPIPE ends Unix tools), never 0
+    with the rest dropped — with PYTHONUNBUFFERED too (stdout then writes to its file
+    directly, and Python does not retry a short write)."""
+    from tests.builders import shop_log, write_logs
+
+    folder = write_logs(tmp_path / "logs", [shop_log(i) for i in range(4000)])  # ~230 KB
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with tempfile.TemporaryFile() as err:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "stretto", "sessions", str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+        assert done.stdout is not None
+        first = os.read(done.stdout.fileno(), 200)  # the table has begun: `head -2`
+        done.stdout.close()
+        status = done.wait()
+        err.seek(0)
+        stderr = err.read().decode()
+    assert first.startswith(b"session ")
+    assert status == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
 # --- help ---------------------------------------------------------------------------------
 
 
@@ -136,6 +170,53 @@ def test_init_usage_names_every_option() -> None:
     options = {o for a in init._actions for o in a.option_strings if o.startswith("--")}
     assert {o for o in options if o not in usage} == {"--help"}
     assert "--decider" in options and "--home" in options and "-- SERVER" in usage
+    (decider,) = [a for a in init._actions if "--decider" in a.option_strings]
+    assert f"[--decider {{{','.join(decider.choices)}}}]" in usage  # what it accepts
+    assert set(decider.choices) == {"arbiter", "reach", "habit"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "option", "near"),
+    [
+        (
+            ["learn", "--sesions", "d", "--domain", "x", "--habit-only", "--out", "f"],
+            "--sesions",
+            "--sessions",
+        ),
+        (["learn", "--sesions", "d"], "--sesions", "--sessions"),  # not "required: --domain"
+        (["ingest", "--hoem", "h"], "--hoem", "--home"),
+        (["init", "--nmae", "notes", "--", "server"], "--nmae", "--name"),
+        (["audit", "--flow=f", "--sesions=d"], "--sesions", "--sessions"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_the_nearest_one(
+    argv: list[str], option: str, near: str, capsys
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: stretto {argv[0]} ")  # the command's usage, not stretto's
+    assert err.rstrip().splitlines()[-1] == (
+        f"stretto {argv[0]}: error: unknown option {option} (did you mean {near}?)"
+    )
+
+
+def test_an_option_nothing_is_near_and_other_usage_errors(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["ingest", "--zzzzzz"])
+    err = capsys.readouterr().err
+    assert "unknown option --zzzzzz (`stretto ingest --help` lists them)" in err
+    with pytest.raises(SystemExit):
+        main(["learn", "--o", "x"])  # the start of several: argparse's own message
+    assert "ambiguous option: --o could match" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["learn", "--sessions", "d"])  # no misspelling: what is missing
+    err = capsys.readouterr().err
+    assert err.startswith("usage: stretto learn ") and "required: --domain, --out" in err
+    # an abbreviation argparse takes is no misspelling: init runs, and wants a server
+    assert main(["init", "--na", "notes"]) == 2
+    assert "give the server's command after --" in capsys.readouterr().err
 
 
 def test_threshold_defaults_to_the_proxys() -> None:
@@ -298,17 +379,129 @@ def test_learn_warns_when_some_logs_are_of_another_domain(tmp_path: Path, capsys
 def test_replay_and_search_refuse_episodes_of_another_domain(shop_flow_path: Path, capsys) -> None:
     airline = TAU2 / "results/sierra-model_training/gpt-4.1_airline_default_gpt-4.1_1trials.json.gz"
     for command in ("replay", "search"):
-        with pytest.raises(SystemExit) as refused:
-            main([command, "--flow", str(shop_flow_path), "--results", str(airline)])
-        assert refused.value.code == (
+        assert main([command, "--flow", str(shop_flow_path), "--results", str(airline)]) == 2
+        assert capsys.readouterr().err == (
             f"stretto: {airline}: a results file of the airline domain, not the flow's shop "
-            f"({shop_flow_path})"
+            f"({shop_flow_path})\n"
         )
     retail = REFERENCE_HOME / "logs/retail"
-    with pytest.raises(SystemExit) as refused:
-        main(["replay", "--flow", str(shop_flow_path), "--sessions", str(retail)])
-    assert refused.value.code == (
+    assert main(["replay", "--flow", str(shop_flow_path), "--sessions", str(retail)]) == 2
+    assert capsys.readouterr().err == (
         f"stretto: {retail}: sessions of another domain than the flow's shop ({shop_flow_path}): "
-        "retail (1)"
+        "retail (1)\n"
     )
     assert main(["replay", "--flow", str(shop_flow_path), "--sessions", str(SERVED_SHOP)]) == 0
+
+
+@pytest.fixture(scope="module")
+def shop_and_retail(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A shop flow (learned from six shop sessions), and a folder of three retail sessions."""
+    from tests.builders import learn, shop_log, write_logs
+
+    tmp = tmp_path_factory.mktemp("domains")
+    shop = write_logs(tmp / "shop", [shop_log(i) for i in range(6)])
+    flow = tmp / "shop.flow.json"
+    assert learn(shop, flow, tmp / "home").returncode == 0
+    retail = []
+    for i in range(3):
+        log = shop_log(100 + i)
+        log.lines[0]["domain"] = "retail"
+        retail.append(log)
+    return flow, write_logs(tmp / "retail", retail), tmp
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+        ["evaluate", "--sessions", "{other}", "--flow", "{flow}", "--out", "{out}"],
+        ["promote", "--flow", "{flow}", "--shadow", "{other}", "--out", "{out}"],
+        ["stage", "--flow", "{flow}", "--sessions", "{other}", "--home", "{out}"],
+        ["replay", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+        ["search", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+        ["drift", "--flow", "{flow}", "--sessions", "{other}", "--out", "{out}"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_flow_and_sessions_of_another_domain_are_refused(
+    shop_and_retail: tuple[Path, Path, Path], argv: list[str], capsys
+) -> None:
+    """Every command that reads sessions with a flow refuses sessions of another domain the
+    same way (one check, stretto.cli.options.check_domain), exit 2, and writes nothing."""
+    flow, other, tmp = shop_and_retail
+    out = tmp / f"out-{argv[0]}"
+    words = [w.format(flow=flow, other=other, out=out) for w in argv]
+    served = flow.read_bytes()
+    assert main(words) == 2
+    out_, err = capsys.readouterr()
+    assert err == (
+        f"stretto: {other}: sessions of another domain than the flow's shop ({flow}): retail (3)\n"
+    )
+    assert out_ == "" and not out.exists()
+    assert flow.read_bytes() == served
+    assert not (flow.parent / "shop.staged.flow.json").exists()
+
+
+def test_audit_with_nothing_to_score_says_so_and_exits_1(
+    shop_and_retail: tuple[Path, Path, Path], capsys
+) -> None:
+    """Sessions where the agent called no tool: no decision to score (not "Agreement: 0.0%")."""
+    from tests.builders import HEADER, LogBuilder, write_logs
+
+    flow, _, tmp = shop_and_retail
+    quiet = []
+    for i in range(2):
+        log = LogBuilder()
+        log.lines[0] = {**HEADER, "session": f"q-{i}", "domain": "shop"}
+        log.say(1, "user", "Hello?").say(2, "assistant", "Hello.")
+        quiet.append(log)
+    folder = write_logs(tmp / "quiet", quiet)
+    out = tmp / "quiet-audit"
+    assert main(["audit", "--flow", str(flow), "--sessions", str(folder), "--out", str(out)]) == 1
+    printed, err = capsys.readouterr()
+    assert printed == "" and not out.exists()
+    assert err == (
+        f"stretto: nothing to score: the 2 session(s) in {folder} hold no decision the flow "
+        "makes (a result of the agent's call that something followed); nothing written\n"
+    )
+
+
+@pytest.mark.slow  # an ingest of 3,000 sessions, interrupted, then done again
+def test_ctrl_c_during_ingest_is_one_line_and_130_and_the_next_ingest_recovers(
+    tmp_path: Path,
+) -> None:
+    """SIGINT to a real `stretto ingest` mid-run (once its staging folder is there): one line
+    on stderr, not Dagster's traceback nor DuckDB's "Query interrupted", status 130; the next
+    ingest removes the partial run and the warehouse then holds every session."""
+    import signal
+    import time
+
+    from tests.builders import shop_log, stretto, write_logs
+
+    home = tmp_path / "home"
+    write_logs(home / "logs" / "shop", [shop_log(i) for i in range(3000)])
+    staging = home / "warehouse" / "staging"
+    with tempfile.TemporaryFile() as err:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "stretto", "ingest", "--home", str(home)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        while done.poll() is None and not (staging.is_dir() and any(staging.iterdir())):
+            time.sleep(0.02)  # until the run has begun writing
+        done.send_signal(signal.SIGINT)
+        out, _ = done.communicate()
+        err.seek(0)
+        stderr = err.read().decode()
+    assert (done.returncode, stderr) == (
+        130,
+        "stretto: interrupted; the next ingest removes the partial run\n",
+    )
+    assert out == b""
+    again = stretto("ingest", "--home", home)
+    assert again.returncode == 0, again.stderr
+    assert not staging.is_dir() or not any(staging.iterdir())  # the partial run is gone
+    counted = stretto(
+        "sql", "SELECT count(*) AS n FROM sessions", "--format", "json", "--home", home
+    )
+    assert json.loads(counted.stdout) == [{"n": 3000}]

@@ -423,3 +423,54 @@ def test_init_configures_several_servers_at_once(tmp_path: Path, no_home, capsys
 def test_init_refuses_servers_given_wrongly(capsys, no_home, argv, said) -> None:
     status, out, err = init(capsys, *argv)
     assert status == 2 and out == "" and said in err
+
+
+# --- init: a server that will not start, a flow learning would overwrite ----------------------
+
+
+def test_init_warns_when_the_server_command_will_not_start(tmp_path: Path, no_home, capsys) -> None:
+    """The configuration is printed all the same (it may be for another machine), with a
+    warning on stderr naming why the host would fail to start the server."""
+    plain = tmp_path / "plain.js"
+    plain.write_text("")
+    for command, said in [
+        ("/does/not/exist", "/does/not/exist does not exist"),
+        ("no-such-mcp-server-here", "'no-such-mcp-server-here' is not found on PATH"),
+        (str(plain), f"{plain} is not executable"),
+        (str(tmp_path), f"{tmp_path} is not a file"),
+    ]:
+        status, out, err = init(capsys, "--name", "notes", "--", command, "x")
+        assert status == 0 and json.loads(out)["mcpServers"]["notes"]["args"][-2:] == [command, "x"]
+        assert f"stretto: warning: {said}: the host will fail to start the server\n" in err
+    status, _, err = init(
+        capsys, "--name", "w", "--server", f"a={sys.executable} -V", "--server", "b=/nope/srv"
+    )
+    assert status == 0 and err.count("warning") == 1
+    assert "stretto: warning: --server b: /nope/srv does not exist" in err
+    status, _, err = init(capsys, "--name", "notes", "--", sys.executable, "server.py")
+    assert status == 0 and "warning" not in err
+
+
+def test_init_never_suggests_npx_downloads(capsys) -> None:
+    status, _, err = init(capsys)
+    assert status == 2 and "npx -y @" not in err  # README: an installed server, not a download
+    assert "/node_modules/.bin/mcp-server-filesystem ~/notes" in err
+    help_text = build_parser()._subparsers._group_actions[0].choices["init"].format_help()
+    assert "npx -y" not in help_text
+
+
+def test_init_next_steps_never_learn_over_a_flow_there(tmp_path: Path, capsys) -> None:
+    """Without --flow, the steps learn into HOME/flows/NAME.flow.json only while no flow is
+    there: else into NAME.new.flow.json, compared with flow-diff (learn --out overwrites)."""
+    home = tmp_path / "home"
+    argv = ["--home", str(home), "--name", "notes", "--", sys.executable, "server.py"]
+    served = home / "flows" / "notes.flow.json"
+    status, _, err = init(capsys, *argv)
+    assert status == 0 and f"--habit-only --out {served}\n" in err
+    served.parent.mkdir(parents=True)
+    served.write_text("{}")
+    status, _, err = init(capsys, *argv)
+    new = home / "flows" / "notes.new.flow.json"
+    assert status == 0 and f"--out {served}" not in err
+    assert f"--habit-only --out {new}\n" in err and f"stretto flow-diff {served} {new}" in err
+    assert f"run this command again with --flow {new}" in err

@@ -208,3 +208,33 @@ def test_ingest_otel_writes_the_traces_as_logs_and_ingests_them(export, tmp_path
     assert code == 2 and "--manifest and --domain go with --otel" in err
     code, _, err = run("ingest", "--otel", str(path), "--domain", "../x", "--home", str(home))
     assert code == 1 and "not a valid domain name" in err
+
+
+def test_learn_refuses_an_out_folder_that_is_not_there(sessions, tmp_path: Path) -> None:
+    """`--out /nope/dir/x.flow.json` made /nope/dir silently: a missing folder is refused
+    before any work (exit 2) unless --mkdir, or it is the home's flows/ folder."""
+    home = tmp_path / "home"
+    learn = ["learn", "--sessions", str(sessions), "--domain", "shop", "--habit-only"]
+    typo = tmp_path / "nope" / "dir" / "x.flow.json"
+    code, _, err = run(*learn, "--out", str(typo), "--home", str(home))
+    assert code == 2 and not typo.parent.parent.exists() and not home.exists()
+    assert err == (
+        f"stretto: --out {typo}: the folder {typo.parent} does not exist (create it, or give "
+        "--mkdir)\n"
+    )
+    code, _, err = run(*learn, "--out", str(typo), "--home", str(home), "--mkdir")
+    assert code == 0 and load_flow(typo)["manifest"]["domain"] == "shop", err
+    served = home / "flows" / "shop.flow.json"  # where stretto keeps flows: made as needed
+    code, _, err = run(*learn, "--out", str(served), "--home", str(home.parent / "fresh"))
+    assert code == 2 and "does not exist" in err  # another home's flows/ is no exception
+    code, _, err = run(*learn, "--out", str(home / "fresh" / "flows" / "x.flow.json"))
+    assert code == 2
+    fresh = tmp_path / "fresh"
+    code, _, err = run(
+        *learn, "--out", str(fresh / "flows" / "shop.flow.json"), "--home", str(fresh)
+    )
+    assert code == 0 and (fresh / "flows" / "shop.flow.json").exists(), err
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    code, _, err = run(*learn, "--out", str(afile / "x.flow.json"), "--home", str(home))
+    assert code == 2 and f"{afile} is not a folder" in err

@@ -98,7 +98,10 @@ def test_drift_exits_2_on_an_error(trained, tmp_path) -> None:
     for argv, message in [
         (["--flow", str(bad), "--sessions", str(SHOP)], "this is not a stretto flow file"),
         (["--flow", str(trained), "--sessions", str(tmp_path / "none")], "not a directory"),
-        (["--flow", str(trained), "--sessions", str(other)], "another domain than shop: notes"),
+        (
+            ["--flow", str(trained), "--sessions", str(other)],
+            f"another domain than the flow's shop ({trained}): notes (1)",
+        ),
         (["--flow", str(trained), "--sessions", str(empty)], "no sessions to watch"),
         (["--flow", str(trained), "--sessions", str(SHOP), "--window", "2"], "--window wants"),
         (["--flow", str(trained), "--sessions", str(SHOP), "--hazard", "0"], "--hazard wants"),
@@ -229,3 +232,40 @@ def test_stage_refuses_bad_input(trained, tmp_path) -> None:
         code, _, err = run("stage", "--flow", str(flow_path), *argv, *home)
         assert code == status and message in err, (argv, err)
     assert not versions.staged_path(flow_path).exists()
+
+
+def test_flow_log_says_when_the_served_file_is_not_the_last_version(trained, tmp_path) -> None:
+    """A flow replaced outside flow-commit (copied over, edited) is not "version N": flow-log
+    says what the file on disk is, in its table's last line and on stderr."""
+    flow_path = tmp_path / "shop.flow.json"
+    shutil.copy(trained, flow_path)
+    first = flow_path.read_bytes()
+    assert run("flow-commit", "--flow", str(flow_path), "--note", "first")[0] == 0
+    code, text, err = run("flow-log", "--flow", str(flow_path))
+    assert code == 0 and text.endswith("Served now: version 1.\n") and err == ""
+
+    flow_path.write_text(json.dumps(json.loads(first), indent=1))  # the same flow, other bytes
+    code, text, err = run("flow-log", "--flow", str(flow_path))
+    said = (
+        "the file on disk is not a committed version: it was replaced since version 1 outside "
+        "flow-commit (`stretto flow-commit` commits it, `stretto flow-rollback --to 1` serves "
+        "version 1 again)."
+    )
+    assert code == 0 and text.endswith(f"Served now: {said}\n")
+    assert err == f"stretto: warning: served now: {said}\n"
+    code, text, err = run("flow-log", "--flow", str(flow_path), "--json")
+    assert code == 0 and json.loads(text)[-1]["version"] == 1 and said in err
+
+    assert run("flow-commit", "--flow", str(flow_path), "--note", "indented")[0] == 0
+    assert run("flow-log", "--flow", str(flow_path))[1].endswith("Served now: version 2.\n")
+    flow_path.write_bytes(first)  # version 1, copied back by hand
+    code, text, _ = run("flow-log", "--flow", str(flow_path))
+    assert "Served now: the file on disk is version 1's bytes: it was replaced since version 2" in (
+        text
+    )
+    flow_path.unlink()
+    code, text, _ = run("flow-log", "--flow", str(flow_path))
+    assert text.endswith(
+        f"Served now: nothing: {flow_path} is missing (`stretto flow-rollback --to 2` restores "
+        "it).\n"
+    )
