@@ -345,11 +345,10 @@ def serve(candidate: Path, served: Path, note: str) -> None:
     flow-commit`), else renamed over it."""
     from stretto.offline import versions
 
-    if versions.log(served):
-        try:
-            versions.commit(served, note, source=candidate)
-        except versions.VersionError:  # the same bytes as the version served: nothing new
-            pass
+    current = versions.current(served)
+    if current is not None:
+        if current["sha256"] != versions.digest(candidate.read_bytes()):
+            versions.commit(served, note, source=candidate)  # (another writer: VersionError)
         candidate.unlink(missing_ok=True)
     else:
         candidate.replace(served)
