@@ -22,7 +22,7 @@ def _number(value: float | None) -> dg.MetadataValue:
 
 class AuditConfig(dg.Config):
     """Empty: the domain's served flow, on the sessions recorded serving it in shadow mode
-    (HOME/shadow/<domain>/), which it did not learn from."""
+    (HOME/shadow/DOMAIN/), which it did not learn from."""
 
     flow: str | None = None  # the flow file
     sessions: str | None = None  # a folder of session logs the flow did not learn from
@@ -34,7 +34,7 @@ class AuditConfig(dg.Config):
     deps=[flow_asset],
     partitions_def=domains,
     output_required=False,
-    description="The domain's flow audited on held-out sessions (default: shadow/<domain>/): "
+    description="The domain's flow audited on held-out sessions (default: shadow/DOMAIN/): "
     "agreement, nats per decision, and the served score's calibration (ECE, Brier).",
 )
 def audit(context: dg.AssetExecutionContext, config: AuditConfig, stretto: StrettoHome):

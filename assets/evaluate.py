@@ -16,7 +16,7 @@ from stretto.offline import evaluate as ev
 
 
 class EvaluationConfig(dg.Config):
-    """Empty: the sessions recorded serving the domain's flow exploring (HOME/explore/<domain>/),
+    """Empty: the sessions recorded serving the domain's flow exploring (HOME/explore/DOMAIN/),
     with the served flow's tool kinds."""
 
     sessions: str | None = None  # session logs with their flow logs (made with --flow-explore)

@@ -119,7 +119,9 @@ CHECKS = [
     dg.AssetCheckSpec(
         "lines_read_balance",
         asset="sessions",
-        description="lines read = ingested + quarantined + dropped, for the run's files",
+        blocking=True,
+        description="lines read = ingested + quarantined + dropped, for the run's files; "
+        "blocking: when it does not hold the run fails, before steps, counts or a relearn",
     ),
     dg.AssetCheckSpec(
         "quarantine_share",

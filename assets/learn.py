@@ -16,7 +16,9 @@ from stretto.logs.episode import Episode, in_start_order, read_episode
 from stretto.logs.rewards import read_rewards, with_rewards
 from stretto.model.defaults import SURPRISE_WINDOW
 from stretto.model.flow import FlowError, load_flow, load_manifest, write_flow
-from stretto.offline.review import diff
+from stretto.offline.review import diff, diff_markdown
+from stretto.offline.stage import mark_staged
+from stretto.offline.versions import staged_path
 from warehouse import store
 from warehouse.layout import Layout
 from warehouse.learn import LearnError, learn_flow
@@ -26,7 +28,7 @@ GROUP = "learning"
 
 class FlowConfig(dg.Config):
     """Empty: the partition's domain, from the sessions whose log names it, written to
-    flows/<domain>.flow.json. With `domain` (the partition's): from every session, whatever
+    flows/DOMAIN.flow.json. With `domain` (the partition's): from every session, whatever
     domain its log names (what `stretto learn --domain` does), written to `out` if given."""
 
     domain: str | None = None
@@ -124,7 +126,7 @@ def warehouse_episodes(
     backfill_policy=dg.BackfillPolicy.single_run(),
     output_required=False,
     description="The counts a flow is the sum of, for one domain and day: habit, reach, sites "
-    "and the bindings' tallies of the day's sessions (warehouse/counts/<domain>/<day>/). "
+    "and the bindings' tallies of the day's sessions (warehouse/counts/DOMAIN/DAY/). "
     "Counted again only when the day's sessions change.",
 )
 def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
@@ -191,13 +193,19 @@ FLOW_CHECKS = [
     dg.AssetCheckSpec(
         "flow_validates",
         asset="flow",
-        description="the flow file passes its JSON Schema and the loader's checks",
+        blocking=True,
+        description="The learned flow passes its JSON Schema and the loader's checks; blocking: "
+        "a flow that does not is never served.",
     ),
     dg.AssetCheckSpec(
         "flow_diff_against_served",
         asset="flow",
-        description="what the new flow can do that the flow served before could not: needs "
-        "review (warns, listing why)",
+        blocking=True,
+        description="What the relearned flow can do that the served flow could not (a new tool, "
+        "lookup or binding source): blocking. When something needs review the served flow "
+        "stays as it was, the relearned one is staged beside it "
+        "(`flows/DOMAIN.staged.flow.json`, for `stretto flow-commit` after review) and the run "
+        "fails, listing why; with `out` (nothing served changes) it only warns.",
     ),
 ]
 
@@ -208,8 +216,10 @@ FLOW_CHECKS = [
     partitions_def=domains,
     output_required=False,
     check_specs=FLOW_CHECKS,
-    description="The domain's flow, flows/<domain>.flow.json (the served flow), learned from "
-    "its current sessions: the sum of its days' counts.",
+    description="The domain's served flow, `flows/DOMAIN.flow.json`, learned from its current "
+    "sessions (the sum of its days' counts). Learned first as a candidate beside it "
+    "(`flows/DOMAIN.staged.flow.json`), served only when its two blocking checks pass; a "
+    "change that needs review stays staged (the console's Staged section shows it).",
 )
 def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: StrettoHome):
     layout = stretto.layout()
@@ -252,53 +262,97 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         return
     served = flow_path(layout.home, domain)
     path = Path(config.out) if config.out else served
+    # Serving: the flow is learned into a candidate beside the served one and replaces it only
+    # when the blocking checks pass. With another `out`, nothing served changes: written there.
+    serving = path.absolute() == served.absolute()
+    candidate = staged_path(served) if serving else path
     before = _readable(served)
-    private_dirs(path.parent, own=path.parent == served.parent)  # HOME/flows/ is ours
-    write_flow(learned, path)
-    context.log.info(
-        f"learned the {domain} flow from {learned['provenance']['habit_episodes']} sessions: {path}"
-    )
-    yield dg.MaterializeResult(
-        metadata={
-            "flow": link(path),
-            "sessions": learned["provenance"]["habit_episodes"],
-            "steps": learned["provenance"]["steps"],
-            "tools": len(learned["manifest"]["tools"]),
-            "sites": len(learned["sites"]["next"]),
-            "alpha": learned["habit"]["alpha"],
-            **(
-                {"surprise": dg.MetadataValue.json(learned["surprise"])}
-                if "surprise" in learned
-                else {}
-            ),
-            "sites and lookups": sites_table(learned),
-            **(
-                {"arbiter": dg.MetadataValue.json(_arbiter_summary(learned))}
-                if "arbiter" in learned
-                else {}
-            ),
-            **timings.metadata(),
-        }
-    )
+    private_dirs(candidate.parent, own=candidate.parent == served.parent)  # HOME/flows/ is ours
+    write_flow(learned, candidate)
     try:
-        load_flow(path)  # (it validates)
-        valid, why = True, "the flow file validates"
+        load_flow(candidate)  # (it validates)
+        valid, why_valid = True, "the flow file validates"
     except (FlowError, OSError, ValueError) as exc:
-        valid, why = False, str(exc)
-    yield dg.AssetCheckResult(check_name="flow_validates", passed=valid, description=why)
+        valid, why_valid = False, str(exc)
     review: list[str] = []
+    other: list[str] = []
     if before is None:
         why = f"no flow was served at {served} before"
     else:
-        review, _ = diff(before, learned)
+        review, other = diff(before, learned)
         why = ("needs review: " + "; ".join(review)) if review else "nothing needs review"
+    changes = dg.MetadataValue.md(diff_markdown(review, other))
+    sessions = learned["provenance"]["habit_episodes"]
+    if serving and not (valid and not review):
+        try:
+            mark_staged(served, by="relearn")
+        except ValueError as exc:  # its scores file cannot be read: say so, the flow is staged
+            context.log.warning(str(exc))
+        context.log.warning(
+            f"the {domain} flow learned from {sessions} sessions is staged at {candidate}, not "
+            f"served ({why if valid else why_valid}); review it (`stretto flow-diff {served} "
+            f"{candidate}`) and serve it with `stretto flow-commit {served}`"
+        )
+    else:
+        if serving:
+            serve(candidate, served, f"relearned by run {context.run.run_id}: {why}")
+        context.log.info(f"learned the {domain} flow from {sessions} sessions: {path}")
+        yield dg.MaterializeResult(
+            metadata={
+                "flow": link(path),
+                "sessions": sessions,
+                "steps": learned["provenance"]["steps"],
+                "tools": len(learned["manifest"]["tools"]),
+                "sites": len(learned["sites"]["next"]),
+                "alpha": learned["habit"]["alpha"],
+                **(
+                    {"surprise": dg.MetadataValue.json(learned["surprise"])}
+                    if "surprise" in learned
+                    else {}
+                ),
+                "sites and lookups": sites_table(learned),
+                **(
+                    {"arbiter": dg.MetadataValue.json(_arbiter_summary(learned))}
+                    if "arbiter" in learned
+                    else {}
+                ),
+                "changes": changes,
+                **timings.metadata(),
+            }
+        )
+    yield dg.AssetCheckResult(
+        check_name="flow_validates",
+        passed=valid,
+        description=why_valid,
+        metadata={"flow": link(candidate if serving and not valid else path)},
+    )
     yield dg.AssetCheckResult(
         check_name="flow_diff_against_served",
         passed=not review,
-        severity=dg.AssetCheckSeverity.WARN,
+        # blocking only where it guards the served flow
+        severity=dg.AssetCheckSeverity.ERROR if serving else dg.AssetCheckSeverity.WARN,
         description=why,
-        metadata={"needs review": len(review)},
+        metadata={
+            "needs review": len(review),
+            "changes": changes,
+            **({"staged": link(candidate)} if serving and review else {}),
+        },
     )
+
+
+def serve(candidate: Path, served: Path, note: str) -> None:
+    """The candidate becomes the served flow, replaced whole (nothing is staged beside it
+    after): committed as the next version when the served flow has a history (`stretto
+    flow-commit`), else renamed over it."""
+    from stretto.offline import versions
+
+    current = versions.current(served)
+    if current is not None:
+        if current["sha256"] != versions.digest(candidate.read_bytes()):
+            versions.commit(served, note, source=candidate)  # (another writer: VersionError)
+        candidate.unlink(missing_ok=True)
+    else:
+        candidate.replace(served)
 
 
 def _readable(path: Path) -> dict | None:

@@ -65,10 +65,10 @@ def drift_cache(layout: Layout, domain: str, decider: str = "habit") -> Path:
     description="Has the agent changed its habits since each served flow was learned? "
     "`stretto drift` on each domain's newest sessions (the `stretto` resource's "
     "drift_sessions, 2,000 by default; its report, data and plot under "
-    "reports/<domain>/drift-<time>/); a warning while the alarm sounds after the last session. "
+    "reports/DOMAIN/drift-TIME/); a warning while the alarm sounds after the last session. "
     "Only sessions not scored under the same flow before are read and scored "
-    "(warehouse/drift/<domain>.habit.json keeps the others' values), from their facts when "
-    "the check has seen them before (warehouse/drift/<domain>.habit.facts.json: gathered for "
+    "(warehouse/drift/DOMAIN.habit.json keeps the others' values), from their facts when "
+    "the check has seen them before (warehouse/drift/DOMAIN.habit.facts.json: gathered for "
     "every domain, served or not, so the first check under a flow reads no log).",
 )
 def drift_check(
@@ -152,9 +152,9 @@ class StageConfig(dg.Config):
 @dg.asset(
     group_name="learning",
     deps=[steps],
-    description="The staged flows: flows/<domain>.staged.flow.json relearned beside each "
+    description="The staged flows: flows/DOMAIN.staged.flow.json relearned beside each "
     "served flow from the domain's sessions, each new session scored by the served flow and by "
-    "the staged flow as it was before it (flows/<domain>.stage.json). Committing stays a "
+    "the staged flow as it was before it (flows/DOMAIN.stage.json). Committing stays a "
     "person's decision (`stretto flow-commit`) unless auto_commit_if_better.",
 )
 def staged_flow(

@@ -14,8 +14,8 @@ from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
 
 
 class PromotionConfig(dg.Config):
-    """Empty: the domain's served flow, scored on HOME/shadow/<domain>/, the promoted flow
-    written for review to reports/<domain>/promotion-<time>/ (never over the served flow)."""
+    """Empty: the domain's served flow, scored on HOME/shadow/DOMAIN/, the promoted flow
+    written for review to reports/DOMAIN/promotion-TIME/ (never over the served flow)."""
 
     flow: str | None = None  # the flow file
     shadow: str | None = None  # session logs recorded in shadow mode (or without a flow)
@@ -35,7 +35,7 @@ class PromotionConfig(dg.Config):
     description="A flow's sites promoted from shadow-mode sessions: scored as served, a site "
     "is promoted when the agent later made enough of the lookups the flow would make there "
     "(used share, its 90% Wilson lower bound, distinct tasks). Writes the flow with its "
-    "`promoted` record, for review under reports/<domain>/.",
+    "`promoted` record, for review under reports/DOMAIN/.",
 )
 def promotion(context: dg.AssetExecutionContext, config: PromotionConfig, stretto: StrettoHome):
     layout = stretto.layout()

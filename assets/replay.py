@@ -16,7 +16,7 @@ from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, 
 
 class ReplayConfig(dg.Config):
     """Empty: the domain's served flow on the sessions recorded serving it in shadow mode
-    (HOME/shadow/<domain>/)."""
+    (HOME/shadow/DOMAIN/)."""
 
     flow: str | None = None  # the flow file
     sessions: str | None = None  # a folder of session logs, or
@@ -33,7 +33,7 @@ class ReplayConfig(dg.Config):
     deps=[flow_asset],
     partitions_def=domains,
     output_required=False,
-    description="The domain's recorded episodes (default: shadow/<domain>/) replayed with its "
+    description="The domain's recorded episodes (default: shadow/DOMAIN/) replayed with its "
     "flow: turns saved, detours, the read-only ceiling and the share of it taken, and the "
     "calibration of the served score.",
 )

@@ -1,7 +1,10 @@
 """The resource every asset uses: where STRETTO_HOME is, and how to behave in it."""
 
+import os
+
 import dagster as dg
 
+from stretto.home import default_home
 from warehouse.layout import Layout
 
 
@@ -15,6 +18,14 @@ class StrettoHome(dg.ConfigurableResource):
     warehouse: str | None = None
     # the newest sessions of each domain the ingest's drift check scores (assets/lifecycle.py)
     drift_sessions: int = 2000
+
+    @classmethod
+    def from_environment(cls) -> "StrettoHome":
+        """The resource the Definitions hold: `home` from `EnvVar("STRETTO_HOME")` when it is
+        set, else the default home spelled out, so the launchpad shows the home a run uses."""
+        if os.environ.get("STRETTO_HOME"):
+            return cls(home=dg.EnvVar("STRETTO_HOME"))
+        return cls(home=str(default_home()))
 
     def layout(self) -> Layout:
         return Layout.at(self.home, self.warehouse)

@@ -17,7 +17,7 @@ from stretto.offline.search import Search, markdown, with_thresholds, write_tabl
 
 
 class SearchConfig(dg.Config):
-    """Empty: the domain's served flow on its own logs (HOME/logs/<domain>/)."""
+    """Empty: the domain's served flow on its own logs (HOME/logs/DOMAIN/)."""
 
     sessions: str | None = None  # another folder of sessions
     costs: list[float] = [7.0, 3.0]  # β (a saved turn), δ (a detour)
@@ -34,7 +34,7 @@ def searched_path(folder: Path, domain: str) -> Path:
     partitions_def=domains,
     output_required=False,
     description="Per-site thresholds chosen by replaying the domain's sessions: "
-    "reports/<domain>/search-<time>/<domain>.searched.flow.json with the report, the sweep "
+    "reports/DOMAIN/search-TIME/DOMAIN.searched.flow.json with the report, the sweep "
     "plot and its flow-diff against the served flow (serve it once a reviewer agrees).",
 )
 def thresholds(context: dg.AssetExecutionContext, config: SearchConfig, stretto: StrettoHome):

@@ -8,10 +8,12 @@ added as their logs are ingested (and by the `partitions` sensor, which launches
 Automation, all off by default but `partitions` and `relearn_after_ingest` (which only act on
 what the others started): `nightly` ingests at 03:00 and `new_logs` when a log's content is
 not in the warehouse yet; when such an ingest succeeds, `relearn_after_ingest` relearns each
-domain's flow and searches its thresholds (one run per domain). `nightly_stage`, instead,
-ingests and stages each served flow's relearned version beside it for review (pipeline/
-lifecycle.py); the `drift` check runs with every ingest. `weekly_compaction` rewrites each
-partition's current rows into one file.
+domain's flow and searches its thresholds (one run per domain); a relearned flow is served only
+when its blocking checks pass, else staged for review (assets/learn.py). `alert_on_failure`
+(on) writes every failed run to HOME/alerts/ and to $STRETTO_ALERT_URL (pipeline/alerts.py).
+`nightly_stage`, instead, ingests and stages each served flow's relearned version beside it
+for review (pipeline/lifecycle.py); the `drift` check runs with every ingest.
+`weekly_compaction` rewrites each partition's current rows into one file.
 """
 
 import dagster as dg
@@ -25,6 +27,7 @@ from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
 from assets.search import thresholds
+from pipeline.alerts import alert_on_failure
 from pipeline.compaction import compact_job, weekly_compaction
 from pipeline.executor import in_process_or_dask
 from pipeline.lifecycle import LIFECYCLE_ASSETS, LIFECYCLE_CHECKS, nightly_stage, stage_job
@@ -46,7 +49,8 @@ relearn_job = dg.define_asset_job(
     "relearn",
     selection=dg.AssetSelection.assets(flow, thresholds),
     description="Learn a domain's flow again (the sum of its days' counts, counting only the "
-    "days that changed) and search its per-site thresholds for review.",
+    "days that changed), served only when its blocking checks pass (else staged for review "
+    "and the run fails), and search its per-site thresholds for review.",
 )
 reports_job = dg.define_asset_job(
     "reports",
@@ -129,8 +133,8 @@ defs = dg.Definitions(
     asset_checks=LIFECYCLE_CHECKS,
     jobs=[ingest_job, counts_job, relearn_job, reports_job, compact_job, stage_job],
     schedules=[nightly, nightly_stage, weekly_compaction],
-    sensors=[new_logs, partitions, relearn_after_ingest],
-    resources={"stretto": StrettoHome()},
+    sensors=[new_logs, partitions, relearn_after_ingest, alert_on_failure],
+    resources={"stretto": StrettoHome.from_environment()},
     # A run's steps in the run's own process unless its run config picks a Dask cluster: each
     # is cheap to start that way (a process per step cost seconds for seconds of work); ingest
     # spreads its batches over cores itself.

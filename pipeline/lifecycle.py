@@ -1,7 +1,7 @@
 """The flows' life in the schedule: `nightly_stage` stages a relearned flow beside each served
 one (assets.lifecycle) rather than overwriting it, for those who review before serving (the
-`nightly` schedule relearns the served flows in place); the drift check runs with every
-ingest."""
+`nightly` schedule relearns them, serving a relearned flow only when its blocking checks
+pass); the drift check runs with every ingest."""
 
 import dagster as dg
 
@@ -12,7 +12,7 @@ stage_job = dg.define_asset_job(
     "stage",
     selection=dg.AssetSelection.assets(*INGEST_ASSETS, staged_flow),
     description="Ingest new and changed logs, then relearn each served flow beside it "
-    "(flows/<domain>.staged.flow.json) and score it against the served one; nothing served "
+    "(flows/DOMAIN.staged.flow.json) and score it against the served one; nothing served "
     "changes (`stretto flow-commit` commits).",
 )
 

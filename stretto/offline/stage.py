@@ -234,6 +234,7 @@ def stage(
         staged["surprise"] = gate
     target = staged_path(flow_path)
     write_flow(staged, target)
+    state.pop("staged_by", None)  # staged here, not by another writer (mark_staged)
     state.update(
         flow=flow_path.name,
         staged=target.name,
@@ -249,6 +250,23 @@ def stage(
     ]
     review, other = diff(committed, staged)
     return Stage(staged, target, committed, rows, scored_now, review, other)
+
+
+def mark_staged(flow_path: str | Path, by: str, now_ms: int | None = None) -> None:
+    """Record that another writer (the pipeline's relearn, when its change needs review) put
+    the staged flow beside the flow, so that its report is found (last_report): the sessions
+    scored before are kept, none is scored (`stretto stage` scores them)."""
+    flow_path = Path(flow_path)
+    state = read_state(flow_path)
+    state.setdefault("settings", {"window": 50})
+    state.update(
+        flow=flow_path.name,
+        staged=staged_path(flow_path).name,
+        staged_by=by,
+        updated_unix_ms=int(time.time() * 1000) if now_ms is None else now_ms,
+    )
+    text = json.dumps(state, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    write_atomically(state_path(flow_path), text.encode())
 
 
 def last_report(flow_path: str | Path) -> Stage | None:
