@@ -428,6 +428,15 @@ def parse(spec: str) -> Variant:
 SERVED = "ours+cal@flow"
 
 
+variant(
+    replace(
+        parse(SERVED),
+        claim="the served flow: this branch's learning, calibrated, at the break-even θ* it "
+        "carries",
+    )
+)
+
+
 def run(domain: Domain, v: Variant, ids: list[str] | None = None) -> Run:
     """The variant's flow, learned from `ids` (every successful training episode by default),
     replaying the test episodes."""
@@ -658,6 +667,9 @@ def goal(f: dict) -> tuple[bool | None, str]:
 def goal_line(domain: Domain, f: dict) -> str:
     met, said = goal(f)
     g = LOAO_GOAL
+    if domain.name not in g["domains"]:
+        said = re.sub(r" \((share below|detours above)[^)]*\)", "", said)
+        return f"Left-out agents pooled ({domain.name}, no goal set): {said}."
     return (
         f"Goal ({domain.name}, left-out agents pooled: ≥ {g['share']:g}% of the read-only "
         f"ceiling at ≤ {g['detours']:g} detour per episode): {MET[met]} — {said}."
@@ -666,7 +678,7 @@ def goal_line(domain: Domain, f: dict) -> str:
 
 def loao_table(domain: Domain, v: Variant, f: dict) -> list[str]:
     lines = [
-        f"### {domain.name}: {v.name}",
+        f"### {domain.name}: `{v.name}`" + (f" ({v.claim})" if v.claim != v.name else ""),
         "",
         "| agent left out | test episodes | left-out flow learned from | "
         + " | ".join(f"{m}: visible → left out (Δ [95%])" for m in SHOWN)
@@ -717,13 +729,19 @@ def keep_rule(visible: dict[str, dict], held: dict[str, dict]) -> str:
         for who, c in cs.items():
             g, lost = significant(c)
             gains |= set(g) if who == "all" else set()
-            losses += [f"{who}: {m}" for m in lost]
+            losses += [f"{'pooled' if who == 'all' else who}: {m}" for m in lost]
         return gains, losses
 
     vg, vl = tally(visible)
     hg, hl = tally(held)
     if hl:
-        won = " (wins on the visible agents)" if vg and not vl else ""
+        won = (
+            " (wins on the visible agents)"
+            if vg and not vl
+            else " (and the visible ones)"
+            if vl
+            else ""
+        )
         return f"not kept: loses left-out agents{won}: " + "; ".join(hl)
     if vl:
         return "not kept: loses on the visible agents: " + "; ".join(vl)
@@ -735,9 +753,10 @@ def keep_rule(visible: dict[str, dict], held: dict[str, dict]) -> str:
     )
 
 
-def loao_compare(domain: Domain, spec: str, against: str, draws: int) -> list[str]:
+def loao_compare(domain: Domain, spec: str, against: str, draws: int) -> dict:
     """`spec` against `against` on both measures: the paired difference pooled and per agent
-    on the visible flows and on the left-out ones, and the verdict."""
+    on the visible flows and on the left-out ones (`visible`, `held`: keyed `all` and by
+    agent), the verdict (keep_rule) and the printed `lines`."""
     a, b = loao_figures(domain, parse(against), draws), loao_figures(domain, parse(spec), draws)
     visible = {"all": p.paired(a["visible"], b["visible"], domain.costs, None, draws)}
     held = {}
@@ -773,16 +792,24 @@ def loao_compare(domain: Domain, spec: str, against: str, draws: int) -> list[st
                 )
                 + f" | +{','.join(g) or '-'} / −{','.join(lost) or '-'} |"
             )
-    return lines + [
-        "",
-        f"Verdict ({domain.name}, {spec} against {against}): " + keep_rule(visible, held),
-        "",
-    ]
+    said = keep_rule(visible, held)
+    lines += ["", f"Verdict ({domain.name}, {spec} against {against}): {said}", ""]
+    return {"lines": lines, "verdict": said, "visible": visible, "held": held}
 
 
-def loao_section(names, draws: int, variants=(SERVED,)) -> tuple[list[str], dict]:
+def overall(verdicts: dict[str, str]) -> str:
+    """Issue 42's rule over domains: kept when some domain gains and none loses."""
+    kept = any(v.startswith("kept") for v in verdicts.values()) and not any(
+        v.startswith("not kept: loses") for v in verdicts.values()
+    )
+    return "kept" if kept else "not kept"
+
+
+def loao_section(
+    names, draws: int, variants=(SERVED,), changes: tuple[tuple[str, str], ...] = ()
+) -> tuple[list[str], dict]:
     """docs/results.md's "Leave one agent out" section: per domain the variants' tables and
-    the goal lines."""
+    the goal lines; then each change (spec, against) judged on both measures, pooled."""
     lines = [
         "## Leave one agent out",
         "",
@@ -815,6 +842,35 @@ def loao_section(names, draws: int, variants=(SERVED,)) -> tuple[list[str], dict
                 + ".",
                 "",
             ]
+    if changes:
+        lines += [
+            "Changes judged on both measures (the paired difference pooled over the visible "
+            "flow's test episodes and over the left-out agents'; per agent: `bench/quality.py "
+            "--loao --variant SPEC --against SPEC`). Not kept when a left-out figure, pooled or "
+            "of one agent, loses significantly, however the change does on the visible agents.",
+            "",
+            "| change | against | domain | Δ share of ceiling: visible | left out | "
+            "Δ detours / ep: visible | left out | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for spec, against in changes:
+        verdicts = {}
+        for name in names:
+            c = loao_compare(domain(name), spec, against, draws)
+            verdicts[name] = c["verdict"]
+            cells = [
+                (
+                    f"{x[m][2]:+.{DIGITS[m]}f} [{x[m][3]:+.{DIGITS[m]}f}, {x[m][4]:+.{DIGITS[m]}f}]"
+                    if x is not None
+                    else "n/a"
+                )
+                for m in ("ceiling %", "detours/ep")
+                for x in (c["visible"]["all"], c["held"].get("all"))
+            ]
+            lines.append(
+                f"| `{spec}` | `{against}` | {name} | " + " | ".join(cells) + f" | {c['verdict']} |"
+            )
+        lines += ["", f"`{spec}` against `{against}`: **{overall(verdicts)}**.", ""]
     return lines, figures
 
 
@@ -871,9 +927,17 @@ def main() -> None:
         specs = args.variant or [SERVED]
         lines, _ = loao_section(names, args.draws, specs)
         print("\n".join(lines))
-        for name in names:
-            for spec in specs if args.against else []:
-                print("\n".join(loao_compare(domain(name), spec, args.against, args.draws)))
+        for spec in specs if args.against else []:
+            verdicts = {}
+            for name in names:
+                c = loao_compare(domain(name), spec, args.against, args.draws)
+                verdicts[name] = c["verdict"]
+                print("\n".join(c["lines"]))
+            print(
+                f"Verdict ({spec} against {args.against}, {', '.join(names)}): "
+                + overall(verdicts)
+                + "".join(f"; {n}: {v}" for n, v in verdicts.items())
+            )
         print(f"leave one agent out: {time.time() - started:.0f} s", file=sys.stderr)
         return
     args.against = args.against or "base"
