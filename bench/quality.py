@@ -16,6 +16,14 @@ replay only.
     .venv/bin/python bench/quality.py --curve [--domain retail] [--variant NAME]
     .venv/bin/python bench/quality.py --loao [--domain airline] [--variant NAME] [--against NAME]
     .venv/bin/python bench/quality.py --list
+
+With `--loao` (issue 42) each variant (default the served flow, `ours+cal@flow`) is also
+judged on agents its flow never saw: per agent with test episodes, a flow learned from the
+other agents' successful training episodes only replays that agent's test episodes, beside
+the visible flow (learned from every agent's) on the same episodes, per agent and pooled,
+with whether the goal (≥ 55% of the read-only ceiling at ≤ 1 detour per episode, airline and
+retail) is met; with `--against`, the paired differences on both measures and the verdict
+(a change that loses left-out agents is not kept).
 """
 
 from __future__ import annotations
@@ -688,7 +696,8 @@ def loao_table(domain: Domain, v: Variant, f: dict) -> list[str]:
     for h in f["held"]:
         if h.run is None:
             learned = "nothing: no other agent ran a training task"
-            cells = ["n/a"] * len(SHOWN)
+            seen = p.figures(sum(only(f["visible"], h.labels).rows.values()), domain.costs)
+            cells = [f"{float(seen[m]):.{DIGITS[m]}f} → n/a" for m in SHOWN]
         else:
             learned = (
                 f"{len(h.learned)} episodes of {', '.join(h.by)}"
