@@ -33,7 +33,7 @@ class Run:
     unanswered: int = 0  # arbiter decisions the oracle could not answer (handed back)
 
 
-def replayed(domain, flow: dict, decider: str, threshold: float, oracle=None) -> Run:
+def replayed(domain, flow: dict, decider: str, threshold: float | None, oracle=None) -> Run:
     """A flow replaying the domain's test episodes (every option scored), summed by task.
     `oracle` (stretto.offline.judging.OracleOptions): who answers the arbiter decider."""
     episodes = [e for _, e in domain.test]

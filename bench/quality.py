@@ -14,7 +14,16 @@ replay only.
 
     .venv/bin/python bench/quality.py [--domain retail] [--variant NAME ...] [--draws 1000]
     .venv/bin/python bench/quality.py --curve [--domain retail] [--variant NAME]
+    .venv/bin/python bench/quality.py --loao [--domain airline] [--variant NAME] [--against NAME]
     .venv/bin/python bench/quality.py --list
+
+With `--loao` (issue 42) each variant (default the served flow, `ours+cal@flow`) is also
+judged on agents its flow never saw: per agent with test episodes, a flow learned from the
+other agents' successful training episodes only replays that agent's test episodes, beside
+the visible flow (learned from every agent's) on the same episodes, per agent and pooled,
+with whether the goal (≥ 55% of the read-only ceiling at ≤ 1 detour per episode, airline and
+retail) is met; with `--against`, the paired differences on both measures and the verdict
+(a change that loses left-out agents is not kept).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +45,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import paired as p  # noqa: E402
 from bench.paired import (  # noqa: E402
     BETTER,
     DIGITS,
@@ -65,6 +76,8 @@ class Domain:
     results: list[ResultsFile]  # the converted results files (their logs learn the flows)
     train: list[Episode]  # every training-task episode, in file order
     test: list[tuple[str, Episode]]  # (agent, episode) of every test-task episode
+    # the agent whose episodes were taken out of training (`left_out`), when any were
+    scope: str | None = None
 
     @property
     def train_ok(self) -> list[str]:
@@ -144,7 +157,10 @@ class Learner:
     make: Callable[[Domain, list[str]], dict]
 
     def __call__(self, domain: Domain, ids: list[str]) -> dict:
-        path = CACHE / domain.name / "flows" / f"{self.key}-{digest(sorted(ids))}.flow.json"
+        # a domain without an agent's episodes (`left_out`) learns what depends on more than
+        # `ids` (the calibration's failed episodes) from the other agents' only: its own key
+        learned = digest(sorted(ids)) if domain.scope is None else digest(sorted(ids), domain.scope)
+        path = CACHE / domain.name / "flows" / f"{self.key}-{learned}.flow.json"
         if path.is_file():
             return load_flow(path)
         flow = self.make(domain, ids)
@@ -215,7 +231,8 @@ class Variant:
     claim: str  # what it is meant to improve
     learn: Learner = main_flow
     decider: str = "reach"
-    threshold: Callable[[Domain], float] = lambda d: THETA
+    # the threshold it is served at; None: the flow's own (`serving`, written with `cal`)
+    threshold: Callable[[Domain], float | None] = lambda d: THETA
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -284,6 +301,22 @@ def both(*changes):
     return change
 
 
+def calibration_episodes(domain: Domain, ids: list[str]) -> list[Episode]:
+    """The training episodes a calibration map learned from `ids` is fitted on: the chosen
+    episodes and the failed ones of their tasks (of every training task of `domain` when all
+    its successful ones are chosen, as `compile --calibrate` replays them). Of `domain`'s
+    training episodes only: a domain without an agent (`left_out`) never hands its failed
+    episodes to the map."""
+    chosen = set(ids)
+    tasks = {e.task_id for e in domain.train if e.id in chosen}
+    every = chosen >= set(domain.train_ok)
+    return [
+        e
+        for e in domain.train
+        if e.id in chosen or (not e.succeeded and (every or e.task_id in tasks))
+    ]
+
+
 def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
     episodes of the tasks learned from (stretto.offline.calibrate)."""
@@ -291,16 +324,7 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
 
     def make(domain: Domain, ids: list[str]) -> dict:
         flow = inner(domain, ids)
-        chosen = set(ids)
-        tasks = {e.task_id for e in domain.train if e.id in chosen}
-        every = chosen >= set(domain.train_ok)
-        # the chosen episodes and the failed ones of their tasks (of every training task when
-        # all are chosen, as `compile --calibrate` replays them), learning from the chosen
-        episodes = [
-            e
-            for e in domain.train
-            if e.id in chosen or (not e.succeeded and (every or e.task_id in tasks))
-        ]
+        episodes = calibration_episodes(domain, ids)
         rows = cross_fitted_rows(
             episodes, lambda rest: inner(domain, [e.id for e in rest]), decider="reach"
         )
@@ -340,6 +364,17 @@ def reach_alpha(inner: Learner, alpha: float) -> Learner:
     return Learner(f"{inner.key}+ra{alpha:g}", make)
 
 
+def serving(inner: Learner) -> Learner:
+    """`inner`'s flow carrying its serving threshold, the break-even of the domain's costs
+    (what `compile --calibrate --costs` writes: stretto.model.decide.serving_part)."""
+    from stretto.model.decide import serving_part
+
+    def make(domain: Domain, ids: list[str]) -> dict:
+        return {**inner(domain, ids), "serving": serving_part(*domain.costs)}
+
+    return Learner(f"{inner.key}+serving", make)
+
+
 variant(Variant("base", "the current flow (main's code; reach at θ 0.3)"))
 variant(Variant("habit", "the next-step rule at θ 0.3", decider="habit"))
 variant(Variant("ours", "this branch's learning (named_other), uncalibrated", learn=our_flow))
@@ -351,9 +386,9 @@ def parse(spec: str) -> Variant:
     """A variant named by its parts: `named+cal@*` = main's flow with named_other learned,
     calibrated, served at θ*; `@0.2` a threshold; `ra1` reach's α set to 1; `habit` the
     next-step rule; `ours` this branch's learning instead of main's (`cur`: main's at CURRENT);
-    `search` per-site thresholds searched on the training episodes (after `cal`). A
-    registered name is
-    that variant."""
+    `search` per-site thresholds searched on the training episodes (after `cal`); `@flow`
+    served at the flow's own threshold (`cal` writes the break-even of the domain's costs
+    into the flow, as `compile --calibrate` does). A registered name is that variant."""
     if spec in VARIANTS:
         return VARIANTS[spec]
     body, _, theta = spec.partition("@")
@@ -370,7 +405,7 @@ def parse(spec: str) -> Variant:
         if part.startswith("ra"):
             learn = reach_alpha(learn, float(part[2:]))
     if "cal" in parts:
-        learn = calibrated(learn)
+        learn = serving(calibrated(learn))
     if "search" in parts:
         learn = searched(learn)
     if "habit" in parts:
@@ -387,11 +422,27 @@ def parse(spec: str) -> Variant:
         raise SystemExit(f"unknown variant parts: {', '.join(sorted(unknown))}")
     if theta == "*":
         threshold = theta_star
+    elif theta == "flow":
+        threshold = lambda d: None  # noqa: E731
     elif theta:
         threshold = lambda d, t=float(theta): t  # noqa: E731
     else:
         threshold = lambda d: THETA  # noqa: E731
     return variant(Variant(spec, spec, learn=learn, decider=decider, threshold=threshold))
+
+
+# the served configuration (bench/replay.py's): this branch's learning, calibrated, served at
+# the break-even the flow carries
+SERVED = "ours+cal@flow"
+
+
+variant(
+    replace(
+        parse(SERVED),
+        claim="the served flow: this branch's learning, calibrated, at the break-even θ* it "
+        "carries",
+    )
+)
 
 
 def run(domain: Domain, v: Variant, ids: list[str] | None = None) -> Run:
@@ -475,6 +526,363 @@ def judge(domain: Domain, spec: str, against: str, draws: int) -> dict:
     return out
 
 
+# --- leave one agent out (issue 42) -------------------------------------------------------------
+
+
+def agent_key(model: str) -> str:
+    """The agent a results file's model stands for: a provider's prefix (`azure/`,
+    `ollama_chat/`) and a release date (`-2025-04-14`) dropped, so that one model named two
+    ways or run by two harnesses is one agent (ToolOrchestra's `gpt-4.1-mini-2025-04-14` and
+    the trace files' `gpt-4.1-mini`); a fine-tune (`ft:...`) is an agent of its own."""
+    if model.startswith("ft:"):
+        return model
+    return re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model.rsplit("/", 1)[-1])
+
+
+def tested_agents(domain: Domain) -> list[str]:
+    """The agents with test-task episodes."""
+    return sorted({agent_key(e.agent_model) for _, e in domain.test})
+
+
+def left_out(domain: Domain, agent: str) -> Domain:
+    """The domain as a flow that never saw `agent` learns and is judged on it: the training
+    episodes of every other agent (and of the results files only their simulations, so no
+    log of `agent` is written for learning), and `agent`'s test episodes."""
+    train = [e for e in domain.train if agent_key(e.agent_model) != agent]
+    kept = {e.id for e in train}
+    results = [
+        replace(r, simulations=[s for s in r.simulations if s.session in kept])
+        for r in domain.results
+    ]
+    return replace(
+        domain,
+        results=[r for r in results if r.simulations],
+        train=train,
+        test=[(a, e) for a, e in domain.test if agent_key(e.agent_model) == agent],
+        scope=agent if len(train) < len(domain.train) else None,
+    )
+
+
+@dataclass
+class Held:
+    """One agent left out: what its flow learned from, and its replay (None: no other agent
+    ran a training task, so there is nothing to learn a flow from)."""
+
+    agent: str
+    labels: list[str]  # its test episodes' labels in `Domain.test` (with and without a user)
+    episodes: int  # its test episodes
+    learned: list[str]  # the successful training episodes its flow learned from
+    by: list[str]  # their agents
+    run: Run | None
+    scope: str | None  # `left_out`'s: None when the agent ran no training task at all
+
+
+def hold_out(domain: Domain, v: Variant) -> list[Held]:
+    """Per agent with test episodes: the variant's flow learned from the successful training
+    episodes of every other agent only, replaying that agent's test episodes."""
+    out = []
+    for agent in tested_agents(domain):
+        split = left_out(domain, agent)
+        labels = sorted({a for a, _ in split.test})
+        by = sorted({agent_key(e.agent_model) for e in split.train if e.succeeded})
+        r = None
+        if split.train_ok:
+            flow = v.learn(split, split.train_ok)
+            r = replayed(split, flow, v.decider, v.threshold(split))
+        out.append(Held(agent, labels, len(split.test), split.train_ok, by, r, split.scope))
+    return out
+
+
+def only(r: Run, labels) -> Run:
+    """The run's rows of these agents' labels."""
+    wanted = set(labels)
+    return Run(
+        rows={k: v for k, v in r.rows.items() if k[0] in wanted},
+        scores=[s for s in r.scores if s[0] in wanted],
+        checks=[c for c in r.checks if c[0] in wanted],
+    )
+
+
+def merged(runs: list[Run]) -> Run:
+    """Runs of disjoint agents as one."""
+    out = Run()
+    for r in runs:
+        out.rows.update(r.rows)
+        out.scores += r.scores
+        out.checks += r.checks
+    return out
+
+
+LOAO_GOAL = {"share": 55.0, "detours": 1.0, "domains": ("airline", "retail")}
+MET = {True: "met", False: "not met", None: "not measurable"}
+SHOWN = ("ceiling %", "detours/ep", "saved %")
+
+
+def loao_figures(domain: Domain, v: Variant, draws: int) -> dict:
+    """The variant's visible (the flow learned from every agent's training tasks) and
+    left-out figures on the same test episodes: per agent held out and pooled over those with
+    a flow, `paired(visible, left out)`; with the runs, for comparisons."""
+    visible = run(domain, v)
+    held = hold_out(domain, v)
+    measured = [h for h in held if h.run is not None]
+    labels = [lab for h in measured for lab in h.labels]
+    pooled = merged([h.run for h in measured if h.run is not None])
+    out: dict = {"visible": visible, "held": held, "labels": labels, "pooled": pooled}
+    out["agents"] = {
+        h.agent: p.paired(only(visible, h.labels), h.run, domain.costs, None, draws)
+        for h in measured
+        if h.run is not None
+    }
+    if measured:
+        out["all"] = p.paired(only(visible, labels), pooled, domain.costs, None, draws)
+        out["intervals"] = p.intervals(pooled, domain.costs, None, draws)
+    return out
+
+
+def _vs(entry, k: int) -> str:
+    base, value, d, lo, hi = entry
+    if np.isnan(base):
+        return "n/a"
+    return f"{base:.{k}f} → {value:.{k}f} ({d:+.{k}f} [{lo:+.{k}f}, {hi:+.{k}f}])"
+
+
+def goal(f: dict) -> tuple[bool | None, str]:
+    """Whether issue 42's goal is met on the pooled left-out agents (point figures, as the
+    goals of issue 19), and the figures with their intervals; None: no agent had a flow."""
+    g = LOAO_GOAL
+    if "all" not in f:
+        return None, "no agent could be left out (no other agent ran a training task)"
+    share, detours = (f["intervals"][m] for m in ("ceiling %", "detours/ep"))
+    short = [
+        *([f"share below {g['share']:g}%"] if share[0] < g["share"] else []),
+        *([f"detours above {g['detours']:g}"] if detours[0] > g["detours"] else []),
+    ]
+    missing = [h.agent for h in f["held"] if h.run is None]
+    measured = len(f["held"]) - len(missing)
+    return not short, (
+        f"{share[0]:.1f} [{share[1]:.1f}, {share[2]:.1f}]% of the ceiling at {detours[0]:.2f} "
+        f"[{detours[1]:.2f}, {detours[2]:.2f}] detours per episode"
+        + (f" ({', '.join(short)})" if short else "")
+        + (
+            f"; {measured} of {len(f['held'])} agents: {', '.join(missing)} cannot be left "
+            "out (no other agent ran a training task)"
+            if missing
+            else ""
+        )
+    )
+
+
+def goal_line(domain: Domain, f: dict) -> str:
+    met, said = goal(f)
+    g = LOAO_GOAL
+    if domain.name not in g["domains"]:
+        said = re.sub(r" \((share below|detours above)[^)]*\)", "", said)
+        return f"Left-out agents pooled ({domain.name}, no goal set): {said}."
+    return (
+        f"Goal ({domain.name}, left-out agents pooled: ≥ {g['share']:g}% of the read-only "
+        f"ceiling at ≤ {g['detours']:g} detour per episode): {MET[met]} — {said}."
+    )
+
+
+def loao_table(domain: Domain, v: Variant, f: dict) -> list[str]:
+    lines = [
+        f"### {domain.name}: `{v.name}`" + (f" ({v.claim})" if v.claim != v.name else ""),
+        "",
+        "| agent left out | test episodes | left-out flow learned from | "
+        + " | ".join(f"{m}: visible → left out (Δ [95%])" for m in SHOWN)
+        + " |",
+        "|---|---|---|" + "---|" * len(SHOWN),
+    ]
+    for h in f["held"]:
+        if h.run is None:
+            learned = "nothing: no other agent ran a training task"
+            seen = p.figures(sum(only(f["visible"], h.labels).rows.values()), domain.costs)
+            cells = [f"{float(seen[m]):.{DIGITS[m]}f} → n/a" for m in SHOWN]
+        else:
+            learned = (
+                f"{len(h.learned)} episodes of {', '.join(h.by)}"
+                if h.scope is not None
+                else f"{len(h.learned)} episodes of {', '.join(h.by)} (= the visible flow: "
+                "this agent ran no training task)"
+            )
+            c = f["agents"][h.agent]
+            cells = [_vs(c[m], DIGITS[m]) for m in SHOWN]
+        lines.append(f"| {h.agent} | {h.episodes} | {learned} | " + " | ".join(cells) + " |")
+    if "all" in f:
+        n = sum(h.episodes for h in f["held"] if h.run is not None)
+        lines.append(
+            f"| **pooled** (agents with a flow) | {n} | | "
+            + " | ".join(_vs(f["all"][m], DIGITS[m]) for m in SHOWN)
+            + " |"
+        )
+    return lines + ["", goal_line(domain, f), ""]
+
+
+def significant(c: dict) -> tuple[list[str], list[str]]:
+    """The measures of a paired comparison whose interval excludes 0: (gains, losses)."""
+    gains, losses = [], []
+    for name in MEASURES:
+        _, _, d, lo, hi = c[name]
+        if lo > 0 or hi < 0:
+            (gains if np.sign(d) == BETTER[name] else losses).append(name)
+    return gains, losses
+
+
+def keep_rule(visible: dict[str, dict], held: dict[str, dict]) -> str:
+    """Kept or not by issue 42's rule, from paired comparisons (variant − against) keyed
+    `all` (pooled) and by agent, on the visible and on the left-out measure: a change that
+    loses left-out agents is not kept, however it does on the visible ones."""
+
+    def tally(cs: dict[str, dict]) -> tuple[set[str], list[str]]:
+        gains, losses = set(), []
+        for who, c in cs.items():
+            g, lost = significant(c)
+            gains |= set(g) if who == "all" else set()
+            losses += [f"{'pooled' if who == 'all' else who}: {m}" for m in lost]
+        return gains, losses
+
+    vg, vl = tally(visible)
+    hg, hl = tally(held)
+    if hl:
+        won = (
+            " (wins on the visible agents)"
+            if vg and not vl
+            else " (and the visible ones)"
+            if vl
+            else ""
+        )
+        return f"not kept: loses left-out agents{won}: " + "; ".join(hl)
+    if vl:
+        return "not kept: loses on the visible agents: " + "; ".join(vl)
+    if not vg and not hg:
+        return "not kept: no significant gain"
+    return (
+        f"kept: gains visible {','.join(sorted(vg)) or '-'}, left out "
+        f"{','.join(sorted(hg)) or '-'}; no significant loss"
+    )
+
+
+def loao_compare(domain: Domain, spec: str, against: str, draws: int) -> dict:
+    """`spec` against `against` on both measures: the paired difference pooled and per agent
+    on the visible flows and on the left-out ones (`visible`, `held`: keyed `all` and by
+    agent), the verdict (keep_rule) and the printed `lines`."""
+    a, b = loao_figures(domain, parse(against), draws), loao_figures(domain, parse(spec), draws)
+    visible = {"all": p.paired(a["visible"], b["visible"], domain.costs, None, draws)}
+    held = {}
+    for h in a["held"]:
+        if h.run is None:
+            continue
+        other = next(x.run for x in b["held"] if x.agent == h.agent)
+        visible[h.agent] = p.paired(
+            only(a["visible"], h.labels), only(b["visible"], h.labels), domain.costs, None, draws
+        )
+        held[h.agent] = p.paired(h.run, other, domain.costs, None, draws)
+    if "all" in a:
+        held["all"] = p.paired(a["pooled"], b["pooled"], domain.costs, None, draws)
+    lines = [
+        f"### {domain.name}: {spec} − {against}",
+        "",
+        "| agents | measure | "
+        + " | ".join(f"Δ {m} [95%]" for m in SHOWN)
+        + " | significant (+ / −) |",
+        "|---|---|" + "---|" * (len(SHOWN) + 1),
+    ]
+    for who in ["all", *(k for k in held if k != "all")]:
+        for label, cs in (("visible", visible), ("left out", held)):
+            if who not in cs:
+                continue
+            c = cs[who]
+            g, lost = significant(c)
+            lines.append(
+                f"| {'**pooled**' if who == 'all' else who} | {label} | "
+                + " | ".join(
+                    f"{c[m][2]:+.{DIGITS[m]}f} [{c[m][3]:+.{DIGITS[m]}f}, {c[m][4]:+.{DIGITS[m]}f}]"
+                    for m in SHOWN
+                )
+                + f" | +{','.join(g) or '-'} / −{','.join(lost) or '-'} |"
+            )
+    said = keep_rule(visible, held)
+    lines += ["", f"Verdict ({domain.name}, {spec} against {against}): {said}", ""]
+    return {"lines": lines, "verdict": said, "visible": visible, "held": held}
+
+
+def overall(verdicts: dict[str, str]) -> str:
+    """Issue 42's rule over domains: kept when some domain gains and none loses."""
+    kept = any(v.startswith("kept") for v in verdicts.values()) and not any(
+        v.startswith("not kept: loses") for v in verdicts.values()
+    )
+    return "kept" if kept else "not kept"
+
+
+def loao_section(
+    names, draws: int, variants=(SERVED,), changes: tuple[tuple[str, str], ...] = ()
+) -> tuple[list[str], dict]:
+    """docs/results.md's "Leave one agent out" section: per domain the variants' tables and
+    the goal lines; then each change (spec, against) judged on both measures, pooled."""
+    lines = [
+        "## Leave one agent out",
+        "",
+        "Generalisation to agents the flow never saw (issue 42). For each agent with test-task "
+        "episodes, a flow is learned (the same learning, calibration and serving threshold) "
+        "from the successful training-task episodes of every *other* agent only, and replays "
+        "that agent's test-task episodes; *visible* is the flow learned from every agent's "
+        "training tasks (the protocol above) on the same episodes. An agent is its model with "
+        "the provider's prefix and release date dropped (gpt-4.1-mini-2025-04-14 and "
+        "gpt-4.1-mini are one agent; a fine-tune is its own); its runs with and without a "
+        f"user are one agent. Brackets: paired 95% intervals over tasks ({draws} draws). "
+        "`bench/quality.py --loao` prints these tables.",
+        "",
+    ]
+    figures = {}
+    for name in names:
+        d = domain(name)
+        for spec in variants:
+            f = loao_figures(d, parse(spec), draws)
+            figures[(name, spec)] = f
+            lines += loao_table(d, VARIANTS[spec], f)
+    for spec in variants:
+        said = {n: goal(figures[(n, spec)]) for n in LOAO_GOAL["domains"] if (n, spec) in figures}
+        if said:
+            met = all(m for m, _ in said.values())
+            lines += [
+                f"**Leave-one-agent-out goal ({', '.join(said)}; {spec}): "
+                f"{'met' if met else 'not met'}** — "
+                + "; ".join(f"{n}: {MET[m]}, {w}" for n, (m, w) in said.items())
+                + ".",
+                "",
+            ]
+    if changes:
+        lines += [
+            "Changes judged on both measures (the paired difference pooled over the visible "
+            "flow's test episodes and over the left-out agents'; per agent: `bench/quality.py "
+            "--loao --variant SPEC --against SPEC`). Not kept when a left-out figure, pooled or "
+            "of one agent, loses significantly, however the change does on the visible agents.",
+            "",
+            "| change | against | domain | Δ share of ceiling: visible | left out | "
+            "Δ detours / ep: visible | left out | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for spec, against in changes:
+        verdicts = {}
+        for name in names:
+            c = loao_compare(domain(name), spec, against, draws)
+            verdicts[name] = c["verdict"]
+            cells = [
+                (
+                    f"{x[m][2]:+.{DIGITS[m]}f} [{x[m][3]:+.{DIGITS[m]}f}, {x[m][4]:+.{DIGITS[m]}f}]"
+                    if x is not None
+                    else "n/a"
+                )
+                for m in ("ceiling %", "detours/ep")
+                for x in (c["visible"]["all"], c["held"].get("all"))
+            ]
+            lines.append(
+                f"| `{spec}` | `{against}` | {name} | " + " | ".join(cells) + f" | {c['verdict']} |"
+            )
+        lines += ["", f"`{spec}` against `{against}`: **{overall(verdicts)}**.", ""]
+    return lines, figures
+
+
 # --- the learning curve ---------------------------------------------------------------------
 
 
@@ -504,7 +912,15 @@ def main() -> None:
     parser.add_argument("--domain", action="append", choices=DOMAINS)
     parser.add_argument("--variant", action="append", help="variants to compare (default all)")
     parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--against", default="base", help="the variant to judge against")
+    parser.add_argument(
+        "--against", help="the variant to judge against (default base; with --loao: none)"
+    )
+    parser.add_argument(
+        "--loao",
+        action="store_true",
+        help=f"leave one agent out: each --variant (default {SERVED}) on the agents its flow "
+        "never saw, beside the visible figures; with --against, compared on both",
+    )
     parser.add_argument("--curve", action="store_true", help="the learning curve instead")
     parser.add_argument("--list", action="store_true", help="name the variants")
     add_option(parser)
@@ -515,15 +931,34 @@ def main() -> None:
             print(f"{v.name}: {v.claim}")
         return
     started = time.time()
+    if args.loao:
+        names = args.domain or DOMAINS
+        specs = args.variant or [SERVED]
+        lines, _ = loao_section(names, args.draws, specs)
+        print("\n".join(lines))
+        for spec in specs if args.against else []:
+            verdicts = {}
+            for name in names:
+                c = loao_compare(domain(name), spec, args.against, args.draws)
+                verdicts[name] = c["verdict"]
+                print("\n".join(c["lines"]))
+            print(
+                f"Verdict ({spec} against {args.against}, {', '.join(names)}): "
+                + overall(verdicts)
+                + "".join(f"; {n}: {v}" for n, v in verdicts.items())
+            )
+        print(f"leave one agent out: {time.time() - started:.0f} s", file=sys.stderr)
+        return
+    args.against = args.against or "base"
     for name in args.domain or DOMAINS:
-        domain = load_domain(name)
+        data = domain(name)
         if args.curve:
             for vname in args.variant or ["base"]:
-                rows = curve(domain, parse(vname), (5, 10, 20, 40, 10**9), 5)
+                rows = curve(data, parse(vname), (5, 10, 20, 40, 10**9), 5)
                 print(json.dumps(rows))
             continue
         names = [n for n in (args.variant or VARIANTS) if n != args.against]
-        print("\n".join(compare(domain, names, args.draws, args.against)) + "\n")
+        print("\n".join(compare(data, names, args.draws, args.against)) + "\n")
         print(f"{name}: {time.time() - started:.0f} s", file=sys.stderr)
 
 

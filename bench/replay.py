@@ -15,7 +15,8 @@ the served score (docs/reliability-<domain>.png). Then per-site thresholds searc
 training episodes and judged on the test episodes, and a threshold sweep pooled per domain.
 
 From bench/quality.py (learned flows cached under ~/.cache/stretto-quality/): the goals of
-issue 19 with the figures reached, every change tried, judged against the current flow (main's
+issue 19 with the figures reached, the served flow on agents it never saw (leave one agent
+out, issue 42), every change tried, judged against the current flow (main's
 code at bench.quality.MAIN) by a paired bootstrap over tasks, and the learning curve
 (docs/learning-curve.png), and where the served flow's missed share goes (bench/missed.py). The
 changes tried are recorded in bench/tried.py. Prints the page and writes it to docs/results.md.
@@ -59,15 +60,21 @@ COSTS = {"retail": (5824, 2467), "airline": (7051, 1022), "telecom": (8929, 1178
 REFERENCE = {"retail": {"reach": 0.864, "habit": 0.762}}
 GOALS = {"retail": 90.0, "airline": 60.0}  # share of the ceiling at ≤ 1.0 detours/episode
 MAX_DETOURS, MAX_ECE, CURVE_SHARE = 1.0, 0.05, 0.95
+# changes judged on agents the flow never saw as well (bench/quality.py --loao): per-site
+# thresholds searched on the training episodes, against the served flow
+LOAO_CHANGES = (("ours+cal+search@flow", "ours+cal@flow"),)
 
 
 def domain_files(domain: str) -> list[Path]:
+    """The domain's τ²-bench results files listed in MANIFEST.json (a file kept compressed,
+    `NAME.gz`, stands for NAME, as in tests/data/tau2)."""
     manifest = json.loads((tau2() / "MANIFEST.json").read_text())["files"]
-    return [
+    paths = [
         tau2() / f["file"]
         for f in manifest
         if f["domain"] == domain and f["file"].startswith("results/")  # τ²-bench, not τ-bench v1
     ]
+    return [p if p.exists() else p.with_name(p.name + ".gz") for p in paths]
 
 
 def compile_flow(
@@ -480,6 +487,8 @@ def main() -> None:
             lines, figures[name] = domain_section(name, args.draws, Path(tmp), plots, q, oracle)
             body += lines
             print(f"{name}: done ({time.time() - started:.0f} s)", file=sys.stderr)
+        loao, _ = q.loao_section(("retail", "airline", "telecom"), args.draws, changes=LOAO_CHANGES)
+        print(f"leave one agent out: done ({time.time() - started:.0f} s)", file=sys.stderr)
         tried, judged = tried_section(args.draws, q)
         print(f"tried: done ({time.time() - started:.0f} s)", file=sys.stderr)
         tried += missed.section(q)
@@ -492,7 +501,14 @@ def main() -> None:
             f"{unanswered}."
         )
     lines = (
-        head + goals_section(figures, ratios, judged) + tried + curve + body + NOTES + MODEL_NOTE
+        head
+        + goals_section(figures, ratios, judged)
+        + loao
+        + tried
+        + curve
+        + body
+        + NOTES
+        + MODEL_NOTE
     )
     text = "\n".join(lines) + "\n"
     print(text)
