@@ -14,21 +14,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.resources import StrettoHome
 from pipeline import defs
-from pipeline.alerts import ALERT_URL, alert_on_failure, alerts_file
-
-
-def alert(result: dg.ExecuteInProcessResult, instance, home: Path) -> None:
-    """The alert sensor on a finished run, as the daemon calls it."""
-    context = dg.build_run_status_sensor_context(
-        sensor_name="alert_on_failure",
-        dagster_instance=instance,
-        dagster_run=result.dagster_run,
-        dagster_event=result.get_run_failure_event(),
-        resources={"stretto": StrettoHome(home=str(home))},
-    ).for_run_failure()
-    alert_on_failure(context)
+from pipeline.alerts import ALERT_URL, alerts_file
+from tests.pipeline.alerting import alert
 
 
 def failed_run(tmp_path: Path) -> tuple[dg.ExecuteInProcessResult, dg.DagsterInstance]:

@@ -18,7 +18,7 @@ from pipeline.alerts import ALERT_URL, alerts_file
 from stretto.model.flow import load_flow
 from stretto.offline import stage, versions
 from tests.builders import LogBuilder, shop_log, write_logs
-from tests.pipeline.test_alerts import alert
+from tests.pipeline.alerting import alert
 
 BARE = re.compile(r"<[^<>\s`]+>")  # <domain>, <time>: eaten by the UI's Markdown renderer
 

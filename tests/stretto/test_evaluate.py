@@ -870,7 +870,7 @@ def test_the_command_labels_and_evaluates_a_real_proxys_exploring_logs(served, t
 
 @pytest.mark.slow  # the same exploring sessions recorded through real proxies
 def test_the_evaluation_writes_private_files_whatever_the_umask(served, tmp_path) -> None:
-    from tests.stretto.test_private_reports import loose, umask
+    from tests.private import loose, umask
 
     out, home = tmp_path / "new/tables", tmp_path / "home"
     args = ["evaluate", "--sessions", served["logs"], "--bootstrap", "0"]

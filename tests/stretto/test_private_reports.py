@@ -5,40 +5,16 @@ entry that is not private."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME
+from tests.private import loose, umask
 
 SHADOW = REFERENCE_HOME / "shadow/shop"
-
-
-@contextlib.contextmanager
-def umask(mask: int) -> Iterator[None]:
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def loose(root: Path) -> dict[str, str]:
-    """Every entry under root (root too) that is not private, with its mode."""
-    found = {}
-    for path in [root, *root.rglob("*")]:
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            continue
-        want = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
-        if stat.S_IMODE(info.st_mode) != want:
-            found[str(path.relative_to(root))] = oct(stat.S_IMODE(info.st_mode))
-    return found
 
 
 def test_audit_writes_private_tables_and_plot(shop_flow_path: Path, tmp_path: Path) -> None:

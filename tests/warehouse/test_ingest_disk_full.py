@@ -1,7 +1,7 @@
 """Ingest on a full disk says so in one line and exits 1 (it printed Dagster's 30-line trace),
 and the next run, with room again, ingests everything.
 
-Two real faults, as tests/proxy/test_disk_full.py makes them: a small tmpfs holding the home
+Two real faults, as tests/smalldisk.py makes them: a small tmpfs holding the home
 (ENOSPC; needs root to mount, else skipped), and a file-size limit on the command's process
 (RLIMIT_FSIZE: a write past it fails with EFBIG; Python ignores SIGXFSZ)."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PYTHON, REFERENCE_HOME
-from tests.proxy.test_disk_full import SET_FSIZE_AND_EXEC, SmallDisk
-from tests.proxy.test_disk_full import tmpfs as tmpfs  # noqa: F401 - the fixture, shared
+from tests.smalldisk import SET_FSIZE_AND_EXEC, SmallDisk
+from tests.smalldisk import tmpfs as tmpfs  # noqa: F401 - the fixture, shared
 from tests.warehouse.helpers import rows
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
