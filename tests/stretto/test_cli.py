@@ -220,8 +220,10 @@ def test_an_option_nothing_is_near_and_other_usage_errors(capsys) -> None:
 
 
 def test_threshold_defaults_to_the_proxys() -> None:
+    """Neither the proxy nor the offline commands fix a threshold when none is given: each
+    serves the flow at its own (stretto.model.decide.served_threshold), else the default."""
     from proxy.cli import parse_args
-    from stretto.model.decide import DEFAULT_THRESHOLD
+    from stretto.model.decide import DEFAULT_THRESHOLD, served_threshold
 
     served, _ = parse_args(["--", "server"])
     parser = build_parser()
@@ -231,7 +233,10 @@ def test_threshold_defaults_to_the_proxys() -> None:
         ["search", "--flow", "f", "--sessions", "d"],
         ["promote", "--flow", "f", "--shadow", "d"],
     ):
-        assert parser.parse_args(argv).threshold == DEFAULT_THRESHOLD == served.flow_threshold
+        assert parser.parse_args(argv).threshold is None is served.flow_threshold
+    assert served_threshold({}) == DEFAULT_THRESHOLD
+    assert served_threshold({"serving": {"threshold": 0.2}}) == 0.2
+    assert served_threshold({"serving": {"threshold": 0.2}}, 0.5) == 0.5
 
 
 # --- the home -----------------------------------------------------------------------------
