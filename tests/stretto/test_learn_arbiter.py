@@ -31,6 +31,7 @@ PREDICATES = {
 
 def learn(tmp: Path, *options: str, cache: Path | None = None) -> tuple[int, Path]:
     out = tmp / "shop.flow.json"
+    tmp.mkdir(parents=True, exist_ok=True)  # learn refuses an --out folder that is not there
     status = main(
         [
             "learn",
