@@ -491,8 +491,19 @@ def main() -> None:
             f"Arbiter decisions handed back unanswered (no answer from `{args.oracle}`): "
             f"{unanswered}."
         )
+    from bench.live import kept_section  # the live benchmark's section, written by bench/live.py
+
+    page = DOCS / "results.md"
+    live = kept_section(page.read_text()) if page.exists() else []
     lines = (
-        head + goals_section(figures, ratios, judged) + tried + curve + body + NOTES + MODEL_NOTE
+        head
+        + goals_section(figures, ratios, judged)
+        + tried
+        + curve
+        + body
+        + live
+        + NOTES
+        + MODEL_NOTE
     )
     text = "\n".join(lines) + "\n"
     print(text)
