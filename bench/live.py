@@ -410,6 +410,7 @@ class Figures:
     cut: int = 0
     same_db: int = 0
     plain_as_record: int = 0
+    unflagged: int = 0  # plain answers unlike the record only in the error flag
     examples: list[str] = field(default_factory=list)  # wrong answers
     unlike_record: list[str] = field(default_factory=list)  # plain answers unlike the record
 
@@ -456,6 +457,10 @@ def live_figures(plain: list[Run], served: list[Run], kinds: dict[str, str]) -> 
             if result is not None and mine.text is not None:
                 said, recorded_as = content(mine.text), _recorded(result.content, result.error)
                 f.plain_as_record += said == recorded_as
+                # the same text, the error flagged by the server and not in the record
+                f.unflagged += (
+                    isinstance(said, list) and said != recorded_as and said[1:] == recorded_as[1:]
+                )
                 if said != recorded_as:
                     f.unlike_record.append(
                         f"{s.source.episode.id} {mine.tool} {json.dumps(mine.arguments)}: "
@@ -636,7 +641,8 @@ def page(m: Measured) -> list[str]:
         lines.append(_row(f"live, {agent}", f, True))
     lines += [
         "",
-        f"Plain runs answered as τ²-bench recorded: {live.plain_as_record} of {live.calls} calls. "
+        f"Plain runs answered as τ²-bench recorded: {live.plain_as_record} of {live.calls} calls "
+        f"({live.unflagged} more with the same text, an error the record did not flag). "
         f"Final database the same plain and served: {live.same_db} of {live.episodes} episodes. "
         f"Lookups cut by the budget: {live.cut}. Stale lookups (a later call the lookup made "
         f"before a write of the agent's, so not skipped): {live.stale}, {live.stale_changed} of "

@@ -110,6 +110,20 @@ def test_a_looked_up_result_unlike_the_plain_runs_is_a_wrong_answer(looked_up, w
     assert f.plain_as_record == 2  # both calls of the plain run said what was recorded
 
 
+def test_a_plain_answer_is_compared_with_the_record() -> None:
+    calls = [{"name": "get_user_details"}, {"name": "get_order_details"}]
+    own = envelope({"status": "pending"}, 1)
+    plain, served = runs(own, own, calls)
+    f = figures(plain, served)
+    assert (f.plain_as_record, f.unflagged, f.unlike_record) == (2, 0, [])
+    # the server flags an error that τ²-bench's record kept as plain text
+    plain.calls[1].text = envelope({"status": "pending"}, 1, ok=False)
+    f = figures(plain, served)
+    assert (f.plain_as_record, f.unflagged, len(f.unlike_record)) == (1, 1, 1)
+    plain.calls[1].text = envelope({"status": "cancelled"}, 1)
+    assert figures(plain, served).unflagged == 0
+
+
 def test_a_write_the_server_logged_that_the_agent_did_not_send_is_the_proxys() -> None:
     calls = [{"name": "get_user_details"}, {"name": "cancel_pending_order"}]
     own = envelope({"status": "pending"}, 1)
@@ -143,7 +157,7 @@ def test_a_few_episodes_served_live_against_the_real_server(tmp_path: Path) -> N
     assert f.calls == sum(len(s.episode.calls()) for s in chosen)
     assert f.read_calls == live.reads(chosen, kinds)
     # the third party's server answers as τ²-bench recorded these episodes
-    assert f.plain_as_record == f.calls
+    assert f.plain_as_record + f.unflagged == f.calls
     # the flow was served: lookups made and calls answered (else the rest says nothing)
     assert f.lookups > 0 and f.answered > 0
     assert f.lookups == sum(len(r.lookups) for r in m.served)
