@@ -50,6 +50,7 @@ bench: setup
 	$(BIN)/python bench/learn.py
 	$(BIN)/python bench/decide.py
 	$(BIN)/python bench/replay.py
+	$(BIN)/python bench/live.py
 
 clean:
 	rm -rf $(VENV) node/node_modules *.egg-info

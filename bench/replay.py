@@ -500,6 +500,10 @@ def main() -> None:
             f"Arbiter decisions handed back unanswered (no answer from `{args.oracle}`): "
             f"{unanswered}."
         )
+    from bench.live import kept_section  # the live benchmark's section, written by bench/live.py
+
+    page = DOCS / "results.md"
+    live = kept_section(page.read_text()) if page.exists() else []
     lines = (
         head
         + goals_section(figures, ratios, judged)
@@ -507,6 +511,7 @@ def main() -> None:
         + tried
         + curve
         + body
+        + live
         + NOTES
         + MODEL_NOTE
     )

@@ -39,10 +39,14 @@ def calibrate_flow(
     *,
     home: str | None,
     wait: float,
+    manifest: str | None = None,
+    constants: bool = False,
 ) -> dict | None:
     """Fit the map for the flow at `out` from cross-fitted replays of `episodes`, learning
-    each fold's flow from the `learnable` sessions of the others; write it into the flow.
-    The map written, or None (the flow is left as it was, after saying why)."""
+    each fold's flow from the `learnable` sessions of the others as the flow was learned (with
+    its `manifest` and `constants`: a fold that did not know the manifest's reads would make
+    no lookup to score); write it into the flow. The map written, or None (the flow is left as
+    it was, after saying why)."""
     from stretto.cli.learnfolder import learn_folder
     from stretto.model.flow import load_flow, write_flow
     from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
@@ -59,7 +63,15 @@ def calibrate_flow(
             shutil.rmtree(partial, ignore_errors=True)
             write_logs(ids, private_dirs(partial))
             partial.rename(logs)
-        learned = learn_folder(logs, domain, place / "fold.flow.json", home=home, wait=wait)
+        learned = learn_folder(
+            logs,
+            domain,
+            place / "fold.flow.json",
+            home=home,
+            wait=wait,
+            manifest=manifest,
+            constants=constants,
+        )
         if learned is None:
             raise CalibrateError(f"learning a fold's flow from {len(ids)} sessions failed")
         return load_flow(place / "fold.flow.json")
@@ -85,10 +97,18 @@ def calibrate_flow(
 
 
 def calibrate_sessions(
-    sessions: Path, domain: str, out: Path, *, home: str | None, wait: float
+    sessions: Path,
+    domain: str,
+    out: Path,
+    *,
+    home: str | None,
+    wait: float,
+    manifest: str | None = None,
+    constants: bool = False,
 ) -> int:
     """`learn --calibrate`: every session log in or below the folder is replayed; those
-    the flow learns from (no reward, or a reward of at least 1) learn the folds' flows."""
+    the flow learns from (no reward, or a reward of at least 1) learn the folds' flows, with
+    the flow's own `manifest` and `constants`."""
     from stretto.logs.episode import episode_from_log
     from stretto.logs.sessionlog import is_session_log, read_session_log
 
@@ -101,7 +121,17 @@ def calibrate_sessions(
         reward = log.header.extra.get("reward")
         if reward is None or reward >= 1 - 1e-9:
             learnable.add(episode.id)
-    table = calibrate_flow(out, domain, episodes, learnable, copy_logs(files), home=home, wait=wait)
+    table = calibrate_flow(
+        out,
+        domain,
+        episodes,
+        learnable,
+        copy_logs(files),
+        home=home,
+        wait=wait,
+        manifest=manifest,
+        constants=constants,
+    )
     if table is not None:
         print(f"stretto: {said(table)}; wrote {out}")
     return 0

@@ -413,7 +413,15 @@ def _learn(args: argparse.Namespace) -> int:
     if args.calibrate:
         from stretto.cli.calibrating import calibrate_sessions
 
-        return calibrate_sessions(sessions, args.domain, out, home=args.home, wait=args.wait)
+        return calibrate_sessions(
+            sessions,
+            args.domain,
+            out,
+            home=args.home,
+            wait=args.wait,
+            manifest=args.manifest,
+            constants=args.constants,
+        )
     return 0
 
 

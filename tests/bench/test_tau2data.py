@@ -12,7 +12,7 @@ import pytest
 from bench import tau2data
 from tests.conftest import ROOT, TAU2
 
-BENCHMARKS = ["replay", "quality", "search", "features", "missed"]
+BENCHMARKS = ["replay", "quality", "search", "features", "missed", "live"]
 
 
 def a_data_folder(folder: Path) -> Path:

