@@ -33,6 +33,9 @@ from pipeline.executor import in_process_or_dask
 from pipeline.lifecycle import LIFECYCLE_ASSETS, LIFECYCLE_CHECKS, nightly_stage, stage_job
 
 THEN = "stretto/then"  # a tag on an ingest run: what to run once it has succeeded
+# a tag on every relearn run: pipeline/dagster.yaml lets one such run go at a time, so the
+# per-domain runs a nightly starts at once queue instead of sharing the cores
+RELEARN_SLOT = "stretto/relearn"
 
 ingest_job = dg.define_asset_job(
     "ingest",
@@ -50,7 +53,9 @@ relearn_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(flow, thresholds),
     description="Learn a domain's flow again (the sum of its days' counts, counting only the "
     "days that changed), served only when its blocking checks pass (else staged for review "
-    "and the run fails), and search its per-site thresholds for review.",
+    "and the run fails), and search its per-site thresholds for review when the flow's counts "
+    "moved past the search's tolerance. One relearn run at a time (pipeline/dagster.yaml).",
+    tags={RELEARN_SLOT: "1"},
 )
 reports_job = dg.define_asset_job(
     "reports",

@@ -4,6 +4,7 @@ past the `thresholds` asset's tolerance since the last search (issue 41, item 2)
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -11,7 +12,9 @@ import pytest
 
 from assets.search import BASIS, SearchConfig, basis, moved
 from pipeline import defs
+from pipeline.definitions import RELEARN_SLOT
 from tests.builders import LogBuilder, shop_log, write_logs
+from tests.conftest import ROOT
 
 DAY_MS = 86_400_000
 
@@ -43,7 +46,7 @@ class Relearn:
         result = defs.resolve_job_def("relearn").execute_in_process(
             run_config=self.config, instance=self.instance, partition_key="shop"
         )
-        assert result.success
+        assert result.success and result.dagster_run.tags[RELEARN_SLOT] == "1"
         (event,) = [
             e
             for e in result.get_asset_materialization_events()
@@ -111,3 +114,29 @@ def test_moved_is_the_larger_of_the_sessions_and_the_lookups_change() -> None:
     assert moved(before, basis(shifted, SearchConfig())) == pytest.approx(0.4)
     # what decides the search besides the counts: another cost, another digest
     assert basis(flow, SearchConfig(costs=[1.0, 1.0]))["inputs"] != before["inputs"]
+
+
+def test_one_relearn_run_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """pipeline/dagster.yaml's run queue holds a relearn while another runs (the three
+    per-domain runs a nightly starts at once take the machine in turn); other runs pass."""
+    from dagster._utils.tags import TagConcurrencyLimitsCounter
+
+    shutil.copy(ROOT / "pipeline" / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    relearn = defs.resolve_job_def("relearn")
+    assert relearn.run_tags == {RELEARN_SLOT: "1"}
+    with dg.DagsterInstance.get() as instance:
+        # as the daemon makes a sensor's or the launchpad's run: the job's tags, the partition
+        runs = [
+            instance.create_run_for_job(
+                job_def=relearn, tags={**relearn.run_tags, "dagster/partition": domain}
+            )
+            for domain in ("retail", "airline", "telecom")
+        ]
+        ingest = instance.create_run_for_job(job_def=defs.resolve_job_def("ingest"))
+        queue = instance.get_concurrency_config().run_queue_config
+        assert queue is not None
+        counter = TagConcurrencyLimitsCounter(queue.tag_concurrency_limits, [runs[0]])
+        assert counter.is_blocked(runs[1]) and counter.is_blocked(runs[2])
+        assert not counter.is_blocked(ingest)
+        assert not TagConcurrencyLimitsCounter(queue.tag_concurrency_limits, []).is_blocked(runs[1])
