@@ -8,8 +8,9 @@ added as their logs are ingested (and by the `partitions` sensor, which launches
 Automation, all off by default but `partitions` and `relearn_after_ingest` (which only act on
 what the others started): `nightly` ingests at 03:00 and `new_logs` when a log's content is
 not in the warehouse yet; when such an ingest succeeds, `relearn_after_ingest` relearns each
-domain's flow and searches its thresholds (one run per domain); a relearned flow is served only
-when its blocking checks pass, else staged for review (assets/learn.py). `alert_on_failure`
+domain's flow and searches its thresholds when the flow's counts moved past the search's
+tolerance (one run per domain, one at a time: pipeline/dagster.yaml); a relearned flow is served
+only when its blocking checks pass, else staged for review (assets/learn.py). `alert_on_failure`
 (on) writes every failed run to HOME/alerts/ and to $STRETTO_ALERT_URL (pipeline/alerts.py).
 `nightly_stage`, instead, ingests and stages each served flow's relearned version beside it
 for review (pipeline/lifecycle.py); the `drift` check runs with every ingest.
