@@ -10,6 +10,11 @@ processes (pipeline/executor.py) — on a home of its own:
 - nightly: the last day's logs arrive; the same runs again (ingesting the new logs only,
   counting the new day's parts only, the others read back).
 
+With `--search` the relearn runs include each domain's `thresholds` after its flow: `changed`
+(the asset's own default: searched again only when the flow's counts moved past its
+tolerance since the last search), `always` (every relearn searches: `max_age_days` 0, what a
+relearn did before), `off` (the flow alone, the default).
+
 `--ingest-only` runs the ingest job alone, full then nightly.
 
 Each executor's runs happen in a process of their own (the Dask side's cluster is started by
@@ -20,7 +25,7 @@ the Dask/in-process ratio side by side.
     .venv/bin/python bench/archive.py [--sessions 1000000] [--calls-per-session 20]
                                       [--days 60] [--result-scale 1.0]
                                       [--keep DIR] [--json FILE] [--generate-only]
-                                      [--ingest-only]
+                                      [--ingest-only] [--search off|changed|always]
                                       [--executors in_process,dask]
 """
 
@@ -130,9 +135,10 @@ def _relearn(
     phase: str,
     memory: MemoryTimeline,
     flows: bool = True,
+    search: str = "off",
 ) -> None:
-    """The ingest run, then (with `flows`) each domain's flow run: their seconds into
-    timings[phase]."""
+    """The ingest run, then (with `flows`) each domain's flow run (and its thresholds, unless
+    `search` is off): their seconds into timings[phase]."""
     from pipeline.run import execute, failure_message
 
     started = time.perf_counter()
@@ -143,9 +149,12 @@ def _relearn(
     steps = _step_seconds(ingested)
     peaks = memory.step_peaks(instance, ingested.run_id)
     for domain in DOMAINS if flows else ():
-        learned = execute(
-            "relearn", instance, str(home), domain, run_config=run_config, assets=["flow"]
-        )
+        assets, config = ["flow"], run_config
+        if search != "off":
+            assets.append("thresholds")
+            searching = {"max_age_days": 0.0} if search == "always" else {}
+            config = {**run_config, "ops": {"thresholds": {"config": searching}}}
+        learned = execute("relearn", instance, str(home), domain, run_config=config, assets=assets)
         if not learned.success:
             raise SystemExit(f"{phase} {domain} flow: {failure_message(learned)}")
         for key, seconds in _step_seconds(learned).items():
@@ -158,6 +167,7 @@ def _relearn(
         "seconds": time.perf_counter() - started,
         # the ingest job's `drift` check (each domain's newest sessions, under the served flow)
         "drift_s": steps.get("steps_drift", 0.0),
+        "search_s": steps.get("thresholds", 0.0),
         "steps": steps,
         "step_peak_gb": peaks,
     }
@@ -172,7 +182,7 @@ def _step_seconds(result) -> dict[str, float]:
     }
 
 
-def side(executor: str, work: Path, archive: Path, flows: bool = True) -> dict:
+def side(executor: str, work: Path, archive: Path, flows: bool = True, search: str = "off") -> dict:
     """One executor's full relearn then nightly relearn (without `flows`: the ingest job
     alone), on a home of its own."""
     import dagster as dg
@@ -198,10 +208,10 @@ def side(executor: str, work: Path, archive: Path, flows: bool = True) -> dict:
         else:
             cluster, run_config = None, {}
         try:
-            _relearn(home, instance, run_config, timings, "full", memory, flows)
+            _relearn(home, instance, run_config, timings, "full", memory, flows, search)
             full_peak = memory.peak
             shutil.copytree(archive / "new", home / "logs", copy_function=_link, dirs_exist_ok=True)
-            _relearn(home, instance, run_config, timings, "nightly", memory, flows)
+            _relearn(home, instance, run_config, timings, "nightly", memory, flows, search)
         finally:
             if cluster is not None:
                 cluster.close()
@@ -238,13 +248,21 @@ def main() -> int:
     parser.add_argument(
         "--ingest-only", action="store_true", help="run the ingest job alone (no flow runs)"
     )
+    parser.add_argument(
+        "--search",
+        choices=("off", "changed", "always"),
+        default="off",
+        help="also run each domain's thresholds: when the counts moved (the asset's default), "
+        "or on every relearn",
+    )
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.side:
-        print(json.dumps(side(args.side, args.work, args.archive, not args.ingest_only)))
+        figures = side(args.side, args.work, args.archive, not args.ingest_only, args.search)
+        print(json.dumps(figures))
         return 0
 
     if args.generate_only and not args.keep:
@@ -277,7 +295,8 @@ def main() -> int:
             figures, rss = run_side(
                 __file__,
                 ["--side", executor, "--work", str(work / executor), "--archive", str(archive)]
-                + ["--ingest-only"] * args.ingest_only,
+                + ["--ingest-only"] * args.ingest_only
+                + ["--search", args.search],
             )
             figures["peak_gb"] = max(figures["peak_gb"], rss)
             results[executor] = figures
@@ -291,6 +310,7 @@ def main() -> int:
             "days": args.days,
             "domains": len(DOMAINS),
             "ingest_only": args.ingest_only,
+            "search": args.search,
             "executors": results,
         }
         _print(report)
@@ -319,7 +339,11 @@ def _print(report: dict) -> None:
         for part, label in (
             ("ingest_s", "ingest"),
             ("drift_s", "  of which the drift check"),
-            ("learn_s", "counts + flows"),
+            (
+                "learn_s",
+                "counts + flows" + (" + search" if report.get("search", "off") != "off" else ""),
+            ),
+            ("search_s", "  of which the search"),
             ("seconds", "total"),
         ):
             row = "".join(f"{results[n][phase][part]:13.1f}s" for n in names)

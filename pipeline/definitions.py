@@ -8,8 +8,9 @@ added as their logs are ingested (and by the `partitions` sensor, which launches
 Automation, all off by default but `partitions` and `relearn_after_ingest` (which only act on
 what the others started): `nightly` ingests at 03:00 and `new_logs` when a log's content is
 not in the warehouse yet; when such an ingest succeeds, `relearn_after_ingest` relearns each
-domain's flow and searches its thresholds (one run per domain); a relearned flow is served only
-when its blocking checks pass, else staged for review (assets/learn.py). `alert_on_failure`
+domain's flow and searches its thresholds when the flow's counts moved past the search's
+tolerance (one run per domain, one at a time: pipeline/dagster.yaml); a relearned flow is served
+only when its blocking checks pass, else staged for review (assets/learn.py). `alert_on_failure`
 (on) writes every failed run to HOME/alerts/ and to $STRETTO_ALERT_URL (pipeline/alerts.py).
 `nightly_stage`, instead, ingests and stages each served flow's relearned version beside it
 for review (pipeline/lifecycle.py); the `drift` check runs with every ingest.
@@ -33,6 +34,9 @@ from pipeline.executor import in_process_or_dask
 from pipeline.lifecycle import LIFECYCLE_ASSETS, LIFECYCLE_CHECKS, nightly_stage, stage_job
 
 THEN = "stretto/then"  # a tag on an ingest run: what to run once it has succeeded
+# a tag on every relearn run: pipeline/dagster.yaml lets one such run go at a time, so the
+# per-domain runs a nightly starts at once queue instead of sharing the cores
+RELEARN_SLOT = "stretto/relearn"
 
 ingest_job = dg.define_asset_job(
     "ingest",
@@ -50,7 +54,9 @@ relearn_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(flow, thresholds),
     description="Learn a domain's flow again (the sum of its days' counts, counting only the "
     "days that changed), served only when its blocking checks pass (else staged for review "
-    "and the run fails), and search its per-site thresholds for review.",
+    "and the run fails), and search its per-site thresholds for review when the flow's counts "
+    "moved past the search's tolerance. One relearn run at a time (pipeline/dagster.yaml).",
+    tags={RELEARN_SLOT: "1"},
 )
 reports_job = dg.define_asset_job(
     "reports",
