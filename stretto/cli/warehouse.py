@@ -146,7 +146,7 @@ def add_warehouse(parser: argparse.ArgumentParser) -> None:
 
 def _sessions(args: argparse.Namespace) -> int:
     """Summarize each session log in a folder: what the reader makes of it."""
-    from stretto.logs.episode import Assistant, User, episode_from_log
+    from stretto.logs.episode import User, episode_from_log
     from stretto.logs.sessionlog import list_session_logs, read_session_log
 
     rows = []
@@ -161,7 +161,7 @@ def _sessions(args: argparse.Namespace) -> int:
         counts = (
             sum(not c.by_proxy for c in calls),
             sum(c.by_proxy for c in calls),
-            sum(isinstance(e, Assistant) and bool(e.calls) for e in episode.events),
+            episode.llm_turns(),
             sum(isinstance(e, User) for e in episode.events),
         )
         rows.append([episode.id, episode.domain, episode.agent_model, *map(str, counts)])

@@ -19,6 +19,7 @@ from stretto.logs.episode import (  # noqa: F401 - re-exported
     call_id_text,
     context_message,
     episode_from_log,
+    is_llm_turn,
     read_episode,
 )
 from stretto.logs.sessionlog import (  # noqa: F401 - re-exported
@@ -55,6 +56,19 @@ def unscanned(data: Path) -> frozenset[str]:
 def default_flow(data: Path, domain: str) -> Path:
     """Where a domain's served flow lives: flows/<domain>.flow.json."""
     return Paths(data).flows / f"{domain}.flow.json"
+
+
+def staged_beside(path: Path) -> Path | None:
+    """The flow a staged flow (`<name>.staged.flow.json`, `stretto stage`) was staged beside,
+    or None when `path` is no staged flow."""
+    name = path.name
+    if not name.endswith(STAGED_SUFFIX):
+        return None
+    beside = path.with_name(name[: -len(STAGED_SUFFIX)] + ".flow.json")
+    return beside if versions.staged_path(beside) == path else None
+
+
+STAGED_SUFFIX = ".staged.flow.json"
 
 
 # --- sessions ---------------------------------------------------------------------------------

@@ -41,6 +41,10 @@ class FlowEntry:
     flow: dict | None
     error: str | None
     modified_unix_ms: int
+    # "served": flows/<domain>.flow.json, the flow the proxy serves for its domain;
+    # "staged": <name>.staged.flow.json, staged beside `staged_beside` (not served); else None
+    role: str | None = None
+    staged_beside: str | None = None
 
 
 Stamp = tuple[int, int] | None  # (size, mtime_ns) of a file's version; None: gone
@@ -255,6 +259,12 @@ class Catalog:
             flow, error = None, self.shown(str(exc))
         modified = (stamp[1] // 1_000_000) if stamp else 0
         entry = FlowEntry(self.rel(path), path, flow, error, modified)
+        beside = adapter.staged_beside(path)
+        if beside is not None:
+            entry.role, entry.staged_beside = "staged", self.rel(beside)
+        elif flow is not None:
+            if path == adapter.default_flow(self.data, flow["manifest"]["domain"]):
+                entry.role = "served"
         with self.lock:
             self._flows[path] = (stamp, entry)
         return entry

@@ -34,6 +34,8 @@ def listing(entry: FlowEntry) -> dict:
         "valid": flow is not None,
         "error": entry.error,
         "modified_unix_ms": entry.modified_unix_ms,
+        "role": entry.role,
+        "staged_beside": entry.staged_beside,
     }
     if flow is not None:
         out |= {

@@ -210,6 +210,7 @@ def index_session(path: Path) -> Index:
         "writes": builder.counts["writes"],
         "lookups": builder.counts["lookups"],
         "lookups_used": builder.counts["used"],
+        "lookups_answered": builder.counts["answered"],
         "decisions": builder.counts["decisions"],
         "shadow_decisions": builder.counts["shadow"],
         "hand_backs": builder.counts["hand_backs"],
@@ -277,7 +278,7 @@ class _Timeline:
         self.kinds = {name: info.kind for name, info in episode.tools.items()}
         self.writes = adapter.write_tools(self.kinds)
         self.counts = dict.fromkeys(
-            ("calls", "errors", "writes", "lookups", "used", "decisions", "shadow"), 0
+            ("calls", "errors", "writes", "lookups", "used", "answered", "decisions", "shadow"), 0
         )
         self.counts.update(hand_backs=0, user=0)
         self.turn_count = 0
@@ -299,7 +300,7 @@ class _Timeline:
             if isinstance(event, adapter.User | adapter.ToolResult):
                 continue
             # an LLM turn is the agent's: a reply, or calls of its own (lookups alone are not)
-            agent_turn = not event.calls or any(not c.by_proxy for c in event.calls)
+            agent_turn = adapter.is_llm_turn(event)  # Episode.llm_turns(): one rule
             turn += agent_turn
             if not event.calls:
                 replies[len(replies)] = turn
@@ -387,6 +388,12 @@ class _Timeline:
                     {"kind": "appended", "call_id": call_id, "line": line, "sub": 1}
                     | {"text": text, "chars": len(text), "cut": False}
                 )
+        for lookup in lookups:
+            if not lookup.get("decision"):  # no flow log names it: asked of the lookup itself
+                arguments = lookup["arguments"] or {}
+                asked = sent.used_later(lookup["tool"], arguments, lookup["line"], [])
+                self.counts["used"] += asked
+                self.counts["answered"] += not asked
         self.counts["lookups"] = len(lookups)
 
     def _place_run(self, items, run, target, lookups, sent: _Sent) -> None:
@@ -441,6 +448,8 @@ class _Timeline:
                 lookup = made.pop(0)
                 lookup["decision"] = decision
                 self.counts["used"] += bool(decision.get("used"))
+                # made, and the agent did not ask for it again: its result answered
+                self.counts["answered"] += not decision.get("used")
                 last_line = lookup["line"]
                 continue
             after = target["id"] if target else None

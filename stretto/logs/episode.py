@@ -58,6 +58,11 @@ class ToolResult:
 Event = User | Assistant | ToolResult
 
 
+def is_llm_turn(event: Assistant) -> bool:
+    """Whether an Assistant event is the agent's LLM turn: a reply, or calls of its own."""
+    return not event.calls or any(not c.by_proxy for c in event.calls)
+
+
 @dataclass
 class Episode:
     id: str
@@ -80,6 +85,12 @@ class Episode:
 
     def calls(self) -> list[ToolCall]:
         return [c for e in self.events if isinstance(e, Assistant) for c in e.calls]
+
+    def llm_turns(self) -> int:
+        """The agent's LLM turns: its replies and its turns with a call of its own (a turn of
+        the flow's lookups alone is the proxy's, not an LLM's). `stretto sessions`, the
+        console and replay's `turns` count them so."""
+        return sum(is_llm_turn(e) for e in self.events if isinstance(e, Assistant))
 
     def results(self) -> dict[str, ToolResult]:
         """Results by call id (a reused id keeps its last result; see `results_by_key`)."""

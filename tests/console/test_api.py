@@ -405,5 +405,108 @@ def test_the_overview_reads_the_warehouse_while_an_ingest_holds_it(client, home)
     assert main(["ingest", "--home", str(home)]) == 0
     with store.ingest_lock(Layout.at(home), 0, print):  # readers never wait for the writer
         data = client.get("/api/overview", headers=AUTH).json()
-    assert data["source"] == "warehouse" and data["totals"]["sessions"] == 12
+    assert data["totals"]["sessions"] == 12
+    # the 7 logs under logs/ (6 shop, 1 retail) are in it: it is not stale
+    assert data["warehouse"]["held"] == 7 and not data["warehouse"]["stale"]
     assert not [p for p in data["problems"] if p["what"] == "warehouse"]
+
+
+# --- the overview: one source of truth (issue 43, items 2, 3 and 7) --------------------------
+
+
+def _listed(client) -> list[dict]:
+    return client.get("/api/sessions?limit=200", headers=AUTH).json()["items"]
+
+
+def test_the_overview_counts_what_the_sessions_page_lists_after_a_trash(client, home):
+    """A session trashed after an ingest is gone from the Sessions page; the warehouse (which
+    never forgets) still holds it. The overview counts the logs the page lists, and says what
+    the warehouse holds that they do not; a log not ingested yet makes the warehouse stale."""
+    from stretto.cli import main
+
+    assert main(["ingest", "--home", str(home)]) == 0
+    trashed = "20260928T020400.548Z-14457"  # one of logs/shop's, in the warehouse
+    assert client.delete(f"/api/sessions/{trashed}", headers=WRITE).status_code == 200
+    listed = _listed(client)
+    data = client.get("/api/overview", headers=AUTH).json()
+    assert len(listed) == 11
+    assert data["totals"]["sessions"] == 11  # was 12: the warehouse's trashed session
+    for field in ("calls", "lookups", "lookups_used", "lookups_answered"):
+        assert data["totals"][field] == sum(s[field] for s in listed)
+    assert data["totals"]["llm_turns"] == sum(s["turns"] for s in listed)
+    assert data["warehouse"] | {"path": None} == {
+        "path": None,
+        "readable": True,
+        "held": 7,
+        "not_ingested": 0,
+        "gone": 1,
+        "stale": False,
+    }
+    # a new log under logs/, not ingested yet: the warehouse is stale, the count is right
+    log = (home / "logs/shop/20260928T020400.587Z-14486.jsonl").read_text()
+    header, rest = log.split("\n", 1)
+    head = json.loads(header) | {"session": "20261001T000000.000Z-00001"}
+    (home / "logs/shop/new.jsonl").write_text(json.dumps(head) + "\n" + rest)
+    client.app.state.console.changed("sessions")  # as the events' watcher notices it
+    data = client.get("/api/overview", headers=AUTH).json()
+    assert data["totals"]["sessions"] == len(_listed(client)) == 12
+    assert data["warehouse"]["stale"] and data["warehouse"]["not_ingested"] == 1
+
+
+def test_a_sessions_turns_are_those_stretto_sessions_prints(client, home, capsys):
+    """One rule for LLM turns (Episode.llm_turns): the console's per-session turns and the
+    `stretto sessions` column agree; in a served session the flow's lookups are no turns."""
+    from stretto.cli import main
+
+    printed = {}
+    for folder in ("served/shop", "logs/shop"):
+        assert main(["sessions", str(home / folder)]) == 0
+        for line in capsys.readouterr().out.splitlines()[1:]:
+            session, *_, turns, _users = line.split()
+            printed[session] = int(turns)
+    shown = {s["key"]: s["turns"] for s in _listed(client) if s["key"] in printed}
+    assert len(shown) == 8 and shown == printed
+    assert printed[SERVED] == 4  # two replies and two turns with the agent's calls
+
+
+def test_a_staged_flow_never_stands_for_its_domain(client, home):
+    """`stretto stage` writes <name>.staged.flow.json beside the served flow: newer, but not
+    served. The overview replays the served flow; the staged one is listed as staged."""
+    import os
+
+    staged = home / "flows/shop.staged.flow.json"
+    flow = json.loads((home / SHOP_FLOW).read_text())
+    flow["provenance"]["habit_episodes"] += 1
+    staged.write_text(json.dumps(flow))
+    later = (home / SHOP_FLOW).stat().st_mtime + 60
+    os.utime(staged, (later, later))  # the newest flow of its domain
+    data = client.get("/api/overview", headers=AUTH).json()
+    shop = next(d for d in data["by_domain"] if d["domain"] == "shop")
+    assert shop["flow"] == SHOP_FLOW and shop["flow_served"]
+    assert data["totals"]["staged_flows"] == 1
+    items = {f["name"]: f for f in client.get("/api/flows", headers=AUTH).json()["items"]}
+    assert items["flows/shop.staged.flow.json"]["role"] == "staged"
+    assert items["flows/shop.staged.flow.json"]["staged_beside"] == SHOP_FLOW
+    assert items[SHOP_FLOW]["role"] == "served" and items[SHOP_FLOW]["staged_beside"] is None
+    one = client.get("/api/flows/flows/shop.staged.flow.json", headers=AUTH).json()
+    assert one["role"] == "staged"
+    # without a served flow, the newest flow that is not staged stands in (said so)
+    (home / SHOP_FLOW).rename(home / "flows/shop.old.flow.json")
+    client.app.state.console.changed("flows")
+    shop = next(
+        d
+        for d in client.get("/api/overview", headers=AUTH).json()["by_domain"]
+        if d["domain"] == "shop"
+    )
+    assert shop["flow"] == "flows/shop.old.flow.json" and not shop["flow_served"]
+
+
+def test_lookups_made_are_answered_or_asked_again(client):
+    """The proxy's lookups are appended to the agent's result: one the agent did not ask for
+    again was answered; the served shop sessions' six all were."""
+    data = client.get("/api/overview", headers=AUTH).json()
+    totals = data["totals"]
+    assert totals["lookups"] == 6
+    assert totals["lookups_answered"] == 6 and totals["lookups_used"] == 0
+    served = client.get(f"/api/sessions/{SERVED}", headers=AUTH).json()
+    assert served["lookups_answered"] + served["lookups_used"] == served["lookups"] == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,120 @@ def test_a_corrupt_log_and_an_invalid_flow_say_what_is_wrong(browser, broken_con
     page.get_by_test_id("replay").wait_for()
     context.close()
     assert not errors, errors
+
+
+# --- the overview as one source of truth (issue 43, items 2, 3 and 7) -----------------------
+
+
+def test_the_overview_explains_each_card(page, console):
+    """Lookups made are answered (not asked again) or asked again, each card saying what it
+    counts: the served session's 3 lookups were all answered."""
+    page.goto(f"{console}/")
+    answered = page.get_by_test_id("card-answered")
+    answered.wait_for()
+    assert answered.locator(".n").inner_text() == "3"
+    assert "did not ask for again" in answered.locator(".why").inner_text()
+    asked = page.get_by_test_id("card-asked-again")
+    assert asked.locator(".n").inner_text() == "0"
+    assert "made itself" in asked.locator(".why").inner_text()
+    assert page.get_by_test_id("card-lookups").locator(".n").inner_text() == "3"
+    whys = page.get_by_test_id("totals").locator(".card .why").all_inner_texts()
+    assert len(whys) == 7 and all(why.strip() for why in whys)
+    assert "served flow at 0.3" in page.get_by_test_id("card-saved").inner_text()
+
+
+@pytest.fixture
+def own_console(walked: Walked, tmp_path: Path, browser):
+    """(base URL, data directory, a page signed in) of the console on a copy of the
+    walkthrough's home, for a test that changes it."""
+    data = tmp_path / ".stretto"
+    shutil.copytree(walked.home, data, symlinks=True)
+
+    @contextmanager
+    def serve():
+        with served(Options(data=data, token=TOKEN)) as (base, _):
+            context = browser.new_context(viewport={"width": 1280, "height": 860})
+            page = context.new_page()
+            page.set_default_timeout(120_000)
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            assert page.goto(f"{base}/?token={TOKEN}").status == 200
+            yield base, page
+            context.close()
+            assert not errors, errors
+
+    return data, serve
+
+
+def test_after_a_trash_the_overview_agrees_with_the_sessions_page(own_console):
+    """The walkthrough's 12 logs/notes sessions are in the warehouse; one trashed from its
+    page leaves 17 sessions on both pages (the overview counted the warehouse's 18), and the
+    overview says the warehouse still holds it; a log not ingested makes it stale, and its
+    Ingest button starts the ingest."""
+    data, serve = own_console
+    with serve() as (base, page):
+        page.goto(f"{base}/sessions")
+        rows = page.get_by_test_id("sessions").locator("tr")
+        rows.nth(18).wait_for()
+        assert rows.count() == 19  # the header and 18 sessions
+        page.get_by_test_id("search").fill("recorded")
+        page.get_by_test_id("search").press("Enter")
+        page.wait_for_url("**/sessions?q=recorded")
+        page.locator("[data-testid=sessions] tr.clickable").first.click()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Move to trash").click()
+        page.wait_for_url(f"{base}/sessions")
+        page.wait_for_function(
+            "() => document.querySelectorAll('[data-testid=sessions] tr').length === 18"
+        )
+        page.goto(f"{base}/")
+        sessions = page.get_by_test_id("card-sessions").locator(".n")
+        sessions.wait_for()
+        assert sessions.inner_text() == "17"
+        notice = page.get_by_test_id("warehouse-notice")
+        assert "still holds 1 session(s) whose logs are gone" in notice.inner_text()
+        assert page.get_by_test_id("ingest").count() == 0  # an ingest would not change that
+        logs = data / "logs/notes"
+        log = min(logs.glob("*[0-9].jsonl")).read_text()
+        header, rest = log.split("\n", 1)
+        head = json.loads(header) | {"session": "20261201T000000.000Z-00002"}
+        (logs / "new.jsonl").write_text(json.dumps(head) + "\n" + rest)
+        page.get_by_text("The warehouse is stale:").wait_for()  # the watcher saw the new log
+        assert sessions.inner_text() == "18"
+        page.get_by_test_id("ingest").click()
+        page.wait_for_url(f"{base}/jobs")
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=job-state]')?.textContent === 'succeeded'"
+        )
+        page.goto(f"{base}/")
+        page.get_by_test_id("card-sessions").wait_for()
+        assert "stale" not in page.get_by_test_id("warehouse-notice").inner_text()
+
+
+def test_a_staged_flow_is_labelled_and_the_overview_replays_the_served_one(own_console):
+    """`stretto stage` writes flows/notes.staged.flow.json, the newest flow: the overview
+    still replays flows/notes.flow.json, and the staged flow is labelled so."""
+    from stretto.cli import main
+
+    data, serve = own_console
+    flow = data / "flows/notes.flow.json"
+    args = ["stage", "--flow", str(flow), "--sessions", str(data / "logs/notes")]
+    assert main([*args, "--home", str(data)]) == 0
+    assert (data / "flows/notes.staged.flow.json").exists()
+    with serve() as (base, page):
+        page.goto(f"{base}/")
+        by_domain = page.get_by_test_id("by-domain")
+        by_domain.wait_for()
+        assert by_domain.get_by_role("link").all_inner_texts() == ["flows/notes.flow.json"]
+        assert "1 of them staged" in page.get_by_test_id("card-flows").inner_text()
+        page.goto(f"{base}/flows")
+        staged = page.get_by_test_id("flows").locator("tr", has_text="notes.staged.flow.json")
+        staged.wait_for()
+        assert staged.get_by_test_id("flow-status").inner_text() == "staged"
+        served_row = page.get_by_test_id("flows").locator("tr", has_text="flows/notes.flow.json")
+        assert served_row.get_by_test_id("flow-status").inner_text() == "served"
+        staged.click()
+        note = page.get_by_test_id("staged-note")
+        note.wait_for()
+        assert "Staged beside flows/notes.flow.json" in note.inner_text()
+        assert "not served" in note.inner_text()

@@ -130,13 +130,12 @@ def test_a_site_not_promoted_looks_nothing_up(client):
 def test_the_overview_counts_each_session_once(client):
     listed = client.get("/api/sessions", headers=AUTH).json()
     overview = client.get("/api/overview", headers=AUTH).json()
-    assert overview["source"] == "warehouse" and not overview["problems"]
-    # 12 ingested from logs/notes (the warehouse's), 3 in shadow/notes and 3 in
-    # explore/notes (their logs')
+    assert overview["source"] == "logs" and not overview["problems"]
+    # 12 in logs/notes (all in the warehouse: not stale), 3 in shadow/notes, 3 in explore/notes
     assert overview["totals"]["sessions"] == listed["total"] == 18
-    assert overview["from_logs"] == 6
+    assert overview["warehouse"]["held"] == 12 and not overview["warehouse"]["stale"]
     assert overview["totals"]["calls"] == sum(s["calls"] for s in listed["items"])
     assert overview["totals"]["lookups"] == 3  # the served session's
     (notes,) = overview["by_domain"]
-    assert notes["flow"] == "flows/notes.new.flow.json"  # the newest
+    assert notes["flow"] == "flows/notes.flow.json"  # the served one, not the newest
     assert notes["replay"]["episodes"] == 11  # the recorded sessions: logs/notes, less 1 served

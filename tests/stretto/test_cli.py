@@ -34,7 +34,9 @@ def test_sessions_lists_the_reference_served_logs(capsys) -> None:
     out, err = capsys.readouterr()
     rows = [line.split() for line in out.splitlines()]
     assert rows[0][0] == "session"
-    assert rows[1] == ["20260928T020401.117Z-14662", "shop", "quickstart", "2", "3", "5", "2"]
+    # 4 LLM turns: two replies and two turns with the agent's calls (the flow's 3 lookups
+    # are the proxy's, no LLM turn: Episode.llm_turns, as the console counts them)
+    assert rows[1] == ["20260928T020401.117Z-14662", "shop", "quickstart", "2", "3", "4", "2"]
     assert len(rows) == 3 and "2 session(s)" in err
 
 

@@ -7,7 +7,7 @@ const thresholdText = (t) => Number(t).toFixed(2);
 export async function flowsPage() {
   const data = await api("/api/flows");
   const valid = data.items.filter((f) => f.valid);
-  const pick = (id, chosen) => el("select", { id }, valid.map((f) => el("option", { value: f.name, selected: f.name === chosen }, f.name)));
+  const pick = (id, chosen) => el("select", { id }, valid.map((f) => el("option", { value: f.name, selected: f.name === chosen }, f.role === "staged" ? `${f.name} (staged)` : f.name)));
   const from = pick("diff-from", valid[0]?.name);
   const to = pick("diff-to", valid[valid.length - 1]?.name);
   const threshold = el("input", { type: "number", min: 0, max: 1, step: 0.05, value: 0.3, id: "diff-threshold" });
@@ -34,9 +34,10 @@ export async function flowsPage() {
   fill(page, 
     el("h1", {}, "Flows"),
     el("table", { "data-testid": "flows" },
-      el("tr", {}, ["flow", "domain", "sites", "learned from", "compiled", "promotion", "problem"].map((h) => el("th", {}, h))),
+      el("tr", {}, ["flow", "status", "domain", "sites", "learned from", "compiled", "promotion", "problem"].map((h) => el("th", {}, h))),
       data.items.map((f) => el("tr", { class: "clickable", onclick: () => go(flowHref(f.name)) },
         el("td", {}, el("a", { href: flowHref(f.name) }, f.name)),
+        el("td", { "data-testid": "flow-status" }, roleBadge(f)),
         el("td", {}, f.domain ?? "—"), el("td", {}, fmt(f.sites)),
         el("td", {}, f.valid ? `${fmt(f.sessions)} sessions` : "—"), el("td", {}, when(f.compiled_unix_ms)),
         el("td", {}, f.promoted ? "promoted sites only" : f.valid ? "acts everywhere" : "—"),
@@ -48,6 +49,23 @@ export async function flowsPage() {
     out,
   );
   on("changed", () => flowsPage().catch((e) => fill(page, problem(e))));
+}
+
+// served: flows/<domain>.flow.json, what the proxy serves; staged: `stretto stage`'s
+// candidate beside a served flow, under review (it acts nowhere until committed)
+function roleBadge(f) {
+  if (f.role === "served") return el("span", { class: "badge served" }, "served");
+  if (f.role === "staged") return el("span", { class: "badge staged", title: `staged beside ${f.staged_beside}: not served` }, "staged");
+  return null;
+}
+
+function roleNote(f) {
+  if (f.role === "staged") return el("div", { class: "box notice", "data-testid": "staged-note" },
+    el("span", { class: "badge staged" }, "staged"), " Staged beside ", el("a", { href: flowHref(f.staged_beside) }, f.staged_beside),
+    " by `stretto stage`: a candidate under review, not served. Its report is on that flow's page; `stretto flow-commit` serves it.");
+  if (f.role === "served") return el("div", { class: "box", "data-testid": "served-note" },
+    el("span", { class: "badge served" }, "served"), ` The flow served for ${f.domain} (flows/${f.domain}.flow.json).`);
+  return null;
 }
 
 let graph = null;
@@ -135,6 +153,7 @@ export async function flowPage(name) {
   const remove = trashButton(name);
   fill(page, 
     el("h1", {}, `Flow ${name}`),
+    roleNote(first),
     el("div", { class: "box row" },
       el("span", {}, `${first.domain} · learned from ${fmt(first.sessions)} sessions · compiled ${when(first.compiled_unix_ms)}`),
       el("a", { href: `${flowApi(name)}/raw`, target: "_blank" }, "raw"), remove),

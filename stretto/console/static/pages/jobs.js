@@ -46,7 +46,7 @@ export async function jobsPage() {
     fill(fields, );
     for (const [name, label, type] of FORMS[kind.value]) {
       let input;
-      if (type === "flow") input = el("select", {}, flows.items.filter((f) => f.valid).map((f) => el("option", { value: f.name }, f.name)));
+      if (type === "flow") input = el("select", {}, flows.items.filter((f) => f.valid).map((f) => el("option", { value: f.name }, f.role === "staged" ? `${f.name} (staged)` : f.name)));
       else if (type === "folder") input = el("select", {}, folders.map((f) => el("option", { value: f }, f)));
       else if (type === "check") input = el("input", { type: "checkbox" });
       else if (type === "number") input = el("input", { type: "number", step: 0.05, min: 0, max: 1, value: 0.3 });

@@ -1,21 +1,48 @@
-import { api, el, fill, flowHref, fmt, meta, on, page, problem } from "../app.js";
+import { api, el, fill, flowHref, fmt, go, meta, on, page, problem } from "../app.js";
 
 let chart = null;
+
+// Why the warehouse and the logs differ, and the ingest that brings it up to date.
+function warehouseNotice(w) {
+  if (!w || !w.readable || (!w.stale && !w.gone)) return null;
+  const where = meta ? w.path.replace(meta.data + "/", "") : w.path;
+  const message = el("div");
+  const ingest = el("button", { "data-testid": "ingest", disabled: meta && meta.read_only, onclick: async () => {
+    try {
+      await api("/api/jobs", { method: "POST", body: { kind: "ingest", params: {} } });
+      go("/jobs");
+    } catch (error) {
+      fill(message, problem(error));
+    }
+  } }, "Ingest");
+  return el("div", { class: "box notice", "data-testid": "warehouse-notice" },
+    w.stale ? el("p", {}, el("strong", {}, "The warehouse is stale: "),
+      `${fmt(w.not_ingested)} session log(s) under logs/ are not in it yet, so \`stretto sql\` and learning from the warehouse do not see them. The figures here are counted from the logs. `, ingest) : null,
+    w.gone ? el("p", {}, `The warehouse (${where}) still holds ${fmt(w.gone)} session(s) whose logs are gone (trashed or removed): an ingest never forgets a session. They are not counted here.`) : null,
+    message);
+}
 
 export async function overviewPage() {
   const data = await api("/api/overview");
   const t = data.totals;
-  const card = (n, what) => el("div", { class: "card" }, el("div", { class: "n" }, fmt(n)), el("div", { class: "what" }, what));
+  // each figure with what it counts, so that no card reads alone
+  const card = (n, what, why, id) => el("div", { class: "card", "data-testid": id },
+    el("div", { class: "n" }, fmt(n)), el("div", { class: "what" }, what), el("div", { class: "why" }, why));
   const canvas = el("canvas", { id: "days" });
-  fill(page, 
+  fill(page,
     el("h1", {}, "Overview"),
     el("div", { class: "cards", "data-testid": "totals" },
-      card(t.sessions, "sessions"), card(t.calls, "the agents' calls"), card(t.lookups, "lookups made"),
-      card(t.lookups_used, "lookups used later"), card(t.turns_saved, `turns saved (of ${fmt(t.turns)}, by replay)`),
-      card(t.flows, "valid flows")),
-    el("p", { class: "muted", "data-testid": "counted" }, data.source === "warehouse"
-      ? `Each session counted once, by its id: from the warehouse (${meta ? data.warehouse.replace(meta.data + "/", "") : data.warehouse}) when it holds it, else from its log (${fmt(data.from_logs)} sessions); lookups used from the logs; turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`
-      : `Counts from the logs (no warehouse to read); turns saved by replaying each domain's newest flow at ${data.threshold} on its recorded sessions.`),
+      card(t.sessions, "sessions", "Session logs under the data directory, each once by its id: the Sessions page's list.", "card-sessions"),
+      card(t.calls, "the agents' calls", "Tool calls the agents made themselves.", "card-calls"),
+      card(t.lookups, "lookups made", "Calls a served flow made for the agent, their results appended to the agent's.", "card-lookups"),
+      card(t.lookups_answered, "lookups answered", "Lookups made whose result the agent did not ask for again: it had it in the appended block (the record cannot tell whether it read it).", "card-answered"),
+      card(t.lookups_used, "asked again", "Lookups made that the agent then made itself: the appended result did not spare it the call.", "card-asked-again"),
+      card(t.turns_saved, `turns saved (of ${fmt(t.turns)})`, `By replaying each domain's served flow at ${data.threshold} on its recorded sessions (no flow served in them).`, "card-saved"),
+      card(t.flows, "valid flows", t.staged_flows ? `Flow files that load; ${fmt(t.staged_flows)} of them staged (under review, not served).` : "Flow files that load.", "card-flows")),
+    warehouseNotice(data.warehouse),
+    el("p", { class: "muted", "data-testid": "counted" },
+      `Counted from the session logs, as the Sessions page lists them (${fmt(t.llm_turns)} LLM turns in them); ` +
+      (data.warehouse.readable ? `the warehouse holds ${fmt(data.warehouse.held)} of them (the logs under logs/ it ingested).` : "no warehouse to compare with.")),
     data.problems.length ? el("div", { class: "box problems", "data-testid": "problems" },
       el("strong", {}, `${data.problems.length} problem(s)`),
       // a problem names its file already; else it says what it is about
@@ -23,12 +50,12 @@ export async function overviewPage() {
     el("h2", {}, "By day"),
     el("div", { class: "chart" }, canvas),
     el("h2", {}, "By domain"),
-    el("table", {},
-      el("tr", {}, ["domain", "sessions", "calls", "lookups", "used later", "newest flow", "turns saved (replay)", "detours"].map((h) => el("th", {}, h))),
+    el("table", { "data-testid": "by-domain" },
+      el("tr", {}, ["domain", "sessions", "calls", "lookups", "answered", "asked again", "served flow", "turns saved (replay)", "detours"].map((h) => el("th", {}, h))),
       data.by_domain.map((d) => el("tr", {},
         el("td", {}, d.domain), el("td", {}, fmt(d.sessions)), el("td", {}, fmt(d.calls)), el("td", {}, fmt(d.lookups)),
-        el("td", {}, fmt(d.lookups_used)),
-        el("td", {}, d.flow ? el("a", { href: flowHref(d.flow) }, d.flow) : "—"),
+        el("td", {}, fmt(d.lookups_answered)), el("td", {}, fmt(d.lookups_used)),
+        el("td", {}, d.flow ? [el("a", { href: flowHref(d.flow) }, d.flow), d.flow_served ? null : el("span", { class: "muted" }, " (none served: the newest flow)")] : "—"),
         el("td", {}, d.replay && d.replay.episodes ? `${fmt(d.replay.turns_saved)} of ${fmt(d.replay.turns)}` : "—"),
         el("td", {}, d.replay && d.replay.episodes ? fmt(d.replay.detours) : "—")))),
   );
