@@ -17,6 +17,7 @@ import pytest
 from stretto.cli.main import main
 from stretto.home import make_private, private_dirs, private_tree
 from tests.conftest import REFERENCE_HOME, TAU2
+from tests.private import loose
 from tests.warehouse.helpers import ingest, rows
 from warehouse import store
 from warehouse.layout import Layout
@@ -179,19 +180,6 @@ def test_the_readme_queries_still_run_over_the_views(home: Path, capsys) -> None
     assert calls_count(home) > 0
 
 
-def modes(root: Path) -> dict[str, str]:
-    """Every entry under root that is not private, with its mode."""
-    loose = {}
-    for path in [root, *root.rglob("*")]:
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            continue
-        want = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
-        if stat.S_IMODE(info.st_mode) != want:
-            loose[str(path.relative_to(root))] = oct(stat.S_IMODE(info.st_mode))
-    return loose
-
-
 def run_with_umask(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         args, capture_output=True, text=True, timeout=600, preexec_fn=lambda: os.umask(0o022)
@@ -205,7 +193,7 @@ def test_everything_ingest_writes_is_private_whatever_the_umask(tmp_path: Path) 
     done = run_with_umask([STRETTO, "ingest", "--home", str(home)])
     assert done.returncode == 0, done.stderr
     assert (home / "warehouse/stretto.duckdb").exists() and (home / "warehouse/registry").is_dir()
-    assert modes(home / "warehouse") == {}
+    assert loose(home / "warehouse") == {}
 
 
 def test_a_warehouse_written_before_is_made_private_by_the_next_run(tmp_path: Path) -> None:
@@ -216,7 +204,7 @@ def test_a_warehouse_written_before_is_made_private_by_the_next_run(tmp_path: Pa
     (old / "part-old.parquet").write_bytes(b"PAR1")
     (old / "part-old.parquet").chmod(0o644)
     ingest(home)
-    assert modes(home / "warehouse") == {}
+    assert loose(home / "warehouse") == {}
 
 
 @pytest.mark.slow  # a whole ingest and learn under a strict umask
@@ -239,7 +227,7 @@ def test_the_learn_cache_and_imported_logs_are_private(tmp_path: Path) -> None:
         ]  # fmt: skip
     )
     assert done.returncode == 0, done.stderr
-    assert modes(home / "cache") == {}
+    assert loose(home / "cache") == {}
     logs = tmp_path / "imported"
     trace = TAU2 / "results/sierra-tau2_trace/e2e_retail_baseline.json"
     tools = TAU2 / "domains/tau2_tools.json"
@@ -247,7 +235,7 @@ def test_the_learn_cache_and_imported_logs_are_private(tmp_path: Path) -> None:
         [STRETTO, "import-tau2", "--tools", str(tools), "--out", str(logs / "retail"), str(trace)]
     )
     assert done.returncode == 0, done.stderr
-    assert modes(logs / "retail") == {} and any((logs / "retail").iterdir())
+    assert loose(logs / "retail") == {} and any((logs / "retail").iterdir())
 
 
 def test_the_helpers_never_follow_a_link_and_leave_existing_parents_alone(tmp_path: Path) -> None:
@@ -256,12 +244,12 @@ def test_the_helpers_never_follow_a_link_and_leave_existing_parents_alone(tmp_pa
     outside.chmod(0o755)
     parent_mode = stat.S_IMODE(tmp_path.stat().st_mode)
     made = private_dirs(tmp_path / "home/a/b")
-    assert modes(tmp_path / "home") == {} and made == tmp_path / "home/a/b"
+    assert loose(tmp_path / "home") == {} and made == tmp_path / "home/a/b"
     assert stat.S_IMODE(tmp_path.stat().st_mode) == parent_mode  # the home's parent is not ours
     (made / "link").symlink_to(outside, target_is_directory=True)
     (made / "f").write_text("x")
     os.chmod(made / "f", 0o644)
     private_tree(tmp_path / "home")
     make_private(made / "link")
-    assert modes(tmp_path / "home") == {}
+    assert loose(tmp_path / "home") == {}
     assert stat.S_IMODE(outside.stat().st_mode) == 0o755
