@@ -243,11 +243,12 @@ def test_sessions_reads_the_imported_folder(imported: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[1:]]
     assert [r[1:] for r in rows] == [
-        # domain, agent model, calls, lookups, turns, user messages
-        ["airline", "gpt-4.1-mini", "1", "0", "1", "4"],
-        ["retail", "gpt-4.1-mini", "5", "0", "5", "7"],
-        ["telecom", "gpt-4.1-mini", "8", "0", "7", "14"],
-        ["telecom", "gpt-4.1-mini", "6", "0", "6", "9"],
+        # domain, agent model, calls, lookups, turns, user messages; turns are the agent's
+        # LLM turns, its replies too: the results' assistant messages but the scripted greeting
+        ["airline", "gpt-4.1-mini", "1", "0", "4", "4"],
+        ["retail", "gpt-4.1-mini", "5", "0", "11", "7"],
+        ["telecom", "gpt-4.1-mini", "8", "0", "18", "14"],
+        ["telecom", "gpt-4.1-mini", "6", "0", "14", "9"],
     ]
     assert "4 session(s)" in done.stderr
 
