@@ -22,7 +22,7 @@ from warehouse.layout import TABLES, Layout
 GRACE_SECONDS = 3600
 
 
-def _partition(path: str) -> tuple[str, str] | None:
+def partition_of(path: str) -> tuple[str, str] | None:
     """(domain, day) of a data file's path (…/domain=<d>/day=<day>/<file>)."""
     parts = dict(p.split("=", 1) for p in path.split("/") if "=" in p)
     if "domain" in parts and "day" in parts:
@@ -61,7 +61,7 @@ def compact(
         for table_name, path, rows in con.execute(
             "SELECT table_name, path, rows FROM data_files ORDER BY path"
         ).fetchall():
-            where = _partition(path)
+            where = partition_of(path)
             if table_name in TABLES and where:
                 files.setdefault((table_name, *where), []).append((path, int(rows)))
         current = {
@@ -91,9 +91,6 @@ def compact(
             say(f"compacted {table} {domain} {day}: {len(held)} file(s) -> {len(data)}")
     finally:
         con.close()
-    if retired:
-        store.commit_run(layout, compact_id, [], written, retired=retired)
-    else:
-        store.abandon_run(layout, compact_id)
+    store.close_run(layout, compact_id, written, retired)
     done["files retired"] = len(retired)
     return done

@@ -15,7 +15,7 @@ from collections.abc import Collection
 import pyarrow as pa
 
 from warehouse import registry, store
-from warehouse.compact import _partition
+from warehouse.compact import partition_of
 from warehouse.ingest import write_parquet
 from warehouse.layout import TABLES, Layout
 
@@ -38,7 +38,7 @@ def forget_sessions(layout: Layout, sessions: Collection[str], run_id: str) -> d
         done["sessions"] = int(found)
         files: dict[tuple[str, str, str], list[str]] = {}
         for table_name, path in con.execute("SELECT table_name, path FROM data_files").fetchall():
-            where = _partition(path)
+            where = partition_of(path)
             if table_name in TABLES and where:
                 files.setdefault((table_name, *where), []).append(path)
         hit = sorted(
@@ -62,9 +62,6 @@ def forget_sessions(layout: Layout, sessions: Collection[str], run_id: str) -> d
             done["rows kept"] += rows
     finally:
         con.close()
-    if retired:
-        store.commit_run(layout, run_id, [], written, retired=retired)
-    else:
-        store.abandon_run(layout, run_id)
+    store.close_run(layout, run_id, written, retired)
     done["files retired"] = len(retired)
     return done

@@ -155,6 +155,15 @@ def abandon_run(layout: Layout, ingest_id: str) -> None:
     write_catalogue(layout)
 
 
+def close_run(layout: Layout, run_id: str, written: list[dict], retired: list[str]) -> None:
+    """End a run that rewrites partitions (compaction, forgetting sessions): commit the files
+    it wrote in place of those it retires, or abandon it when it retires nothing."""
+    if retired:
+        commit_run(layout, run_id, [], written, retired=retired)
+    else:
+        abandon_run(layout, run_id)
+
+
 def ingest_run(
     layout: Layout,
     plan: Plan,
