@@ -544,7 +544,7 @@ def load_episodes(
 ) -> list[Episode]:
     """The episodes a replay or search walks: a folder of session logs, or τ²-bench results
     files, kept to the split's `part` tasks ("train" or "test") when a split is given."""
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
 
     if bool(sessions) == bool(results):
         raise NoEpisodes("give either a folder of session logs or τ²-bench results files")
