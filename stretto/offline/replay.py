@@ -146,7 +146,11 @@ def totals(episodes: list[EpisodeCheck]) -> dict:
 # --- the replay ---------------------------------------------------------------------------
 
 
-class _EpisodeReplay:
+class EpisodeReplay:
+    """One episode replayed with a flow: its walk, the lookups the flow makes at each point
+    answered from the record, and the agent's later calls they spare (`replay()` gives its
+    EpisodeCheck). Also driven by bench/missed.py and the parity test with the proxy."""
+
     def __init__(
         self,
         episode: Episode,
@@ -376,7 +380,7 @@ def replay_episode(
     the arbiter decider's (stretto.offline.judging)."""
     kinds = decider.flow["manifest"]["tools"]
     dists = dists or FlowDistributions(decider.flow)
-    replay = _EpisodeReplay(
+    replay = EpisodeReplay(
         episode, decider, dists, kinds, per_call, per_episode, explore, seed, judges
     )
     check = replay.replay()
