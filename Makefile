@@ -37,12 +37,14 @@ test: setup
 test-slow: setup
 	$(BIN)/pytest -m slow
 
-# ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]).
+# ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]);
+# no import cycles between our modules, lazy imports included (scripts/import_cycles.py).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/import_cycles.py
 
 bench: setup
 	$(BIN)/python bench/proxy_overhead.py
