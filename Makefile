@@ -37,12 +37,16 @@ test: setup
 test-slow: setup
 	$(BIN)/pytest -m slow
 
-# ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]).
+# ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]);
+# no import cycles between our modules, lazy imports included (scripts/import_cycles.py); no
+# module using another's private names (scripts/private_names.py).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/import_cycles.py
+	$(BIN)/python scripts/private_names.py
 
 bench: setup
 	$(BIN)/python bench/proxy_overhead.py

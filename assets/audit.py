@@ -10,7 +10,7 @@ from assets.metadata import image, link, skipped
 from assets.partitions import domains
 from assets.reports import missing, served_flow
 from assets.resources import StrettoHome
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow
 from stretto.offline.audit import audit as run_audit
 from stretto.offline.audit import markdown, write_tables

@@ -20,7 +20,7 @@ from assets.learn import flow, flow_path
 from assets.metadata import LogProgress, Timings, image, link, skipped
 from assets.partitions import domains
 from assets.resources import StrettoHome
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow, write_flow
 from stretto.offline.review import diff, diff_markdown
 from stretto.offline.search import (

@@ -128,7 +128,7 @@ CALLS_PER_CUSTOMER = 4.55  # lifecycle.customer's calls on average (usual habit)
 _OLD = """
 import json, sys, time
 from pathlib import Path
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.offline.drift import drift
 flow = json.loads(Path(sys.argv[1]).read_text())
 episodes = read_episodes(sys.argv[2])
@@ -142,7 +142,7 @@ def sizes(targets: list[int], old_tree: Path | None, old_max: int) -> list[dict]
     import os
     import subprocess
 
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
     from stretto.offline.drift import drift
     from tests.stretto.lifecycle import learn_folder, write_sessions
 
@@ -201,7 +201,7 @@ BEFORE = AFTER = 12
 
 
 def detection(series: int) -> dict:
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
     from stretto.offline.drift import Settings, drift
     from tests.stretto.lifecycle import learn_folder, write_tickets
 

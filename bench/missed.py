@@ -30,7 +30,7 @@ from stretto.logs.episode import Assistant  # noqa: E402
 from stretto.model.decide import Decider  # noqa: E402
 from stretto.model.program import FlowDistributions  # noqa: E402
 from stretto.offline.ceiling import ceiling_turns  # noqa: E402
-from stretto.offline.replay import PER_CALL, PER_EPISODE, _EpisodeReplay  # noqa: E402
+from stretto.offline.replay import PER_CALL, PER_EPISODE, EpisodeReplay  # noqa: E402
 from stretto.offline.walk import call_key  # noqa: E402
 
 REASONS = ("no decision", "not an option", "other values", "bound, below θ", "bound, above θ")
@@ -51,7 +51,7 @@ def ceiling_calls(episode, kinds) -> set[int]:
     return counted
 
 
-class Traced(_EpisodeReplay):
+class Traced(EpisodeReplay):
     """The replay, keeping every decision's options (with their arguments) and every turn."""
 
     def __init__(self, *args, **kwargs) -> None:

@@ -2,7 +2,7 @@
 
 Reading and validating a flow imports jsonschema, jsonpath-ng and the serving model: ~0.1 s
 here, more than the whole rest of the proxy's start-up. So it runs on a thread of its own,
-started once the server has said its first line (proxy.cli): the session's start costs the
+started once the server has said its first line (proxy.session): the session's start costs the
 host nothing, and the flow is there long before the agent's first call comes back. The relay
 keeps what the flow must be shown until it is there (proxy.relay). A flow that fails
 validation still ends the session with exit 2 and leaves nothing recorded — a moment after

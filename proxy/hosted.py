@@ -1,6 +1,6 @@
 """One MCP session of a host that speaks Streamable HTTP (`--listen`, proxy.listen).
 
-The session is the stdio proxy's own (proxy.piped: proxy.cli.open_session on a thread, a pair
+The session is the stdio proxy's own (proxy.piped: proxy.session.open_session on a thread, a pair
 of pipes as its host), or with `--servers` one such session per server behind proxy.fan: the
 HTTP app writes each message the host POSTs as a line, and is handed the lines the host is
 sent. So every rule of forwarding, recording and serving a flow is the one stdio uses; this

@@ -1,4 +1,4 @@
-"""One stdio session of the proxy's (proxy.cli.open_session: the server, its log, the relay,
+"""One stdio session of the proxy's (proxy.session.open_session: the server, its log, the relay,
 the loop, the flow) run on a thread of its own, with a pair of pipes as its host: the caller
 writes the host's lines into one pipe and is handed, line by line, what the session sends its
 host. `--listen` runs one per MCP session (proxy.hosted), or one per server when it fronts
@@ -13,13 +13,13 @@ import sys
 import threading
 import time
 
-from proxy.cli import open_session
+from proxy.session import open_session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from proxy.cli import Session
+    from proxy.session import Session
 
 
 class _FromSession(asyncio.Protocol):
@@ -56,7 +56,7 @@ class _FromSession(asyncio.Protocol):
 class PipedSession:
     """`on_line(line)` gets each line the session sends its host; `on_over(status)` is called
     once the session has finished (its thread and its output both ended). `args` and
-    `command` as proxy.cli reads them; `host_session` goes in the log's header; `server_env`
+    `command` as proxy.options parses them; `host_session` goes in the log's header; `server_env`
     is added to the server's environment."""
 
     def __init__(

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-from stretto.logs.episode import Assistant, ToolResult, User, read_episodes
+from stretto.logs.episode import Assistant, ToolResult, User
+from stretto.logs.merged import read_episodes
 from tests.conftest import REFERENCE_HOME
 
 SHOP = REFERENCE_HOME / "logs/shop"

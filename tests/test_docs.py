@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from proxy.cli import _parser as proxy_parser
+from proxy.options import build_parser as proxy_parser
 from stretto.cli.main import build_parser
 from tests.conftest import ROOT
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from stretto.logs.domain import is_valid_domain
 from stretto.model.flow import build_flow
-from warehouse import merge, store
+from warehouse import merge, store, weights
 from warehouse.alphafit import fitted_alpha, walked_histories
 from warehouse.daycounts import PartCounts, add_up, levels
 from warehouse.layout import Layout
@@ -38,10 +38,6 @@ class Counts:
     sites: dict[tuple[str, bool], dict[str, int]] = field(default_factory=dict)
     steps: int = 0
     prequential: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-def _levels(rows: list[tuple]) -> dict[tuple[str, ...], dict[str, float]]:
-    return levels([list(r) for r in rows])
 
 
 def count_steps(con, steps_query: str, kinds: dict[str, str]) -> Counts:
@@ -109,9 +105,7 @@ def learn_flow(
     then counted afresh, weighted (warehouse.weights; a weight depends on the whole set, so
     weighted counts do not add up by part). `say` hears progress; `warn` (else `say`) the
     logs of one host session that could not be merged (warehouse.merge)."""
-    from warehouse.weights import half_life_weights  # it builds on this module's counts
-
-    half_life_weights(0, half_life)  # a bad half-life is refused before any work
+    weights.half_life_weights(0, half_life)  # a bad half-life is refused before any work
     con = store.open_catalogue(layout)
     try:
         plan = learned_units(
@@ -192,8 +186,6 @@ def learned_units(
 
 def _weighted(con, plan, kinds: dict[str, str], rewards, half_life: float) -> tuple[dict, dict]:
     """The habit and reach of the plan's sessions, each weighted by its age (warehouse.weights)."""
-    from warehouse import weights  # it builds on this module's counts
-
     weights.choose_sessions(con, sessions=plan.order, rewards=rewards, half_life=half_life)
     count_steps(
         con,

@@ -13,7 +13,8 @@ from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 
-from warehouse.learn import SUCCESS_REWARD, _levels
+from warehouse.daycounts import levels
+from warehouse.partcount import SUCCESS_REWARD
 from warehouse.sql import statements as sql_statements
 
 
@@ -70,6 +71,6 @@ def weighted_counts(con) -> tuple[dict, dict]:
     """(habit, reach) counts weighted by `wanted.weight`, over the `histories` table that
     warehouse.learn.count_steps made on `con`."""
     queries = dict(sql_statements("weights"))
-    habit = _levels(con.execute(queries["habit"]).fetchall())
-    reach = _levels(con.execute(queries["reach"]).fetchall())
+    habit = levels([list(row) for row in con.execute(queries["habit"]).fetchall()])
+    reach = levels([list(row) for row in con.execute(queries["reach"]).fetchall()])
     return habit, reach

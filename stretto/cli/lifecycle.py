@@ -146,7 +146,7 @@ def _drift_episodes(args: argparse.Namespace, flow: dict) -> list:
         episodes = load_episodes(None, args.results, args.split, "test")
         check_domain(flow, args.flow, episodes=episodes)
     else:
-        from stretto.logs.episode import read_episodes
+        from stretto.logs.merged import read_episodes
 
         check_domain(flow, args.flow, sessions=args.sessions)
         episodes = read_episodes(args.sessions)

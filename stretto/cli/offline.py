@@ -90,7 +90,7 @@ def _decider_problem(args: argparse.Namespace, flow: dict, decider: str | None) 
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
     from stretto.offline.audit import audit, markdown, write_tables
     from stretto.oracle.arbiter import load_flow
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from stretto.logs.rewards import successful
-from stretto.logs.sessionlog import SessionLog, list_session_logs, read_session_log
+from stretto.logs.sessionlog import SessionLog, read_session_log
 from stretto.logs.toollist import ToolInfo, tools_from_result
 from stretto.logs.turns import FirstSources, TurnTracker
 
@@ -286,16 +286,6 @@ def episode_from_log(log: SessionLog) -> Episode:
 
 def read_episode(path: Path | str) -> Episode:
     return episode_from_log(read_session_log(path))
-
-
-def read_episodes(directory: Path | str) -> list[Episode]:
-    """Every session log in a directory as an episode, sorted by session id; the logs of one
-    host session with several servers as one episode, as learning reads them
-    (stretto.logs.merged)."""
-    from stretto.logs.merged import episodes_by_host_session
-
-    logs = [read_session_log(p) for p in list_session_logs(directory)]
-    return sorted(episodes_by_host_session(logs), key=lambda e: e.id)
 
 
 def in_start_order(episodes: Iterable[Episode]) -> list[Episode]:

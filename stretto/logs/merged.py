@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 
 from stretto.logs.episode import (
     Assistant,
@@ -32,7 +33,7 @@ from stretto.logs.episode import (
     episode_from_log,
 )
 from stretto.logs.hostsession import SEPARATOR, Log, plan
-from stretto.logs.sessionlog import SessionLog
+from stretto.logs.sessionlog import SessionLog, list_session_logs, read_session_log
 
 
 class HostSessionWarning(UserWarning):
@@ -51,6 +52,13 @@ def _member(log: SessionLog) -> Log:
         host if isinstance(host, str) else None,
         name if isinstance(name, str) and name else None,
     )
+
+
+def read_episodes(directory: Path | str) -> list[Episode]:
+    """Every session log in a directory as an episode, sorted by session id; the logs of one
+    host session with several servers as one episode, as learning reads them."""
+    logs = [read_session_log(p) for p in list_session_logs(directory)]
+    return sorted(episodes_by_host_session(logs), key=lambda e: e.id)
 
 
 def episodes_by_host_session(logs: list[SessionLog]) -> list[Episode]:

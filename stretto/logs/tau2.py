@@ -294,7 +294,7 @@ def _check(condition: bool, path: Path, where: str, problem: str) -> None:
         raise LogError(path, None, problem, where)
 
 
-def _convert(
+def convert_simulation(
     path: Path,
     index: int,
     sim: Any,
@@ -306,6 +306,9 @@ def _convert(
     tool_list: list[dict] | None,
     client_version: str,
 ) -> Simulation:
+    """Simulation `index` of a results file (`sim`, as parsed) converted to a session log;
+    LogError names `path` and the field that is wrong. stretto.logs.tau2_query reads one
+    conversation the same way."""
     where = f"simulations[{index}]"
     _check(isinstance(sim, dict), path, where, "expected a simulation object")
     for name in ("id", "task_id"):
@@ -521,7 +524,7 @@ def read_results(
     file_key = hashlib.blake2b(data, digest_size=4).hexdigest()
     seen: set[str] = set()
     for index, sim in enumerate(value["simulations"]):
-        converted = _convert(
+        converted = convert_simulation(
             path,
             index,
             sim,

@@ -9,7 +9,7 @@ from typing import Any
 
 from stretto.logs.episode import Episode, episode_from_log
 from stretto.logs.sessionlog import parse_session_log
-from stretto.logs.tau2 import _convert
+from stretto.logs.tau2 import convert_simulation
 
 
 def episode_from_messages(
@@ -23,7 +23,7 @@ def episode_from_messages(
     """The episode of `messages` (τ²-bench's: roles, contents, tool calls and results).
     LogError names `source` and the field."""
     sim = {"id": "query", "task_id": task_id, "messages": messages}
-    converted = _convert(
+    converted = convert_simulation(
         Path(source),
         0,
         sim,

@@ -172,7 +172,7 @@ def _audit_point(
         probs = scorer.probabilities(view.history, last)
     if probs:
         out.decisions.append(
-            _score(session, probs, agents_step(point.following), last, kinds, dists)
+            score_point(session, probs, agents_step(point.following), last, kinds, dists)
         )
     if server is None:
         return
@@ -232,7 +232,7 @@ def next_step_distribution(probs: dict[str, float]) -> dict[str, float]:
     return {k: v / total for k, v in floored.items()}
 
 
-def _score(
+def score_point(
     session: str,
     probs: dict,
     actual: str | None,
@@ -240,6 +240,10 @@ def _score(
     kinds: dict,
     dists: FlowDistributions,
 ) -> dict:
+    """One decision point scored: the decider's `probs` against the agent's `actual` next step
+    after the call `last` (name, failed), as audit's row (top, p_top, p_actual, hit and the
+    log-probability of the agent's step under the program's Score handler). Drift scores its
+    points with it too."""
     options = sorted(probs)
     label = RESPOND  # a write, another tool, a reply or the customer speaking
     if actual is not None and actual in options:

@@ -200,7 +200,7 @@ def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
     from stretto.model.decide import Decider
     from stretto.model.habit import seen
     from stretto.model.program import FlowDistributions
-    from stretto.offline.audit import _score
+    from stretto.offline.audit import score_point
 
     scorer = Decider(flow, decider)
     if scorer.kind == "arbiter":
@@ -218,7 +218,9 @@ def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
             key = (seen(history), call, failed, step)
             if key not in memo:
                 probs = scorer.probabilities(list(history), (call, failed))
-                memo[key] = _score("", probs, step, (call, failed), kinds, dists) if probs else None
+                memo[key] = (
+                    score_point("", probs, step, (call, failed), kinds, dists) if probs else None
+                )
             d = memo[key]
             if d is not None:
                 ds.append(d)

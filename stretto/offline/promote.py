@@ -429,7 +429,7 @@ def promote_flow(
     write the flow with its record (to `out`, else in place). ValueError (FlowError,
     LogError) on bad input, naming the file or option (as the command's options when `cli`,
     else as the asset's config fields). `progress`: a progress bar per round on a terminal."""
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
     from stretto.oracle.arbiter import load_flow
 
     bar.check(cli)

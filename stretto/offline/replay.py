@@ -146,7 +146,11 @@ def totals(episodes: list[EpisodeCheck]) -> dict:
 # --- the replay ---------------------------------------------------------------------------
 
 
-class _EpisodeReplay:
+class EpisodeReplay:
+    """One episode replayed with a flow: its walk, the lookups the flow makes at each point
+    answered from the record, and the agent's later calls they spare (`replay()` gives its
+    EpisodeCheck). Also driven by bench/missed.py and the parity test with the proxy."""
+
     def __init__(
         self,
         episode: Episode,
@@ -376,7 +380,7 @@ def replay_episode(
     the arbiter decider's (stretto.offline.judging)."""
     kinds = decider.flow["manifest"]["tools"]
     dists = dists or FlowDistributions(decider.flow)
-    replay = _EpisodeReplay(
+    replay = EpisodeReplay(
         episode, decider, dists, kinds, per_call, per_episode, explore, seed, judges
     )
     check = replay.replay()
@@ -544,7 +548,7 @@ def load_episodes(
 ) -> list[Episode]:
     """The episodes a replay or search walks: a folder of session logs, or τ²-bench results
     files, kept to the split's `part` tasks ("train" or "test") when a split is given."""
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
 
     if bool(sessions) == bool(results):
         raise NoEpisodes("give either a folder of session logs or τ²-bench results files")

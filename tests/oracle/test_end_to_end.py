@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import Assistant, Episode, ToolResult, User, read_episodes
+from stretto.logs.episode import Assistant, Episode, ToolResult, User
+from stretto.logs.merged import read_episodes
 from stretto.logs.steps import episode_steps
 from stretto.model.flow import habit_model, load_flow, write_flow
 from stretto.oracle.arbiter import new_arbiter

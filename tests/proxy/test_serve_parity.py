@@ -26,7 +26,7 @@ from stretto.logs.episode import read_episode
 from stretto.model.decide import Decider
 from stretto.model.flow import load_flow
 from stretto.model.program import FlowDistributions
-from stretto.offline.replay import _EpisodeReplay
+from stretto.offline.replay import EpisodeReplay
 from stretto.offline.walk import Point, Turn, walk
 from tests.conftest import demo_server
 
@@ -239,7 +239,7 @@ def test_the_replay_rebuilds_the_proxys_history(demo_flow: Path, served) -> None
     """The replay leaves the recorded lookups out and makes its own, as the proxy did."""
     log, _, proxy_final = served
     flow = load_flow(demo_flow)
-    replay = _EpisodeReplay(
+    replay = EpisodeReplay(
         read_episode(log),
         Decider(flow, None, 0.3),
         FlowDistributions(flow),

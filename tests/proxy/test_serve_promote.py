@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.logs.sessionlog import read_session_log
 from stretto.model.flow import load_flow
 from stretto.offline.promote import score

@@ -46,6 +46,7 @@ PLAIN = {
     "proxy.recorder",
     "proxy.redact",
     "proxy.relay",
+    "proxy.session",
     "proxy.upstream_stdio",
     "proxy.wire",
     "select",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow
 from tests.conftest import PYTHON, REFERENCE_HOME, ROOT
 from tests.scripts.conftest import Walked, newcomer_env

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow
 from stretto.offline.audit import audit
 from stretto.offline.drift import Settings, change_probabilities, drift, markdown, plot, prior

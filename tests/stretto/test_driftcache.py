@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import Episode, read_episode, read_episodes
+from stretto.logs.episode import Episode, read_episode
+from stretto.logs.merged import read_episodes
 from stretto.model.habit import seen
 from stretto.offline import driftcache
 from stretto.offline.drift import Drift, Settings, change_probabilities, drift

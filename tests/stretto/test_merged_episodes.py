@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import Assistant, ToolResult, User, read_episodes
-from stretto.logs.merged import HostSessionWarning
+from stretto.logs.episode import Assistant, ToolResult, User
+from stretto.logs.merged import HostSessionWarning, read_episodes
 from tests.builders import LogBuilder, write_logs
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stretto.cli.main import main
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.binding import SessionState
 from stretto.model.decide import Decider
 from stretto.offline.audit import audit

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.logs.otel import episodes_from_otel, read_otel, write_logs
 from stretto.logs.sessionlog import LogError
 from stretto.logs.steps import episode_steps

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.flow import FlowError, dumps, load_flow
 from stretto.offline.promote import Bar, promote, promote_served, score, wilson_lower
 from tests.builders import stretto

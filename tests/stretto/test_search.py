@@ -39,7 +39,7 @@ def one_order_sessions(folder: Path, n: int = 4) -> Path:
 
 
 def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None:
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
 
     flow = load_flow(shop)
     episodes = read_episodes(one_order_sessions(tmp_path / "s"))
@@ -69,7 +69,7 @@ def test_expensive_detours_switch_a_site_off(shop: Path, tmp_path: Path) -> None
 def test_the_search_tables_and_sweep_plot(shop: Path, tmp_path: Path) -> None:
     import polars as pl
 
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
     from stretto.offline.search import write_tables
 
     flow = load_flow(shop)
@@ -125,7 +125,7 @@ def test_a_reused_replay_scores_as_a_fresh_one(shop: Path, tmp_path: Path) -> No
     """A replay is reused for another threshold only when every value its decisions compared
     falls on the same side of it: each setting the search scored totals as replaying every
     episode afresh under it does, and the sweeps replayed less than once per level."""
-    from stretto.logs.episode import read_episodes
+    from stretto.logs.merged import read_episodes
     from stretto.offline.search import same_decisions
 
     flow = load_flow(shop)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stretto.cli.main import main
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.logs.tau2 import load_tools, read_results
 from stretto.model.binding import OTHER, PICKED, Rules, SessionState, chance, pick
 from stretto.model.calibrate import Calibration

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episode, read_episodes
+from stretto.logs.episode import read_episode
+from stretto.logs.merged import read_episodes
 from stretto.logs.sessionlog import LogError, TornLineWarning, list_session_logs, read_session_log
 from tests.conftest import REFERENCE_HOME
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.model.flow import dumps, load_flow, write_flow
 from stretto.offline import versions
 from stretto.offline.promote import score

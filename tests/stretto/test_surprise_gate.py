@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import read_episode, read_episodes
+from stretto.logs.episode import read_episode
+from stretto.logs.merged import read_episodes
 from stretto.model.decide import Decider
 from stretto.model.flow import validate
 from stretto.model.surprise import (

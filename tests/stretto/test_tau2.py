@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.logs.episode import Assistant, ToolResult, User, read_episode, read_episodes
+from stretto.logs.episode import Assistant, ToolResult, User, read_episode
+from stretto.logs.merged import read_episodes
 from stretto.logs.sessionlog import LogError, read_session_log
 from stretto.logs.tau2 import episodes_from_results, read_split
 from stretto.model.flow import load_flow

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from stretto.logs.episode import read_episodes
+from stretto.logs.merged import read_episodes
 from stretto.stdio_client import StdioClient
 from tests.builders import HEADER, LogBuilder, stretto
 from tests.conftest import PYTHON, REFERENCE_HOME, SERVERS, proxy
