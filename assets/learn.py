@@ -70,11 +70,13 @@ def learner(
     *,
     manifest: dict | None = None,
     only_domain: bool = False,
+    with_constants: bool = False,
     rewards: dict[str, float] | None = None,
     half_life: float | None = None,
 ) -> Callable[[list[Episode]], dict]:
     """episodes -> the habit-only flow learned from those of the warehouse's sessions (a fold
-    of the surprise gate's, the sessions before one being staged), as the flow asset learns."""
+    of the surprise gate's or the calibration's, the sessions before one being staged), as
+    the flow asset learns, with no pipeline run (no flow file is written)."""
 
     def learn(episodes: list[Episode]) -> dict:
         learned = learn_flow(
@@ -82,6 +84,7 @@ def learner(
             domain,
             manifest=manifest,
             only_domain=only_domain,
+            with_constants=with_constants,
             sessions=[e.id for e in episodes],
             rewards=rewards,
             half_life=half_life,

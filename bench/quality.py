@@ -202,14 +202,18 @@ def _main_flow(domain: Domain, ids: list[str], commit: str = MAIN) -> dict:
 
 def _our_flow(domain: Domain, ids: list[str]) -> dict:
     """The flow this branch's code learns, in this process (the pipeline's learn_folder)."""
-    from stretto.cli.learnfolder import learn_folder
+    from pipeline.learnfolder import LearnFolderError, learn_folder
 
     key = digest(sorted(ids))
     logs = write_training_logs(domain, ids, CACHE / domain.name / "logs" / key)
     out = CACHE / domain.name / "tmp" / f"ours-{key}.flow.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    if learn_folder(logs, domain.name, out, home=str(CACHE / "home"), wait=600) is None:
-        raise SystemExit(f"learning the {domain.name} flow from {len(ids)} episodes failed")
+    try:
+        learn_folder(logs, domain.name, out, home=str(CACHE / "home"), wait=600)
+    except LearnFolderError as exc:
+        raise SystemExit(
+            f"learning the {domain.name} flow from {len(ids)} episodes failed: {exc}"
+        ) from None
     return load_flow(out)
 
 

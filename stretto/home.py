@@ -3,10 +3,12 @@
     logs/<domain>/<session>.jsonl         written by stretto-proxy
     shadow/<domain>/, explore/<domain>/   what it records serving a flow in shadow mode, or
                                           exploring (as `stretto init` configures it)
-    flows/<domain>.flow.json              the served flows
+    flows/<domain>.flow.json              the served flows (<domain>.staged.flow.json: a
+                                          relearned one waiting for review)
     reports/<domain>/<kind>-<time>/       audit, replay and evaluation tables
     cache/                                what `learn` and `compile` keep between runs
     warehouse/                            Parquet and DuckDB (warehouse.layout says what is in it)
+    oracle-cache/                         the System-One runners' answers (stretto.oracle.cache)
 
 Nothing here creates a folder: the code that writes one does.
 
@@ -65,6 +67,16 @@ class Paths:
     def flows(self) -> Path:
         return self.home / "flows"
 
+    def flow(self, domain: str, variant: str | None = None) -> Path:
+        """The domain's served flow, `flows/<domain>.flow.json`; with `variant` (`new`,
+        `promoted`, ...) a flow beside it, `flows/<domain>.<variant>.flow.json`."""
+        return self.flows / (f"{domain}.{variant}.flow.json" if variant else f"{domain}.flow.json")
+
+    def staged_flow(self, domain: str) -> Path:
+        """The relearned flow staged beside the served one until it is reviewed
+        (stretto.offline.versions.staged_path of `flow(domain)`)."""
+        return self.flow(domain, "staged")
+
     @property
     def reports(self) -> Path:
         return self.home / "reports"
@@ -76,6 +88,11 @@ class Paths:
     @property
     def warehouse(self) -> Path:
         return self.home / "warehouse"
+
+    @property
+    def oracle_cache(self) -> Path:
+        """The answer cache's default folder (`--oracle-cache` names another)."""
+        return self.home / "oracle-cache"
 
     def report_folder(self, domain: str, kind: str, when: float | None = None) -> Path:
         """A new report's folder, `reports/<domain>/<kind>-<UTC time>` (e.g.

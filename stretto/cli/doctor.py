@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stretto.home import Paths
+
 PACKAGES = ["dagster", "dagster-webserver", "duckdb", "polars", "pyarrow", "numpy", "jsonschema"]
 PROJECT = Path(__file__).resolve().parents[2]
 FILESYSTEM_SERVER = PROJECT / "node" / "node_modules" / ".bin" / "mcp-server-filesystem"
@@ -133,7 +135,7 @@ def _flows(home: Path) -> list[Row]:
     """Each flow under HOME/flows/ validates, as the proxy would load it."""
     from stretto.model.flow import FlowError, load_flow
 
-    folder = home / "flows"
+    folder = Paths(home).flows
     files = sorted(folder.glob("*.flow.json")) if folder.is_dir() else []
     if not files:
         return [("flows", True, f"none yet in {folder}")]
@@ -163,7 +165,7 @@ def _runners(home: Path, given: list[str], network: bool) -> list[Row]:
     from stretto.oracle.runners import RunnerOptions, open_runner
     from stretto.oracle.runners.base import Context
 
-    folder = home / "flows"
+    folder = Paths(home).flows
     named: dict[str, str] = {uri: "--oracle" for uri in given}
     for path in sorted(folder.glob("*.flow.json")) if folder.is_dir() else []:
         try:

@@ -259,9 +259,10 @@ def next_steps(
     """What to do from here, as commands to run (`stretto` on PATH)."""
     first = "restart the host" if written else HOSTS[host].add.replace("NAME", name)
     lines = ["Next:", f"  1. {first}"]
-    new_flow = f"{home}/flows/{name}.flow.json"
+    flows = Paths(Path(home))  # as written: `~` stays for the user's shell to expand
+    new_flow = str(flows.flow(name))
     if not flow and Path(new_flow).expanduser().exists():  # learning must not overwrite it
-        new = f"{home}/flows/{name}.new.flow.json"
+        new = flows.flow(name, "new")
         lines += [
             f"  2. use it as usual: each session is recorded into {record}/",
             f"  3. after a few sessions, learn a flow from them ({new_flow} is there already):",
@@ -292,13 +293,13 @@ def next_steps(
             f"their flow logs go to {record}/",
             "  3. after a few sessions, promote the sites whose lookups the agent made itself:",
             f"     stretto promote --flow {flow} --shadow {record} "
-            f"--out {home}/flows/{name}.promoted.flow.json",
+            f"--out {flows.flow(name, 'promoted')}",
             "  4. serve the promoted flow: run this command again with --flow "
-            f"{home}/flows/{name}.promoted.flow.json, without --shadow"
+            f"{flows.flow(name, 'promoted')}, without --shadow"
             + (" and with --force" if written else ""),
         ]
     else:
-        new = f"{home}/flows/{name}.new.flow.json"
+        new = flows.flow(name, "new")
         lines += [
             f"  2. the proxy serves {flow}; sessions go to {record}/, with the flow's "
             "decisions in a .flow.jsonl beside each",

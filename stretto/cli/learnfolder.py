@@ -1,6 +1,6 @@
-"""The warehouse `stretto learn` keeps for a folder of session logs (under HOME/cache/learn/,
-so that learning again is incremental), learning a flow into it with the pipeline's own
-assets, and the options that say which sessions train the flow and how much each counts."""
+"""`stretto learn`'s and `compile`'s options that say where the flow goes, which sessions
+train it and how much each counts, checked before any work; and learning a folder of logs
+with the pipeline's own assets (pipeline.learnfolder does it), saying why when it fails."""
 
 from __future__ import annotations
 
@@ -34,31 +34,6 @@ def out_problem(out: str | Path, home: str | None, mkdir: bool) -> str | None:
     return f"--out {out}: the folder {folder} does not exist (create it, or give --mkdir)"
 
 
-def learn_cache(home: str | Path | None, sessions: Path) -> Path:
-    """The warehouse `learn` keeps for a folder of logs, under HOME/cache/learn/."""
-    import hashlib
-
-    key = hashlib.blake2b(str(resolved(sessions)).encode(), digest_size=8).hexdigest()
-    return Paths.at(home).cache / "learn" / key
-
-
-def cache_layout(home: str | Path | None, sessions: Path):
-    """The warehouse `learn` keeps for a folder of logs (its `logs` a link to the folder)."""
-    import os
-
-    from warehouse.layout import UNDER_HOME, Layout
-
-    sessions = resolved(sessions)
-    cache = learn_cache(home, sessions)
-    private_dirs(cache)
-    logs = cache / "logs"
-    if logs.is_symlink() and Path(os.readlink(logs)) != sessions:
-        logs.unlink()
-    if not logs.exists():
-        logs.symlink_to(sessions, target_is_directory=True)
-    return Layout.at(cache, UNDER_HOME)
-
-
 def learn_folder(
     sessions: Path,
     domain: str,
@@ -71,30 +46,28 @@ def learn_folder(
     options: dict[str, Any] | None = None,
     arbiter: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """Ingest a folder of session logs into a warehouse of its own (under HOME/cache/learn/,
-    kept so that learning again is incremental), then run the pipeline's `flow` asset to
-    learn the `domain` flow into `out`; `options` are more of the asset's config (half_life,
-    rewards, surprise, surprise_window, otel), `arbiter` its arbiter fields (oracle, ...). The
-    asset's metadata, or None (after saying why)."""
-    from assets.ingest import INGEST_ASSETS
-    from assets.learn import flow
-    from pipeline.run import failure_message, materialize, output_metadata
+    """Learn the `domain` flow from a folder of session logs into `out` with the pipeline's
+    own assets (pipeline.learnfolder.learn_folder, which says what the arguments are). The
+    flow asset's metadata, or None after saying why the run failed."""
+    # the pipeline loads Dagster: only the commands that learn pay for it
+    from pipeline.learnfolder import LearnFolderError
+    from pipeline.learnfolder import learn_folder as learn_with_pipeline
 
-    layout = cache_layout(home, sessions)
-    if resolved(out).parent == Paths.at(home).flows:  # the served flows' folder: stretto's own
-        private_dirs(resolved(out).parent)
-    config: dict[str, Any] = {"domain": domain, "out": str(resolved(out)), "constants": constants}
-    if manifest:
-        config["manifest"] = str(resolved(manifest))
-    config.update(options or {})
-    config.update(arbiter or {})
-    result = materialize(
-        [*INGEST_ASSETS, flow], str(layout.home), wait, {"flow": config}, warehouse=layout.url
-    )
-    if not result.success:
-        say(f"learn failed: {failure_message(result)}")
+    try:
+        return learn_with_pipeline(
+            sessions,
+            domain,
+            out,
+            home=home,
+            wait=wait,
+            manifest=manifest,
+            constants=constants,
+            options=options,
+            arbiter=arbiter,
+        )
+    except LearnFolderError as exc:
+        say(f"learn failed: {exc}")
         return None
-    return output_metadata(result, "flow")
 
 
 def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Path) -> int:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.calibrating import CALIBRATE_HELP
+from stretto.cli.calibrating import CALIBRATE_HELP, calibrate
 from stretto.cli.learnfolder import (
     MKDIR_HELP,
     domain_matches,
@@ -411,14 +411,11 @@ def _learn(args: argparse.Namespace) -> int:
     )
     _serve_at_break_even(args, out)
     if args.calibrate:
-        from stretto.cli.calibrating import calibrate_sessions
-
-        return calibrate_sessions(
+        return calibrate(
             sessions,
             args.domain,
             out,
             home=args.home,
-            wait=args.wait,
             manifest=args.manifest,
             constants=args.constants,
         )
@@ -591,9 +588,7 @@ def _compile(args: argparse.Namespace) -> int:
     )
     _serve_at_break_even(args, out)
     if args.calibrate:
-        from stretto.cli.calibrating import calibrate_compiled
-
-        return calibrate_compiled(files, train, args.domain, out, home=args.home, wait=args.wait)
+        return calibrate(sessions, args.domain, out, home=args.home, tasks=train)
     return 0
 
 

@@ -191,7 +191,7 @@ def oracle_cache(args: argparse.Namespace) -> Path:
     """--oracle-cache, else HOME/oracle-cache (HOME: --home, else the default home)."""
     if getattr(args, "oracle_cache", None):
         return Path(args.oracle_cache).expanduser().resolve()
-    return Paths.at(getattr(args, "home", None)).home / "oracle-cache"
+    return Paths.at(getattr(args, "home", None)).oracle_cache
 
 
 def offline_oracle(args: argparse.Namespace):

@@ -1,9 +1,10 @@
 """Fitting the calibration of the served score (docs/algorithms.md, "Calibrating the served
 score"); stretto.model.calibrate applies it.
 
-The rows are cross-fitted: the training episodes are split into folds by task (FNV-1a of the
-task id, modulo FOLDS), a flow is learned from the successful episodes of every other fold,
-and the fold's own episodes are replayed with it from the record, scoring every option
+The rows are cross-fitted (stretto.offline.crossfit): the training episodes are split into
+folds by task (FNV-1a of the task id, modulo FOLDS), a flow is learned from the successful
+episodes of every other fold, and the fold's own episodes are replayed with it from the
+record, scoring every option
 (ε = 0): each row is an option's raw score s = p × chance, where it was decided, how its
 binding named its values, and whether the agent made that very call before its next write. No
 row is scored by a flow that learned from its episode, so the map corrects the optimism of a
@@ -24,10 +25,9 @@ from collections.abc import Callable, Sequence
 
 from stretto.logs.episode import Episode
 from stretto.model.calibrate import logit
-from stretto.model.decide import fnv1a64
+from stretto.offline.crossfit import FOLDS, Learner, cross_fit, fold
 from stretto.offline.replay import replay
 
-FOLDS = 5
 PENALTIES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 MIN_SLOPE = 0.05
 PRIOR = 1.0  # the weight of the identity map's intercept 0 and slope 1 (one row's worth)
@@ -38,19 +38,13 @@ METHOD = (
 )
 
 
-def fold(task: str, folds: int = FOLDS) -> int:
-    """A task's fold: FNV-1a of its id modulo the folds (../shared/spec/algorithms.md §0)."""
-    return fnv1a64(task) % folds
-
-
-def task_of(episode: Episode) -> str:
-    """What an episode is grouped by: its task, or, for a recorded session with none, itself."""
-    return episode.task_id or episode.id
+class CalibrateError(ValueError):
+    """Nothing to calibrate against; the message says why."""
 
 
 def cross_fitted_rows(
     episodes: Sequence[Episode],
-    learn: Callable[[list[Episode]], dict],
+    learn: Learner,
     *,
     learnable: Callable[[Episode], bool] = lambda e: e.succeeded,
     decider: str = "reach",
@@ -59,17 +53,34 @@ def cross_fitted_rows(
 ) -> list[dict]:
     """The option rows of every episode, each replayed with a flow learned (`learn`, from the
     learnable episodes of the other folds; it must carry no calibration) without its fold's
-    tasks. A fold whose complement holds no learnable episode adds no rows."""
+    tasks (stretto.offline.crossfit). A fold whose complement holds no learnable episode adds
+    no rows."""
     rows: list[dict] = []
-    for k in range(folds):
-        held = [e for e in episodes if fold(task_of(e), folds) == k]
-        rest = [e for e in episodes if fold(task_of(e), folds) != k and learnable(e)]
-        if not held or not rest:
-            continue
-        flow = learn(rest)
+    for flow, held in cross_fit(episodes, learn, learnable=learnable, folds=folds):
         result = replay(flow, held, decider=decider, threshold=threshold, explore=0.0)
         rows += [o for e in result.episodes for o in e.options]
     return rows
+
+
+def calibration_map(
+    episodes: Sequence[Episode],
+    learn: Learner,
+    *,
+    learnable: Callable[[Episode], bool] = lambda e: e.succeeded,
+) -> dict:
+    """The reach map a flow serves (its `calibration.reach`), fitted on the cross-fitted
+    replays of `episodes`, each fold's flow learned by `learn` from the `learnable` episodes
+    of the others. CalibrateError when the replays leave nothing to calibrate against."""
+    rows = cross_fitted_rows(episodes, learn, learnable=learnable)
+    table = fit_map(rows)
+    if table is None:
+        made = sum(bool(r["used"]) for r in rows)
+        raise CalibrateError(
+            f"the replays of {len(episodes)} episodes scored {len(rows)} options and the agent "
+            f"made {made} of them (a map needs some of each)"
+        )
+    table.update(folds=FOLDS, episodes=len(episodes))
+    return table
 
 
 class _Design:

@@ -8,29 +8,24 @@ gate would have seen on a session like it that the flow never learned from. The 
 the `ceil(Q·n)`-th smallest of the n peaks, so about a share Q of ordinary sessions would never
 trip the gate.
 
-Learning a flow is the caller's (`learn`: episodes -> flow dict), so this runs the same with
-the warehouse's learner (the CLI, the assets) and in tests.
+The folds are stretto.offline.crossfit's, as the calibration's are. Learning a flow is the
+caller's (`learn`: episodes -> flow dict), so this runs the same with the warehouse's learner
+(the CLI, the assets) and in tests.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from stretto.logs.episode import Episode
-from stretto.model.decide import Decider, fnv1a64
+from stretto.model.decide import Decider
 from stretto.model.surprise import DEFAULT_WINDOW, peak_window_mean, session_surprises
-
-FOLDS = 5
-Learner = Callable[[list[Episode]], dict]
+from stretto.offline.crossfit import Learner, cross_fit
 
 
 class GateError(ValueError):
     pass
-
-
-def fold_of(episode: Episode) -> int:
-    return fnv1a64(episode.task_id or episode.id) % FOLDS
 
 
 def learn_gate(
@@ -48,17 +43,13 @@ def learn_gate(
     if window < 1:
         raise GateError(f"--surprise-window wants at least 1 step, got {window}")
     peaks: list[float] = []
-    for fold in range(FOLDS):
-        held_out = [e for e in episodes if fold_of(e) == fold]
-        training = [e for e in episodes if fold_of(e) != fold]
-        if not training or not any(e.succeeded for e in held_out):
-            continue
-        decider = Decider(learn(training), "habit")
+    # learned from the other folds' successful sessions (the learner drops the others too)
+    for flow, held_out in cross_fit(episodes, learn, scored=lambda e: e.succeeded):
+        decider = Decider(flow, "habit")
         for episode in held_out:
-            if episode.succeeded:
-                peak = peak_window_mean(session_surprises(decider, episode), window)
-                if peak is not None:
-                    peaks.append(peak)
+            peak = peak_window_mean(session_surprises(decider, episode), window)
+            if peak is not None:
+                peaks.append(peak)
     if not peaks:
         raise GateError(
             f"no successful held-out session has {window} or more steps to score; learn the "

@@ -13,12 +13,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stretto.home import Paths
+
 CACHE_VERSION = 1
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("STRETTO_HOME") or "~/.stretto").expanduser() / "oracle-cache"
+    """HOME/oracle-cache, HOME the default home (stretto.home.Paths resolves it)."""
+    return Paths.at().oracle_cache
 
 
 class AnswerCache:
