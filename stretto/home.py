@@ -65,6 +65,11 @@ class Paths:
     def flows(self) -> Path:
         return self.home / "flows"
 
+    def served_flow(self, domain: str) -> Path:
+        """The flow served for `domain`, `flows/<domain>.flow.json` (what is staged beside it
+        is named by stretto.offline.versions.staged_path)."""
+        return self.flows / f"{domain}.flow.json"
+
     @property
     def reports(self) -> Path:
         return self.home / "reports"
