@@ -48,7 +48,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stre
     if reason:
         yield skipped(context, reason)
         return
-    served = layout.home / "flows" / f"{domain}.flow.json"
+    served = layout.flow(domain)
     flow_file = config.flow or (str(served) if served.exists() else None)
     flow = load_flow(flow_file) if flow_file else None
     kinds = flow["manifest"]["tools"] if flow else None

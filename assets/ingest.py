@@ -1,27 +1,24 @@
 """Assets: session logs -> the warehouse's tables (sessions, messages, calls, context, tools,
 quarantine) -> steps.
 
-Thin on purpose: the work is in warehouse/ (SQL) and stretto/ (the turn rule); these attach
-what a person wants to see in the Dagster UI: counts, each table's columns with what they mean,
-its first rows, and checks (lines read = ingested + quarantined + dropped, the quarantine's
-share, tool contracts that changed).
+Thin on purpose: a run is warehouse.ingestrun's (discovery, the lock, the workers, the commit;
+the SQL in warehouse/, the turn rule in stretto/), and so is its report; these turn the report
+into what a person wants to see in the Dagster UI: counts, each table's columns with what they
+mean, its first rows, and checks (lines read = ingested + quarantined + dropped, the
+quarantine's share, tool contracts that changed).
 """
-
-import hashlib
-import time
-import uuid
 
 import dagster as dg
 
 from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
 from assets.partitions import known_parts, register
 from assets.resources import StrettoHome
-from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV, RedactError
-from stretto.logs.sessionlog import LogError
+from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
 from stretto.progress import Progress
-from warehouse import discover, ingest, redacted, store, workers
-from warehouse.layout import Layout
-from warehouse.storage import StorageError
+from warehouse import ingestrun, store
+from warehouse.ingest import OUTPUT_TABLES
+from warehouse.ingestrun import IngestRefused, pending, plan_digest
+from warehouse.redacted import Redaction
 
 GROUP = "warehouse"
 TABLE_DESCRIPTIONS = {
@@ -37,22 +34,10 @@ TABLE_DESCRIPTIONS = {
 QUARANTINE_WARN_SHARE = 0.05
 
 
-def new_ingest_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
 def _failure(exc: Exception) -> dg.Failure:
     """An expected failure (another run holds the lock, the object store cannot be used): one
     line, no traceback."""
     return dg.Failure(description=str(exc), allow_retries=False)
-
-
-def pending(layout: Layout, logs=None, pool=None) -> discover.Plan:
-    """The logs under logs/ (or the folder `logs`: the redacted copy) whose content is not in
-    the warehouse yet, by the registry's rule: a path is looked at again unless its size, mtime
-    and ctime say it was not touched since it was last seen, then known by its content hash
-    (warehouse/discover.py); hashed on `pool` (warehouse/workers.py), if given."""
-    return discover.discover(layout, store.known_state(layout), logs=logs, pool=pool)
 
 
 class IngestConfig(dg.Config):
@@ -64,21 +49,11 @@ class IngestConfig(dg.Config):
     keep_shared: int = KEEP_SHARED
     hash_fields: list[str] = []
 
-
-def to_read(layout: Layout, config: IngestConfig, say, pool=None) -> discover.Plan:
-    """What this run reads: the logs, or with `redact` their pseudonymised copy brought up to
-    date; refused (RedactError) when it would mix redacted and original sessions."""
-    if not config.redact:
-        redacted.check(layout, None)
-        return pending(layout, pool=pool)
-    redaction = redacted.Redaction(config.salt_env, config.keep_shared, tuple(config.hash_fields))
-    redacted.check(layout, redaction)
-    return pending(layout, redacted.redact_logs(layout, redaction, say), pool)
-
-
-def plan_digest(plan: discover.Plan) -> str:
-    text = "\n".join(f"{f.rel} {f.size} {f.content_hash}" for f in plan.read)
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    def redaction(self) -> Redaction | None:
+        """The redaction the run reads the logs through, if any."""
+        if not self.redact:
+            return None
+        return Redaction(self.salt_env, self.keep_shared, tuple(self.hash_fields))
 
 
 @dg.observable_source_asset(
@@ -113,7 +88,7 @@ TABLE_OUTS = {
         dagster_type=dg.Nothing,
         metadata={"dagster/column_schema": column_schema(table)},
     )
-    for table in ingest.OUTPUT_TABLES
+    for table in OUTPUT_TABLES
 }
 CHECKS = [
     dg.AssetCheckSpec(
@@ -149,125 +124,60 @@ def nothing_to_check(specs: list[dg.AssetCheckSpec], reason: str):
         )
 
 
-def table_preview(read: store.Reader, table: str, ingest_id: str | None = None) -> dg.MetadataValue:
-    """The first rows of `table` (of one ingest run, if given: read from the files committed
-    since it), long cells cut."""
-    if ingest_id:
-        view = read.view(table, read.commit_of(ingest_id))
-        rows = read(f"SELECT * FROM {view} WHERE ingest_id = '{ingest_id}' LIMIT 5").to_pylist()
-    else:
-        rows = read(f"SELECT * FROM {read.view(table)} LIMIT 5").to_pylist()
-    names = [c for c in (rows[0] if rows else {}) if c != "ingest_id"]
-    return preview(rows, names)
+def rows_preview(rows: list[dict]) -> dg.MetadataValue:
+    """A table's first rows (warehouse.ingestrun.first_rows) as the UI shows them."""
+    return preview(rows, list(rows[0]) if rows else [])
 
 
-# Where the contract drift check first looks for each tool's earlier contract: the days from
-# this many before the run's first day on (a tool listed then needs no older file read).
-DRIFT_WINDOW_DAYS = 7
-# One pass, grouped by (domain, tool): whether an earlier run listed it, the contract of the
-# latest started earlier session, and the run's own contracts (hashed: only compared). A
-# window over every listing, or a CTE read twice (materialized), held ~0.6 GB at 200k sessions.
-DRIFT = (
-    "WITH per AS (SELECT s.domain, t.tool, bool_or(t.ingest_id <> '{run}') AS seen, "
-    "arg_max(hash(t.contract), s.started_unix_ms) FILTER (WHERE t.ingest_id <> '{run}') AS last, "
-    "list(DISTINCT hash(t.contract)) FILTER (WHERE t.ingest_id = '{run}') AS now "
-    "FROM {tools} t JOIN {sessions} s USING (session) GROUP BY ALL) "
-    "SELECT domain, tool, seen, seen AND now <> [last] AS changed FROM per "
-    "WHERE len(now) > 0 ORDER BY 1, 2"
-)
+class _Ingesting:
+    """The run's progress in files: a bar on the terminal (the CLI's) and a line in the run
+    log every few seconds."""
 
+    def __init__(self, context: dg.AssetExecutionContext, stretto: StrettoHome, files: int):
+        self.bar = Progress(files, "ingesting", " files", enabled=stretto.progress or None)
+        self.said = LogProgress(context.log.info, files, "files ingested")
 
-def contract_drift(read: store.Reader, ingest_id: str) -> list[str]:
-    """Tools of the run's sessions whose contract differs from the one last seen for that tool
-    in the same domain's earlier sessions: `domain: tool`. Looked for in the days just before
-    the run's first; the whole warehouse is read only when a tool was not listed then (a
-    session's tools are in its day's partition, and the last seen is the latest started)."""
-    since = read.commit_of(ingest_id)
-    sessions = read.view("sessions", since)
-    first = (
-        read(
-            f"SELECT strftime(min(day) - INTERVAL {DRIFT_WINDOW_DAYS} DAY, '%Y-%m-%d') AS d "
-            f"FROM {sessions} WHERE ingest_id = '{ingest_id}'"
-        )
-        .column("d")[0]
-        .as_py()
-    )
-    found = []
-    if first:
-        recent = {"tools": read.view("tools", days_from=first)}
-        recent["sessions"] = read.view("sessions", days_from=first)
-        found = read(DRIFT.format(**recent, run=ingest_id)).to_pylist()
-    if not found or not all(r["seen"] for r in found):
-        everything = {"tools": read.view("tools"), "sessions": read.view("sessions")}
-        found = read(DRIFT.format(**everything, run=ingest_id)).to_pylist()
-    return [f"{r['domain']}: {r['tool']}" for r in found if r["changed"]]
+    def advance(self, n: int) -> None:
+        self.bar.advance(n)
+        self.said.advance(n)
+
+    def close(self) -> None:
+        self.bar.close()
+        self.said.close()
 
 
 @dg.multi_asset(outs=TABLE_OUTS, deps=["logs"], check_specs=CHECKS, can_subset=False)
 def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stretto: StrettoHome):
-    """Ingest the new and changed logs (warehouse.store.ingest_run) into the tables."""
+    """Ingest the new and changed logs (warehouse.ingestrun.run) into the tables."""
     layout = stretto.layout()
-    timings = Timings(context.log.info)
-    if not layout.logs.is_dir() and not store.has_warehouse(layout):
-        reason = f"no session logs under {layout.logs} yet"
-        for table in ingest.OUTPUT_TABLES:
+    reason = ingestrun.nothing_to_read(layout)
+    if reason:
+        for table in OUTPUT_TABLES:
             yield skipped(context, reason, table)
         yield from nothing_to_check(CHECKS, reason)
         return
-    # one pool of worker processes hashes the new logs, then ingests them
-    with workers.worker_pool() as pool:
-        with timings.phase("finding new logs"):
-            try:
-                plan = to_read(layout, config, context.log.warning, pool)
-            except (RedactError, LogError, StorageError) as exc:
-                raise _failure(exc) from None
-        try:
-            with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
-                ingest_id = new_ingest_id()
-                bar = Progress(
-                    len(plan.read), "ingesting", " files", enabled=stretto.progress or None
-                )
-                said = LogProgress(context.log.info, len(plan.read), "files ingested")
-
-                def advance(batch: ingest.IngestStats) -> None:
-                    bar.advance(batch.files)
-                    said.advance(batch.files)
-
-                with timings.phase("ingesting"):
-                    plan, stats = store.ingest_run(
-                        layout,
-                        plan,
-                        ingest_id,
-                        on_batch=advance,
-                        say=context.log.warning,
-                        pool=pool,
-                    )
-                bar.close()
-                said.close()
-        except (store.WarehouseBusy, StorageError) as exc:
-            raise _failure(exc) from None
-    # committed: from here on only their counts are needed. A first ingest's million files
-    # (plan and registry rows, ~0.6 GB) are let go before the metadata's queries and the
-    # `steps` step run in this same process.
-    known = len(plan.known)
-    for rows in (plan.read, plan.known, stats.logs, stats.data):
-        rows.clear()
+    timings = Timings(context.log.info)
+    try:
+        report = ingestrun.run(
+            layout,
+            config.redaction(),
+            lambda files: _Ingesting(context, stretto, files),
+            wait_seconds=stretto.wait_seconds,
+            say=context.log.info,
+            warn=context.log.warning,
+            phase=timings.phase,
+        )
+    except IngestRefused as exc:
+        raise _failure(exc) from None
     added = register(context.instance, known_parts(layout))
     if added:
         context.log.info("new partitions: " + ", ".join(added))
-    # one connection for all the metadata's queries, reading only the data files each needs
-    with store.reading(layout, views=False) as read:
-        totals = read.rows(ingest.OUTPUT_TABLES)
-        previews = {
-            t: table_preview(read, t, ingest_id if stats.rows[t] else None)
-            for t in ingest.OUTPUT_TABLES
-        }
-        drift = contract_drift(read, ingest_id) if stats.rows["tools"] else []
+    stats = report.stats
     run: dict = {  # dagster's metadata values, of several types
-        "ingest id": ingest_id,
+        "ingest id": report.ingest_id,
         "files read": stats.files,
-        "files unchanged": plan.unchanged,
-        "files already in (same content)": known,
+        "files unchanged": report.unchanged,
+        "files already in (same content)": report.known,
         "bytes read": stats.bytes,
         "lines read": stats.lines_read,
         "lines ingested": stats.lines_ingested,
@@ -277,11 +187,11 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         "warehouse": link(layout.database),
         **timings.metadata(),
     }
-    for table in ingest.OUTPUT_TABLES:
+    for table in OUTPUT_TABLES:
         metadata: dict = {
-            "dagster/row_count": totals[table],
+            "dagster/row_count": report.totals[table],
             "rows written": stats.rows[table],
-            "preview": previews[table],
+            "preview": rows_preview(report.previews[table]),
         }
         if table == "sessions":
             metadata.update(run)
@@ -295,7 +205,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         + ("" if stats.balanced else ": DOES NOT HOLD"),
         metadata={"lines read": stats.lines_read},
     )
-    share = stats.lines_quarantined / stats.lines_read if stats.lines_read else 0.0
+    share = report.quarantine_share
     yield dg.AssetCheckResult(
         asset_key="quarantine",
         check_name="quarantine_share",
@@ -305,6 +215,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
         f'({share:.1%}); see them with stretto sql "SELECT file, line, error FROM quarantine"',
         metadata={"share": share},
     )
+    drift = report.drift
     yield dg.AssetCheckResult(
         asset_key="tools",
         check_name="tool_contracts_seen_before",
@@ -333,16 +244,15 @@ def steps(context: dg.AssetExecutionContext, stretto: StrettoHome):
         yield skipped(context, f"no warehouse at {layout.warehouse} yet (nothing ingested)")
         return
     try:
-        with store.ingest_lock(layout, stretto.wait_seconds, context.log.info):
-            step_id = new_ingest_id()
-            written = store.derive_steps(layout, step_id)
-    except (store.WarehouseBusy, StorageError) as exc:
+        report = ingestrun.derive_steps(layout, stretto.wait_seconds, context.log.info)
+    except IngestRefused as exc:
         raise _failure(exc) from None
-    with store.reading(layout, views=False) as read:
-        total = read.rows(["steps"])["steps"]
-        preview = table_preview(read, "steps", step_id if written else None)
     yield dg.MaterializeResult(
-        metadata={"rows written": written, "dagster/row_count": total, "preview": preview}
+        metadata={
+            "rows written": report.written,
+            "dagster/row_count": report.total,
+            "preview": rows_preview(report.preview),
+        }
     )
 
 

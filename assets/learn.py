@@ -1,8 +1,10 @@
 """Assets: each (domain, day)'s counts, and each domain's flow, the sum of its days' counts
-(with an arbiter when an oracle or an arbiter file is configured)."""
+(with an arbiter when an oracle or an arbiter file is configured).
 
-import json
-from collections.abc import Callable
+Thin: the flow is learned by assets/relearn.py (the warehouse's habit, the offline arbiter and
+gate) and put in place, served or staged, by stretto.offline.stage.place_relearned; here the
+config becomes their plain options and their results become Dagster's metadata and checks."""
+
 from pathlib import Path
 
 import dagster as dg
@@ -10,18 +12,18 @@ import dagster as dg
 from assets.ingest import nothing_to_check, steps
 from assets.metadata import Timings, link, skipped, table
 from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
+from assets.relearn import ArbiterFailed, ArbiterPlan, GatePlan, learn_domain_flow
 from assets.resources import StrettoHome
-from stretto.home import private_dirs
-from stretto.logs.episode import Episode, in_start_order, read_episode
-from stretto.logs.rewards import read_rewards, with_rewards
+from stretto.logs.rewards import read_rewards
 from stretto.model.defaults import SURPRISE_WINDOW
-from stretto.model.flow import FlowError, load_flow, load_manifest, write_flow
-from stretto.offline.review import diff, diff_markdown
-from stretto.offline.stage import mark_staged
-from stretto.offline.versions import staged_path
+from stretto.model.flow import load_manifest
+from stretto.offline.gate import GateError
+from stretto.offline.learn_arbiter import ArbiterOptions
+from stretto.offline.review import diff_markdown
+from stretto.offline.stage import place_relearned
 from warehouse import store
 from warehouse.layout import Layout
-from warehouse.learn import LearnError, learn_flow
+from warehouse.learn import HabitOptions, LearnError, learn_flow
 
 GROUP = "learning"
 
@@ -58,68 +60,37 @@ class FlowConfig(dg.Config):
     # the tasks, by stretto.oracle.split.learn_split
     held_out_tasks: list[str] | None = None
 
-
-def flow_path(home: Path, domain: str) -> Path:
-    """The served flow of a domain."""
-    return home / "flows" / f"{domain}.flow.json"
-
-
-def learner(
-    layout: Layout,
-    domain: str,
-    *,
-    manifest: dict | None = None,
-    only_domain: bool = False,
-    with_constants: bool = False,
-    rewards: dict[str, float] | None = None,
-    half_life: float | None = None,
-) -> Callable[[list[Episode]], dict]:
-    """episodes -> the habit-only flow learned from those of the warehouse's sessions (a fold
-    of the surprise gate's or the calibration's, the sessions before one being staged), as
-    the flow asset learns, with no pipeline run (no flow file is written)."""
-
-    def learn(episodes: list[Episode]) -> dict:
-        learned = learn_flow(
-            layout,
-            domain,
-            manifest=manifest,
-            only_domain=only_domain,
-            with_constants=with_constants,
-            sessions=[e.id for e in episodes],
-            rewards=rewards,
-            half_life=half_life,
+    def habit(self) -> HabitOptions:
+        """How the habit is learned: the partition's domain (or with `domain`, every session)."""
+        return HabitOptions(
+            manifest=load_manifest(self.manifest) if self.manifest else None,
+            only_domain=not self.domain,
+            with_constants=self.constants,
+            rewards=read_rewards(self.rewards) if self.rewards else None,
+            half_life=self.half_life,
+            otel=self.otel,
         )
-        return with_provenance(learned, half_life)
 
-    return learn
+    def arbiter(self, layout: Layout) -> ArbiterPlan | None:
+        """Where the arbiter comes from, if the flow has one."""
+        if not (self.oracle or self.arbiter_from):
+            return None
+        fit = ArbiterOptions(
+            oracle=self.oracle or "",
+            cache=self.oracle_cache or layout.home / "oracle-cache",
+            base_url=self.oracle_base_url,
+            budget=self.oracle_budget,
+            price=self.oracle_price,
+            log=self.oracle_log,
+            predicates=self.predicates,
+            manifest_options=self.manifest_options,
+            dataflow_hints=self.dataflow_hints,
+            pooled=self.pooled_arbiter,
+        )
+        return ArbiterPlan(fit, self.arbiter_from, self.held_out_tasks, self.refit_habit)
 
-
-def with_provenance(learned: dict, half_life: float | None, otel: bool = False) -> dict:
-    """The learned flow's provenance names the half-life it was weighted with and, for logs
-    converted from an OpenTelemetry export, the conventions they were read by."""
-    if half_life is not None:
-        learned["provenance"]["half_life"] = half_life
-    if otel:
-        from stretto.logs.otel import CONVENTIONS
-
-        learned["provenance"]["conventions"] = CONVENTIONS
-    return learned
-
-
-def warehouse_episodes(
-    layout: Layout, domain: str | None = None, rewards: dict[str, float] | None = None
-) -> list[Episode]:
-    """The warehouse's sessions (of `domain`, else all) read from their logs as episodes, in
-    start order, with the rewards file's rewards."""
-    where = "WHERE domain = $domain" if domain else ""
-    con = store.open_catalogue(layout)
-    try:
-        files = con.execute(
-            f"SELECT file FROM sessions {where}", {"domain": domain} if domain else {}
-        ).fetchall()
-    finally:
-        con.close()
-    return with_rewards(in_start_order(read_episode(layout.home / f) for (f,) in files), rewards)
+    def gate(self) -> GatePlan | None:
+        return None if self.surprise is None else GatePlan(self.surprise, self.surprise_window)
 
 
 @dg.asset(
@@ -152,30 +123,6 @@ def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
             **timings.metadata(),
         }
     )
-
-
-def _extras(layout, domain, only_domain, config, manifest, rewards, learned: dict) -> None:
-    """What `learn`'s options add to a learned flow: the surprise gate (learned by
-    cross-fitting on the same sessions), the half-life and the OpenTelemetry conventions
-    in its provenance."""
-    with_provenance(learned, config.half_life, config.otel)
-    if config.surprise is not None:
-        from stretto.offline.gate import GateError, learn_gate
-
-        learn = learner(
-            layout,
-            domain,
-            manifest=manifest,
-            only_domain=only_domain,
-            rewards=rewards,
-            half_life=config.half_life,
-        )
-        episodes = warehouse_episodes(layout, domain if only_domain else None, rewards)
-        try:
-            gate = learn_gate(episodes, learn, config.surprise, config.surprise_window)
-        except GateError as exc:  # too few or too short sessions: say so, no traceback
-            raise dg.Failure(description=f"the surprise gate: {exc}", allow_retries=False) from None
-        learned["surprise"] = gate
 
 
 def sites_table(flow: dict) -> dg.MetadataValue:
@@ -234,71 +181,48 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         yield skipped(context, reason)
         yield from nothing_to_check(FLOW_CHECKS, reason)
         return
-    manifest = load_manifest(config.manifest) if config.manifest else None
-    rewards = read_rewards(config.rewards) if config.rewards else None
-    only_domain = not config.domain
+    habit = config.habit()
     timings = Timings(context.log.info)
     try:
         with timings.phase("learning"):
-            if config.oracle or config.arbiter_from:
-                learned = learn_with_arbiter(
-                    layout, domain, config, manifest, only_domain, context, rewards
-                )
-            else:
-                learned = learn_flow(
-                    layout,
-                    domain,
-                    manifest=manifest,
-                    only_domain=only_domain,
-                    with_constants=config.constants,
-                    rewards=rewards,
-                    half_life=config.half_life,
-                    say=context.log.info,
-                    warn=context.log.warning,  # logs that could not be merged
-                )
-            _extras(layout, domain, only_domain, config, manifest, rewards, learned)
+            learned = learn_domain_flow(
+                layout,
+                domain,
+                habit,
+                config.arbiter(layout),
+                config.gate(),
+                say=context.log.info,
+                warn=context.log.warning,
+            )
     except (LearnError, store.NoWarehouse) as exc:
         if config.domain:  # asked for this flow (stretto learn): not having it is a failure
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         yield skipped(context, str(exc))
         yield from nothing_to_check(FLOW_CHECKS, str(exc))
         return
-    served = flow_path(layout.home, domain)
-    path = Path(config.out) if config.out else served
-    # Serving: the flow is learned into a candidate beside the served one and replaces it only
-    # when the blocking checks pass. With another `out`, nothing served changes: written there.
-    serving = path.absolute() == served.absolute()
-    candidate = staged_path(served) if serving else path
-    before = _readable(served)
-    private_dirs(candidate.parent, own=candidate.parent == served.parent)  # HOME/flows/ is ours
-    write_flow(learned, candidate)
-    try:
-        load_flow(candidate)  # (it validates)
-        valid, why_valid = True, "the flow file validates"
-    except (FlowError, OSError, ValueError) as exc:
-        valid, why_valid = False, str(exc)
-    review: list[str] = []
-    other: list[str] = []
-    if before is None:
-        why = f"no flow was served at {served} before"
-    else:
-        review, other = diff(before, learned)
-        why = ("needs review: " + "; ".join(review)) if review else "nothing needs review"
-    changes = dg.MetadataValue.md(diff_markdown(review, other))
+    except ArbiterFailed as exc:
+        raise dg.Failure(str(exc)) from None
+    except GateError as exc:  # too few or too short sessions: say so, no traceback
+        raise dg.Failure(description=f"the surprise gate: {exc}", allow_retries=False) from None
+    served = layout.flow(domain)
+    placed = place_relearned(
+        learned,
+        served,
+        Path(config.out) if config.out else None,
+        note=f"relearned by run {context.run.run_id}",
+    )
+    path, candidate, serving, review = placed.path, placed.candidate, placed.serving, placed.review
+    changes = dg.MetadataValue.md(diff_markdown(review, placed.other))
     sessions = learned["provenance"]["habit_episodes"]
-    if serving and not (valid and not review):
-        try:
-            mark_staged(served, by="relearn")
-        except ValueError as exc:  # its scores file cannot be read: say so, the flow is staged
-            context.log.warning(str(exc))
+    for note in placed.notes:
+        context.log.warning(note)
+    if placed.staged:
         context.log.warning(
             f"the {domain} flow learned from {sessions} sessions is staged at {candidate}, not "
-            f"served ({why if valid else why_valid}); review it (`stretto flow-diff {served} "
-            f"{candidate}`) and serve it with `stretto flow-commit {served}`"
+            f"served ({placed.why if placed.valid else placed.why_valid}); review it (`stretto "
+            f"flow-diff {served} {candidate}`) and serve it with `stretto flow-commit {served}`"
         )
     else:
-        if serving:
-            serve(candidate, served, f"relearned by run {context.run.run_id}: {why}")
         context.log.info(f"learned the {domain} flow from {sessions} sessions: {path}")
         yield dg.MaterializeResult(
             metadata={
@@ -325,44 +249,22 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         )
     yield dg.AssetCheckResult(
         check_name="flow_validates",
-        passed=valid,
-        description=why_valid,
-        metadata={"flow": link(candidate if serving and not valid else path)},
+        passed=placed.valid,
+        description=placed.why_valid,
+        metadata={"flow": link(candidate if serving and not placed.valid else path)},
     )
     yield dg.AssetCheckResult(
         check_name="flow_diff_against_served",
         passed=not review,
         # blocking only where it guards the served flow
         severity=dg.AssetCheckSeverity.ERROR if serving else dg.AssetCheckSeverity.WARN,
-        description=why,
+        description=placed.why,
         metadata={
             "needs review": len(review),
             "changes": changes,
             **({"staged": link(candidate)} if serving and review else {}),
         },
     )
-
-
-def serve(candidate: Path, served: Path, note: str) -> None:
-    """The candidate becomes the served flow, replaced whole (nothing is staged beside it
-    after): committed as the next version when the served flow has a history (`stretto
-    flow-commit`), else renamed over it."""
-    from stretto.offline import versions
-
-    current = versions.current(served)
-    if current is not None:
-        if current["sha256"] != versions.digest(candidate.read_bytes()):
-            versions.commit(served, note, source=candidate)  # (another writer: VersionError)
-        candidate.unlink(missing_ok=True)
-    else:
-        candidate.replace(served)
-
-
-def _readable(path: Path) -> dict | None:
-    try:
-        return load_flow(path)
-    except (OSError, ValueError):
-        return None
 
 
 def _arbiter_summary(flow: dict) -> dict:
@@ -374,108 +276,3 @@ def _arbiter_summary(flow: dict) -> dict:
         "folds": len(arbiter["folds"]),
         "sources": arbiter["sources"],
     }
-
-
-def _sessions_by_task(layout: Layout, domain: str, only_domain: bool) -> list[tuple[str, str, str]]:
-    """(session, task, log file) of every session the flow may learn from, in start order: a
-    session's task is its header's task_id, else the session itself."""
-    rows = store.query(
-        layout,
-        "SELECT session, domain, file, header_extra FROM sessions "
-        "ORDER BY started_unix_ms, session",
-    ).to_pylist()
-    out = []
-    for row in rows:
-        if only_domain and row["domain"] != domain:
-            continue
-        extra = json.loads(row["header_extra"]) if row["header_extra"] else {}
-        task = extra.get("task_id") if isinstance(extra, dict) else None
-        ok = isinstance(task, str | int) and not isinstance(task, bool) and str(task)
-        file = Path(row["file"])  # absolute, or relative to the home (as newer warehouses keep it)
-        path = file if file.is_absolute() else layout.home / file
-        out.append((row["session"], str(task) if ok else row["session"], str(path)))
-    return out
-
-
-def learn_with_arbiter(
-    layout: Layout,
-    domain: str,
-    config: FlowConfig,
-    manifest: dict | None,
-    only_domain: bool,
-    context: dg.AssetExecutionContext,
-    rewards: dict[str, float] | None = None,
-) -> dict:
-    """The arbiter step (../shared/spec/algorithms.md §7 steps 3 and 6): with `arbiter_from`,
-    the habit from every session and the arbiter taken; else 30% of the tasks held out
-    (stretto.oracle.split.learn_split), the habit learned from the others, the arbiter fitted
-    on the held-out sessions' decisions (stretto.offline.learn_arbiter), and with
-    `refit_habit` the habit learned again from every session."""
-    from stretto.offline.learn_arbiter import ArbiterOptions, learn_arbiter
-    from stretto.oracle.arbiter import take_arbiter
-    from stretto.oracle.errors import OracleError
-    from stretto.oracle.split import learn_split
-
-    def habit(sessions: set[str] | None) -> dict:
-        return learn_flow(
-            layout,
-            domain,
-            manifest=manifest,
-            only_domain=only_domain,
-            with_constants=config.constants,
-            sessions=sessions,
-            rewards=rewards,
-            half_life=config.half_life,
-        )
-
-    if config.arbiter_from:
-        source = Path(config.arbiter_from)
-        try:
-            taken = take_arbiter(json.loads(source.read_text()), str(source))
-        except OSError as exc:
-            raise dg.Failure(f"{source}: cannot read: {exc.strerror or exc}") from None
-        except ValueError as exc:  # not JSON, or not an arbiter (ArbiterError names the field)
-            raise dg.Failure(str(exc) if "field" in str(exc) else f"{source}: {exc}") from None
-        learned = habit(None)
-        learned["arbiter"] = taken.to_json()
-        return learned
-    sessions = _sessions_by_task(layout, domain, only_domain)
-    tasks = [task for _, task, _ in sessions]
-    if config.held_out_tasks is not None:
-        held_tasks = set(config.held_out_tasks) & set(tasks)
-        train_tasks = set(tasks) - held_tasks
-    else:
-        try:
-            training, held_out = learn_split(tasks)
-        except ValueError as exc:
-            raise dg.Failure(f"the {domain} arbiter: {exc}") from None
-        train_tasks, held_tasks = set(training), set(held_out)
-    learned = habit({s for s, task, _ in sessions if task in train_tasks})
-    episodes = [read_episode(file) for _, task, file in sessions if task in held_tasks]
-    options = ArbiterOptions(
-        oracle=config.oracle or "",
-        cache=config.oracle_cache or layout.home / "oracle-cache",
-        base_url=config.oracle_base_url,
-        budget=config.oracle_budget,
-        price=config.oracle_price,
-        log=config.oracle_log,
-        predicates=config.predicates,
-        manifest_options=config.manifest_options,
-        dataflow_hints=config.dataflow_hints,
-        pooled=config.pooled_arbiter,
-    )
-    try:
-        fitted = learn_arbiter(learned, episodes, options)
-    except (OracleError, ValueError) as exc:  # the budget, a runner's failure, nothing to fit
-        raise dg.Failure(f"the {domain} arbiter: {exc}") from None
-    for note in fitted.notes:
-        context.log.warning(note)
-    context.log.info(
-        f"fitted the {domain} arbiter on {fitted.arbiter.cases} decisions of {fitted.tasks} "
-        f"held-out tasks ({fitted.estimate.uncached} of {fitted.estimate.questions} question "
-        f"sets asked of {fitted.arbiter.model}, the rest from the cache)"
-    )
-    if config.refit_habit:
-        learned = habit(None)
-    learned["arbiter"] = fitted.arbiter.to_json()
-    return learned

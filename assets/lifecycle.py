@@ -11,7 +11,6 @@ from pathlib import Path
 import dagster as dg
 
 from assets.ingest import steps
-from assets.learn import flow_path, learner, warehouse_episodes
 from assets.metadata import Timings, skipped
 from assets.resources import StrettoHome
 from stretto.home import Paths
@@ -19,7 +18,7 @@ from stretto.model.flow import FlowError, load_flow
 from stretto.offline.driftcache import Session
 from warehouse import store
 from warehouse.layout import Layout
-from warehouse.learn import LearnError, domains
+from warehouse.learn import LearnError, domains, learner, warehouse_episodes
 
 
 def served_flows(layout: Layout) -> dict[str, Path]:
@@ -27,7 +26,7 @@ def served_flows(layout: Layout) -> dict[str, Path]:
     before the first ingest)."""
     if not store.has_warehouse(layout):
         return {}
-    found = {d: flow_path(layout.home, d) for d in domains(layout)}
+    found = {d: layout.flow(d) for d in domains(layout)}
     return {d: path for d, path in found.items() if path.is_file()}
 
 

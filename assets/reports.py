@@ -3,12 +3,11 @@ by default, and skipping with a reason when a home has none yet."""
 
 from pathlib import Path
 
-from assets.learn import flow_path
 from warehouse.layout import Layout
 
 
 def served_flow(layout: Layout, domain: str, given: str | None) -> Path:
-    return Path(given) if given else flow_path(layout.home, domain)
+    return Path(given) if given else layout.flow(domain)
 
 
 def missing(needs: dict[str, Path]) -> str | None:

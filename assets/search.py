@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.learn import flow, flow_path
+from assets.learn import flow
 from assets.metadata import LogProgress, Timings, image, link, skipped
 from assets.partitions import domains
 from assets.resources import StrettoHome
@@ -137,7 +137,7 @@ def thresholds(context: dg.AssetExecutionContext, config: SearchConfig, stretto:
     domain = context.partition_key
     if len(config.costs) != 2:
         raise dg.Failure("`costs` is [β, δ]: the value of a saved turn and the cost of a detour")
-    served = flow_path(layout.home, domain)
+    served = layout.flow(domain)
     folder = Path(config.sessions) if config.sessions else layout.logs / domain
     if not served.exists():
         yield skipped(context, f"no flow at {served} yet (materialize `flow` first)")

@@ -2,9 +2,9 @@
 
 import dagster as dg
 
-from assets.ingest import new_ingest_id
 from assets.resources import StrettoHome
 from warehouse import compact, store
+from warehouse.ingestrun import new_ingest_id
 
 
 @dg.op(description="Rewrite each partition's current rows into one file; drop replaced files.")

@@ -5,7 +5,7 @@ The folder is ingested into a warehouse of its own (under HOME/cache/learn/, kep
 learning again is incremental) and the pipeline's `flow` asset learns the flow from it, so the
 commands and the Dagster UI learn with the same code. Calibrating (`--calibrate`) cross-fits
 on that same warehouse: each fold's flow is learned from the other folds' sessions without a
-pipeline run or an ingest of its own (assets.learn.learner, as the surprise gate's folds
+pipeline run or an ingest of its own (warehouse.learn.learner, as the surprise gate's folds
 are), and the fold's episodes are replayed with it (stretto.offline.calibrate).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from assets.ingest import INGEST_ASSETS
-from assets.learn import flow, learner
+from assets.learn import flow
 from pipeline.run import failure_message, materialize, output_metadata
 from stretto.home import Paths, private_dirs
 from stretto.logs.episode import episode_from_log
@@ -26,6 +26,7 @@ from stretto.logs.sessionlog import is_session_log, read_session_log
 from stretto.model.flow import load_flow, load_manifest, write_flow
 from stretto.offline.calibrate import calibration_map
 from warehouse.layout import UNDER_HOME, Layout
+from warehouse.learn import learner
 
 
 class LearnFolderError(RuntimeError):

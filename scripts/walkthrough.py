@@ -139,9 +139,9 @@ def start_afresh(where: Home) -> str | None:
 def forget_ingested(home: Path) -> None:
     """Take the sessions an earlier walkthrough ingested (its agent's) out of the home's
     warehouse, with the ingest lock held (warehouse/forget.py)."""
-    from assets.ingest import new_ingest_id
     from warehouse import registry, store
     from warehouse.forget import forget_sessions
+    from warehouse.ingestrun import new_ingest_id
     from warehouse.layout import Layout
 
     layout = Layout.at(home)

@@ -4,16 +4,25 @@ Returns plain Python structures; stretto.model.flow turns them into a flow file.
 over sessions, so counts from disjoint sets of sessions add up: a flow is the sum of the counts
 of its parts, one per domain and day (warehouse/daycounts.py says what adds and what is
 recomputed).
+
+`learn_domain` is the entry a caller (the flow asset, `stretto learn`) uses: a domain's flow
+from the warehouse with plain options, its provenance complete; `learner` is the same learning
+for a given set of sessions (the surprise gate's folds, `stretto stage`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from stretto.logs.domain import is_valid_domain
+from stretto.logs.episode import Episode, in_start_order, read_episode
+from stretto.logs.otel import CONVENTIONS
+from stretto.logs.rewards import with_rewards
 from stretto.model.flow import build_flow
 from warehouse import merge, store, weights
 from warehouse.alphafit import fitted_alpha, walked_histories
@@ -198,3 +207,119 @@ def _weighted(con, plan, kinds: dict[str, str], rewards, half_life: float) -> tu
 
 class LearnError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class HabitOptions:
+    """How a domain's flow is learned from the warehouse (`stretto learn`'s options, the flow
+    asset's config): learn_flow's, and whether the logs came from an OpenTelemetry export."""
+
+    manifest: dict | None = None  # a tool manifest instead of the logs' tool lists
+    only_domain: bool = False  # only the sessions whose log header names the domain
+    with_constants: bool = False  # learn arguments the agent always passes the same way
+    rewards: Mapping[str, float] | None = None  # a rewards file's, winning over the logs'
+    half_life: float | None = None  # sessions: older ones count less in the habit
+    otel: bool = False  # the logs were converted from an OpenTelemetry export
+
+
+def learn_domain(
+    layout: Layout,
+    domain: str,
+    options: HabitOptions,
+    *,
+    sessions: Collection[str] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] | None = None,
+) -> dict:
+    """The `domain` flow learned from the warehouse's sessions (with `sessions`, only those) as
+    `options` say (learn_flow), its provenance naming the half-life and the conventions."""
+    learned = learn_flow(
+        layout,
+        domain,
+        manifest=options.manifest,
+        only_domain=options.only_domain,
+        with_constants=options.with_constants,
+        sessions=sessions,
+        rewards=options.rewards,
+        half_life=options.half_life,
+        say=say,
+        warn=warn,
+    )
+    return with_provenance(learned, options.half_life, options.otel)
+
+
+def with_provenance(learned: dict, half_life: float | None, otel: bool = False) -> dict:
+    """The learned flow's provenance names the half-life it was weighted with and, for logs
+    converted from an OpenTelemetry export, the conventions they were read by."""
+    if half_life is not None:
+        learned["provenance"]["half_life"] = half_life
+    if otel:
+        learned["provenance"]["conventions"] = CONVENTIONS
+    return learned
+
+
+def learner(
+    layout: Layout,
+    domain: str,
+    *,
+    manifest: dict | None = None,
+    only_domain: bool = False,
+    with_constants: bool = False,
+    rewards: Mapping[str, float] | None = None,
+    half_life: float | None = None,
+) -> Callable[[list[Episode]], dict]:
+    """episodes -> the habit-only flow learned from those of the warehouse's sessions (a fold
+    of the surprise gate's or the calibration's, the sessions before one being staged), as
+    the flow asset learns, with no pipeline run (no flow file is written)."""
+
+    def learn(episodes: list[Episode]) -> dict:
+        learned = learn_flow(
+            layout,
+            domain,
+            manifest=manifest,
+            only_domain=only_domain,
+            with_constants=with_constants,
+            sessions=[e.id for e in episodes],
+            rewards=rewards,
+            half_life=half_life,
+        )
+        return with_provenance(learned, half_life)
+
+    return learn
+
+
+def warehouse_episodes(
+    layout: Layout, domain: str | None = None, rewards: Mapping[str, float] | None = None
+) -> list[Episode]:
+    """The warehouse's sessions (of `domain`, else all) read from their logs as episodes, in
+    start order, with the rewards file's rewards."""
+    where = "WHERE domain = $domain" if domain else ""
+    con = store.open_catalogue(layout)
+    try:
+        files = con.execute(
+            f"SELECT file FROM sessions {where}", {"domain": domain} if domain else {}
+        ).fetchall()
+    finally:
+        con.close()
+    return with_rewards(in_start_order(read_episode(layout.home / f) for (f,) in files), rewards)
+
+
+def sessions_by_task(layout: Layout, domain: str, only_domain: bool) -> list[tuple[str, str, str]]:
+    """(session, task, log file) of every session the flow may learn from, in start order: a
+    session's task is its header's task_id, else the session itself."""
+    rows = store.query(
+        layout,
+        "SELECT session, domain, file, header_extra FROM sessions "
+        "ORDER BY started_unix_ms, session",
+    ).to_pylist()
+    out = []
+    for row in rows:
+        if only_domain and row["domain"] != domain:
+            continue
+        extra = json.loads(row["header_extra"]) if row["header_extra"] else {}
+        task = extra.get("task_id") if isinstance(extra, dict) else None
+        ok = isinstance(task, str | int) and not isinstance(task, bool) and str(task)
+        file = Path(row["file"])  # absolute, or relative to the home (as newer warehouses keep it)
+        path = file if file.is_absolute() else layout.home / file
+        out.append((row["session"], str(task) if ok else row["session"], str(path)))
+    return out

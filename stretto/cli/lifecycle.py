@@ -209,14 +209,13 @@ def _register_stage(commands: Commands) -> None:
 
 def _stage(args: argparse.Namespace) -> int:
     from assets.ingest import INGEST_ASSETS
-    from assets.learn import learner, warehouse_episodes
     from pipeline.learnfolder import cache_layout
     from pipeline.run import failure_message, materialize
     from stretto.cli.learnfolder import learning_options, resolved
     from stretto.logs.rewards import read_rewards
     from stretto.model.flow import load_flow, load_manifest
     from stretto.offline import stage as staging
-    from warehouse.learn import LearnError
+    from warehouse.learn import LearnError, learner, warehouse_episodes
 
     options = learning_options(args)
     if options is None:

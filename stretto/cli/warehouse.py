@@ -228,8 +228,8 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _retain(layout, days: int, wait: float) -> int:
     """Drop the warehouse's data older than `days`, with the ingest lock held."""
-    from assets.ingest import new_ingest_id
     from warehouse import retention, store
+    from warehouse.ingestrun import new_ingest_id
     from warehouse.storage import StorageError
 
     try:

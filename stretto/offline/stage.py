@@ -18,6 +18,10 @@ where each flow acts (its promoted sites, when it has a promotion record); the p
 difference in used − detours (staged − committed) with its 90% interval; and the flow-diff of
 committing. Committing stays a person's decision, unless `--auto-commit-if-better`: commit
 when that interval lies above zero.
+
+A relearned flow (the pipeline's `flow` asset) is put in place by `place_relearned`: written
+as the staged flow, served only when it validates and nothing in it needs review, else left
+staged for a person (`stretto flow-commit`).
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stretto.home import private_dirs
 from stretto.logs.episode import Assistant, Episode, ToolResult, in_start_order
 from stretto.model.binding import same_arguments, value_text
-from stretto.model.flow import dumps, load_flow, write_flow
+from stretto.model.flow import FlowError, dumps, load_flow, write_flow
+from stretto.offline import versions
 from stretto.offline.gate import learn_gate
 from stretto.offline.promote import Z, score, wilson_lower
 from stretto.offline.review import acts_at, diff, diff_markdown
@@ -342,8 +348,6 @@ def markdown(result: Stage) -> str:
 def commit_if_better(flow_path: str | Path, result: Stage, note: str | None = None) -> dict | None:
     """`--auto-commit-if-better`: commit the staged flow when used − detours per session
     improved with its 90% interval above zero; the new version's entry, else None."""
-    from stretto.offline import versions
-
     totals = result.totals()
     if not totals["better"]:
         return None
@@ -354,3 +358,78 @@ def commit_if_better(flow_path: str | Path, result: Stage, note: str | None = No
         f"(90% interval {low:+.2f} to {high:+.2f}) over {totals['sessions']} sessions"
     )
     return versions.commit(flow_path, note, source=result.staged_path, comparison=totals)
+
+
+@dataclass
+class Placed:
+    """Where a relearned flow went (place_relearned), and the two checks that decided it."""
+
+    path: Path  # its place: the served flow, or the file asked for instead
+    candidate: Path  # where it was written first: the staged flow when serving, else `path`
+    serving: bool  # `path` is the served flow (else nothing served changes)
+    valid: bool  # it passes its schema and the loader's checks
+    why_valid: str
+    review: list[str]  # what it can do that the served flow could not (diff)
+    other: list[str]
+    why: str  # the diff against the served flow, said
+    notes: list[str] = field(default_factory=list)  # warnings for the run's log
+
+    @property
+    def staged(self) -> bool:
+        """Left staged beside the served flow, for review: it does not validate, or needs
+        review."""
+        return self.serving and not (self.valid and not self.review)
+
+
+def place_relearned(learned: dict, served: Path, out: Path | None, note: str) -> Placed:
+    """Put the relearned flow in place: written as a candidate beside the `served` flow, which
+    it replaces (serve, `note` and the diff's verdict in the version log) only when it
+    validates and nothing needs review; else it stays staged, marked so. With another `out`,
+    nothing served changes: written there."""
+    path = out or served
+    serving = path.absolute() == served.absolute()
+    candidate = staged_path(served) if serving else path
+    before = _readable(served)
+    private_dirs(candidate.parent, own=candidate.parent == served.parent)  # HOME/flows/ is ours
+    write_flow(learned, candidate)
+    try:
+        load_flow(candidate)  # (it validates)
+        valid, why_valid = True, "the flow file validates"
+    except (FlowError, OSError, ValueError) as exc:
+        valid, why_valid = False, str(exc)
+    review: list[str] = []
+    other: list[str] = []
+    if before is None:
+        why = f"no flow was served at {served} before"
+    else:
+        review, other = diff(before, learned)
+        why = ("needs review: " + "; ".join(review)) if review else "nothing needs review"
+    placed = Placed(path, candidate, serving, valid, why_valid, review, other, why)
+    if placed.staged:
+        try:
+            mark_staged(served, by="relearn")
+        except ValueError as exc:  # its scores file cannot be read: say so, the flow is staged
+            placed.notes.append(str(exc))
+    elif serving:
+        serve(candidate, served, f"{note}: {why}")
+    return placed
+
+
+def serve(candidate: Path, served: Path, note: str) -> None:
+    """The candidate becomes the served flow, replaced whole (nothing is staged beside it
+    after): committed as the next version when the served flow has a history (`stretto
+    flow-commit`), else renamed over it."""
+    current = versions.current(served)
+    if current is not None:
+        if current["sha256"] != versions.digest(candidate.read_bytes()):
+            versions.commit(served, note, source=candidate)  # (another writer: VersionError)
+        candidate.unlink(missing_ok=True)
+    else:
+        candidate.replace(served)
+
+
+def _readable(path: Path) -> dict | None:
+    try:
+        return load_flow(path)
+    except (OSError, ValueError):
+        return None

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from assets.ingest import new_ingest_id
 from tests.builders import shop_log, write_logs
 from tests.warehouse.helpers import ingest, rows
 from warehouse import store
 from warehouse.forget import forget_sessions
+from warehouse.ingestrun import new_ingest_id
 from warehouse.layout import TABLES, Layout
 
 

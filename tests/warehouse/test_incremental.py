@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from assets.ingest import DRIFT, contract_drift
 from tests.builders import SHOP_TOOLS, LogBuilder, shop_log, write_logs
 from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import rows
 from warehouse import registry, store
 from warehouse.discover import discover
+from warehouse.ingestrun import DRIFT, contract_drift
 from warehouse.layout import TABLES, Layout
 
 DAY0_MS = 1_767_225_600_000  # 2026-01-01 UTC
