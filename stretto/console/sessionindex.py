@@ -110,11 +110,11 @@ class _Reader:
                 self.appended.setdefault(key, []).append((line.number, last["text"]))
 
 
-def _problems(log) -> list[str]:
+def _problems(log: adapter.LineReader) -> list[str]:
     """What a reader skipped: the first lines named, the rest counted, a torn last line."""
     named = [f"{bad.problem}; skipped the line" for bad in log.bad]
-    if log.torn is not None:
-        named.append(log.torn_notice())
+    if (notice := log.torn_notice()) is not None:
+        named.append(notice)
     skipped = log.skipped + (log.torn is not None)
     if skipped > len(named):
         named.append(f"{skipped - len(named)} more lines skipped")

@@ -153,8 +153,8 @@ def parse_session_log(data: bytes, path: Path | str) -> SessionLog:
     first = reader.header()
     header = None if first is None else parse_header(path, first[1], first[0])
     lines = [] if header is None else [parse_wire_line(path, n, v) for n, v in reader.values()]
-    if reader.torn is not None:
-        warnings.warn(reader.torn_notice() or "", TornLineWarning, stacklevel=2)
+    if (notice := reader.torn_notice()) is not None:
+        warnings.warn(notice, TornLineWarning, stacklevel=2)
     if header is None:
         raise LogError(path, None, "empty: no header line")
     return SessionLog(
