@@ -22,6 +22,8 @@ from stretto.logs.episode import (  # noqa: F401 - re-exported
     is_llm_turn,
     read_episode,
 )
+from stretto.logs.logreader import LineReader, flow_log_of, read_flow_log  # noqa: F401
+from stretto.logs.pairing import is_answer, messages  # noqa: F401 - re-exported
 from stretto.logs.sessionlog import (  # noqa: F401 - re-exported
     SIDE_FILE_SUFFIXES,
     LogError,

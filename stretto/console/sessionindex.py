@@ -22,7 +22,6 @@ from stretto.console import adapter
 PREVIEW = 2000  # characters of a text kept in the index
 APPENDIX = "--- Also looked up automatically"  # how the proxy's appended block begins
 SOURCE_LOOKBACK = 200  # earlier results searched for a lookup argument's source
-PROBLEMS_NAMED = 20  # lines of a log that cannot be read, named one by one
 
 
 def preview(text: str) -> dict:
@@ -49,124 +48,94 @@ class Index:
 
 
 class _Reader:
-    """Reads a log line by line, remembering each line's offset and each response's line."""
+    """Reads a log line by line (stretto.logs.logreader: a line that cannot be read is skipped
+    and named, a torn last line dropped), noting each context line and each block the proxy
+    appended to an answer."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offsets = array("q")
         self.header: Any = None
-        self.problems: list[str] = []  # the first lines skipped, named
-        self.skipped = 0
-        self.responses: dict[tuple[str, str], list[int]] = {}  # (sender, id) -> lines
         self.appended: dict[str, list[tuple[int, str]]] = {}  # agent call id -> (line, text)
         self.context: list[tuple[int, int, str | None, str]] = []  # line, t_ms, role, text
         self.last_t_ms = 0
 
     def open(self):
         self.file = self.path.open("rb")
-        first = self._next_piece()
-        if first is None:
-            raise adapter.LogError(self.path, None, "empty: no header line")
-        number, piece = first
+        self.log = adapter.LineReader(self.file, self.path, "skip")
         try:
-            value = json.loads(piece)
-        except ValueError as exc:
-            raise adapter.LogError(self.path, number, f"not JSON ({exc})") from None
-        self.header = adapter.parse_header(self.path, value, number)
+            first = self.log.header()
+            if first is None and self.log.torn is not None:
+                raise self.log.torn.error  # a log whose one line is cut off
+            if first is None:
+                raise adapter.LogError(self.path, None, "empty: no header line")
+            self.header = adapter.parse_header(self.path, first[1], first[0])
+        except BaseException:
+            self.file.close()
+            raise
         return self
 
-    def _next_piece(self) -> tuple[int, bytes] | None:
-        while True:
-            start = self.file.tell()
-            piece = self.file.readline()
-            if not piece:
-                return None
-            self.offsets.append(start)
-            if piece.strip():
-                return len(self.offsets), piece
+    @property
+    def offsets(self) -> array:
+        return self.log.offsets  # each line's byte offset
 
     def lines(self):
-        """The wire lines. A line that cannot be read is skipped and named in `problems` (the
-        warehouse quarantines it likewise); a torn last line is dropped."""
+        """The wire lines that can be read."""
         try:
-            while True:
-                got = self._next_piece()
-                if got is None:
-                    return
-                number, piece = got
-                try:
-                    value = json.loads(piece)
-                except (ValueError, RecursionError) as exc:
-                    if not piece.endswith(b"\n"):  # only the last line can lack one
-                        self._skipped(
-                            f"{self.path}:{number}: the last line is cut off (a crash "
-                            "mid-write?); dropped it"
-                        )
-                        return
-                    self._skipped(f"{self.path}:{number}: not JSON ({exc}); skipped the line")
-                    continue
+            for number, value in self.log.values():
                 try:
                     line = adapter.parse_wire_line(self.path, number, value)
                 except adapter.LogError as exc:
-                    self._skipped(f"{exc}; skipped the line")
+                    self.log.reject(exc)
                     continue
                 self.last_t_ms = line.t_ms
                 if line.is_json and line.sender == "context":
                     role, text = adapter.context_message(line.message)
                     self.context.append((line.number, line.t_ms, role, text))
-                elif line.is_json:
-                    self._note(line)
+                elif line.is_json and line.sender == "proxy":
+                    self._note_appended(line)
                 yield line
         finally:
             self.file.close()
 
-    def _skipped(self, problem: str) -> None:
-        self.skipped += 1
-        if len(self.problems) < PROBLEMS_NAMED:
-            self.problems.append(problem)
-
-    def _note(self, line) -> None:
-        for message in line.message if isinstance(line.message, list) else [line.message]:
-            if not isinstance(message, dict) or "id" not in message or "method" in message:
+    def _note_appended(self, line) -> None:
+        """The block of lookups the proxy appended to its answer to the agent, if any."""
+        for message in adapter.messages(line.message):
+            if not isinstance(message, dict) or not adapter.is_answer(line.sender, message):
                 continue
-            if "result" not in message and "error" not in message:
-                continue
-            key = adapter.call_id_text(message["id"])
-            self.responses.setdefault((line.sender, key), []).append(line.number)
             result = message.get("result")
-            if line.sender == "proxy" and isinstance(result, dict):
-                content = result.get("content")
-                last = content[-1] if isinstance(content, list) and content else None
-                if isinstance(last, dict) and str(last.get("text", "")).startswith(APPENDIX):
-                    self.appended.setdefault(key, []).append((line.number, last["text"]))
+            content = result.get("content") if isinstance(result, dict) else None
+            last = content[-1] if isinstance(content, list) and content else None
+            if isinstance(last, dict) and str(last.get("text", "")).startswith(APPENDIX):
+                key = adapter.call_id_text(message["id"])
+                self.appended.setdefault(key, []).append((line.number, last["text"]))
 
 
-def read_flow_log(path: Path) -> tuple[dict[str, list[dict]], list[str]]:
+def _problems(log: adapter.LineReader) -> list[str]:
+    """What a reader skipped: the first lines named, the rest counted, a torn last line."""
+    named = [f"{bad.problem}; skipped the line" for bad in log.bad]
+    if (notice := log.torn_notice()) is not None:
+        named.append(notice)
+    skipped = log.skipped + (log.torn is not None)
+    if skipped > len(named):
+        named.append(f"{skipped - len(named)} more lines skipped")
+    return named
+
+
+def read_flow_runs(path: Path) -> tuple[dict[str, list[dict]], list[str]]:
     """The flow log's decisions and runs, grouped by the agent call they followed (in order),
-    and the problems met (a bad line is skipped and named)."""
+    and the problems met (a line that cannot be read, or names no call, is skipped and named)."""
     runs: dict[str, list[dict]] = {}
-    problems: list[str] = []
     if not path.exists():
-        return runs, problems
-    with path.open("rb") as f:
-        for number, piece in enumerate(f, 1):
-            if not piece.strip():
-                continue
-            try:
-                entry = json.loads(piece)
-            except ValueError:
-                problems.append(f"{path}:{number}: not JSON; skipped the line")
-                continue
-            if not isinstance(entry, dict) or "after" not in entry:
-                problems.append(f"{path}:{number}: field `after`: missing; skipped the line")
-                continue
-            key = adapter.call_id_text(entry["after"])
-            group = runs.setdefault(key, [])
-            if not group or "run" in group[-1]["entries"][-1]:
-                group.append({"entries": []})
-            entry["line"] = number
-            group[-1]["entries"].append(entry)
-    return runs, problems
+        return runs, []
+    flow = adapter.read_flow_log(path, "skip", required=("after",))
+    for number, entry in flow.entries:
+        key = adapter.call_id_text(entry["after"])
+        group = runs.setdefault(key, [])
+        if not group or "run" in group[-1]["entries"][-1]:
+            group.append({"entries": []})
+        entry["line"] = number
+        group[-1]["entries"].append(entry)
+    return runs, _problems(flow.reader)
 
 
 def server_label(command: list[str]) -> str:
@@ -189,13 +158,11 @@ def index_session(path: Path) -> Index:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         episode = adapter.episode_from_lines(path, reader.header, reader.lines())
-    flow_log = path.with_suffix(".flow.jsonl")
-    flow_runs, flow_problems = read_flow_log(flow_log)
+    flow_log = adapter.flow_log_of(path)
+    flow_runs, flow_problems = read_flow_runs(flow_log)
     builder = _Timeline(episode, reader, flow_runs)
     items = builder.build()
-    problems = reader.problems + flow_problems
-    if reader.skipped > len(reader.problems):
-        problems.append(f"{reader.skipped - len(reader.problems)} more lines skipped")
+    problems = _problems(reader.log) + flow_problems
     header = reader.header
     summary = {
         "id": header.session,
@@ -349,21 +316,12 @@ class _Timeline:
             "cancelled": call.cancelled,
             "status": "unanswered" if result is None else ("failed" if result.error else "ok"),
             "result": None if result is None else preview(result.content),
-            "result_line": self._response_line(call, result),
+            "result_line": None if result is None else result.answer_line,
         }
         item["_call"] = call  # for "used later"; dropped after
         if result is not None:
             item["_content"] = result.content  # for the lookups' sources; dropped after
         return item
-
-    def _response_line(self, call, result) -> int | None:
-        if result is None:
-            return None
-        for sender in ("server", "proxy"):
-            for number in self.reader.responses.get((sender, call.id), []):
-                if number > call.key[0]:
-                    return number
-        return None
 
     def _join_flow(self, items: list[dict]) -> None:
         """Each flow run goes after the agent call it followed: its decisions, the lookups it

@@ -9,6 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stretto.logs.pairing import (  # noqa: F401 - call_id_text re-exported
+    Pairing,
+    call_id_text,
+    is_answer,
+    messages,
+    request_method,
+    tool_call,
+)
 from stretto.logs.rewards import successful
 from stretto.logs.sessionlog import SessionLog, read_session_log
 from stretto.logs.toollist import ToolInfo, tools_from_result
@@ -52,7 +60,9 @@ class ToolResult:
     t_ms: int = 0
     by_proxy: bool = False
     call_key: tuple[int, int] = (0, 0)  # the key of the call it answers
-    seq: int = 0  # its log line
+    seq: int = 0  # the log line of the call it answers (its place among the events)
+    answer_line: int = 0  # the log line of the answer itself
+    refused: bool = False  # the answer was a JSON-RPC error, not a result
 
 
 Event = User | Assistant | ToolResult
@@ -101,15 +111,6 @@ class Episode:
         return {e.call_key: e for e in self.events if isinstance(e, ToolResult)}
 
 
-def call_id_text(value: Any) -> str:
-    """A JSON-RPC id as text: a string as-is, a number in decimal."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return json.dumps(value)
-
-
 def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -137,7 +138,7 @@ class _EpisodeBuilder:
     def __init__(self, log: SessionLog) -> None:
         self.log = log
         self.events: list[Event] = []
-        self.pending: dict[str, tuple[ToolCall, int]] = {}  # call id -> call, its seq
+        self.calls: Pairing[ToolCall] = Pairing()
         self.turns = TurnTracker()
         self.sources = FirstSources()
         self.turn_events: dict[int, Assistant] = {}
@@ -152,8 +153,7 @@ class _EpisodeBuilder:
             if line.sender == "context":
                 self._context(line.message, line.t_ms, line.number)
                 continue
-            value = line.message
-            for index, message in enumerate(value if isinstance(value, list) else [value]):
+            for index, message in enumerate(messages(line.message)):
                 if isinstance(message, dict):
                     self._message(line.sender, message, line.t_ms, (line.number, index))
         header = self.log.header
@@ -193,9 +193,9 @@ class _EpisodeBuilder:
     # wire messages -------------------------------------------------------------------------
 
     def _message(self, sender: str, message: dict, t_ms: int, key: tuple[int, int]) -> None:
-        method = message.get("method")
-        if sender in ("client", "proxy") and isinstance(method, str):
-            if method == "tools/call" and message.get("id") is not None:
+        method = request_method(sender, message)
+        if method is not None:
+            if method == "tools/call":
                 self._call(sender, message, t_ms, key)
             elif method == "tools/list" and message.get("id") is not None:
                 self.tool_list_requests.add(call_id_text(message["id"]))
@@ -208,22 +208,16 @@ class _EpisodeBuilder:
                 params = message.get("params")
                 if isinstance(params, dict) and "requestId" in params:
                     self._cancel(call_id_text(params["requestId"]))
-        elif sender in ("server", "proxy") and method is None and "id" in message:
-            if "result" in message or "error" in message:
-                self._response(sender, message, t_ms, key[0])
+        elif is_answer(sender, message):
+            self._response(message, t_ms, key[0])
 
     def _call(self, sender: str, message: dict, t_ms: int, key: tuple[int, int]) -> None:
-        params = message.get("params")
-        params = params if isinstance(params, dict) else {}
-        name = params.get("name")
-        if not isinstance(name, str):
+        sent = tool_call(sender, message)
+        if sent is None:
             return
-        arguments = params.get("arguments")
-        arguments = arguments if isinstance(arguments, dict) else {}
+        call_id, name, arguments = sent
         by_proxy = sender == "proxy"
-        call = ToolCall(
-            call_id_text(message["id"]), name, arguments, t_ms, by_proxy=by_proxy, key=key
-        )
+        call = ToolCall(call_id, name, arguments, t_ms, by_proxy=by_proxy, key=key)
         source = self.sources.source_of_call(arguments)
         number = self.turns.call(key[0], t_ms, call.id, by_proxy, source)
         event = self.turn_events.get(number)
@@ -231,28 +225,39 @@ class _EpisodeBuilder:
             event = self.turn_events[number] = Assistant(None, [], t_ms, key[0])
             self.events.append(event)
         event.calls.append(call)
-        self.pending[call.id] = (call, key[0])
+        self.calls.sent(call.id, call)
 
     def _cancel(self, call_id: str) -> None:
-        entry = self.pending.get(call_id)
-        if entry is not None:
-            entry[0].cancelled = True
+        call = self.calls.waiting(call_id)
+        if call is not None:
+            call.cancelled = True
             self.turns.cancel(call_id)
 
-    def _response(self, sender: str, message: dict, t_ms: int, seq: int) -> None:
+    def _response(self, message: dict, t_ms: int, line: int) -> None:
         key = call_id_text(message["id"])
         if key in self.tool_list_requests and "result" in message:
             self.tool_list_requests.discard(key)
             for info in tools_from_result(message["result"]):
                 self.tools[info.name] = info  # a later listing wins
             return
-        entry = self.pending.pop(key, None)
-        if entry is None:
+        call = self.calls.answered(key)
+        if call is None:
             return  # first response wins; later copies (the proxy's extended answer) are ignored
-        call, seq = entry
         failed, content = response_outcome(message)
+        seq = call.key[0]
         self.events.append(
-            ToolResult(call.id, call.name, failed, content, t_ms, call.by_proxy, call.key, seq)
+            ToolResult(
+                call.id,
+                call.name,
+                failed,
+                content,
+                t_ms,
+                call.by_proxy,
+                call.key,
+                seq,
+                answer_line=line,
+                refused="result" not in message,
+            )
         )
         self.turns.result(t_ms, call.id)
         self.sources.add_result(seq, content)

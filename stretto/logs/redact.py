@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stretto import home
+from stretto.logs.logreader import flow_log_of, read_flow_log
 from stretto.logs.pseudonyms import (
     KEEP_SHARED,
     SALT_ENV,
@@ -25,7 +26,6 @@ from stretto.logs.pseudonyms import (
     Walk,
     dumps,
     fold,
-    parse_json,
 )
 from stretto.logs.sessionlog import (
     LogError,
@@ -96,24 +96,12 @@ def _read(path: Path, report: Report) -> tuple[bytes, SessionLog]:
     return data, log
 
 
-def _flow_entries(path: Path, report: Report) -> list:
-    """The lines of a flow log (JSON objects); a cut-off last line is dropped."""
-    data = path.read_bytes()
-    pieces = data.split(b"\n")
-    complete = data.endswith(b"\n")
-    entries = []
-    for number, piece in enumerate(pieces[:-1] if complete else pieces, start=1):
-        if not piece.strip():
-            continue
-        ok, entry = parse_json(piece.decode("utf-8", "replace"))
-        if not ok:
-            if not complete and number == len(pieces):
-                if str(path) not in report.torn:
-                    report.torn.append(str(path))
-                break
-            raise LogError(path, number, "not JSON")
-        entries.append(entry)
-    return entries
+def _flow_entries(path: Path, report: Report) -> list[dict]:
+    """The lines of a flow log, read strictly; a cut-off last line is dropped (and reported)."""
+    flow = read_flow_log(path, "strict")
+    if flow.reader.torn is not None and str(path) not in report.torn:
+        report.torn.append(str(path))
+    return [entry for _, entry in flow.entries]
 
 
 def _wire_text(line: dict) -> str:
@@ -182,7 +170,7 @@ def _plan(
         walk = Walk(Count(plan.census))
         for line in log.lines:
             walk.line(line)
-        flow = path.with_name(path.name.removesuffix(".jsonl") + ".flow.jsonl")
+        flow = flow_log_of(path)
         if flow.is_file():
             _flow_entries(flow, report)
             plan.flow_logs[name] = flow

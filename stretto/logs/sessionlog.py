@@ -1,36 +1,24 @@
 """Reading session-log files (format versions 1 and 2, docs/formats.md) line by line.
 
 This layer checks the file's shape and nothing more: a header, then wire lines with
-`t_ms`, `from` and exactly one of `message` / `raw`. Turning lines into an episode is
+`t_ms`, `from` and exactly one of `message` / `raw`. The lines themselves are read by
+`stretto.logs.logreader` (strictly here); turning them into an episode is
 `stretto.logs.episode`'s job.
 """
 
 from __future__ import annotations
 
-import json
+import io
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stretto.logs.deepjson import loads_deep
+from stretto.logs.logreader import LineReader, LogError
 
 SUPPORTED_VERSIONS = (1, 2)
 SENDERS = ("client", "server", "proxy", "context")
 SIDE_FILE_SUFFIXES = (".flow.jsonl", ".confirm.jsonl")
-
-
-class LogError(ValueError):
-    """A session log that cannot be read; the message names the file, line and field."""
-
-    def __init__(self, path: Path | str, line: int | None, problem: str, field: str | None = None):
-        self.path = str(path)
-        self.line = line
-        self.field = field
-        self.problem = problem
-        where = self.path if line is None else f"{self.path}:{line}"
-        what = f"field `{field}`: {problem}" if field else problem
-        super().__init__(f"{where}: {what}")
 
 
 class TornLineWarning(UserWarning):
@@ -147,15 +135,6 @@ def parse_wire_line(path: Path | str, number: int, value: Any) -> WireLine:
     return WireLine(number, t_ms, sender, message=value["message"])
 
 
-def _loads(piece: bytes) -> Any:
-    """A log line's JSON value, at any depth: the proxy logs a message nested deeper than
-    Python's recursion limit (~1,000 levels) as the JSON it is."""
-    try:
-        return json.loads(piece)
-    except RecursionError:
-        return loads_deep(piece.decode("utf-8"))
-
-
 def read_session_log(path: Path | str) -> SessionLog:
     """Read one session log. Raises LogError for anything malformed but a torn last line,
     which is dropped with a TornLineWarning."""
@@ -170,34 +149,14 @@ def read_session_log(path: Path | str) -> SessionLog:
 def parse_session_log(data: bytes, path: Path | str) -> SessionLog:
     """Read a session log held in memory; `path` names it in errors and as its source."""
     path = Path(path)
-    pieces = data.split(b"\n")  # only \n ends a line: JSON strings may hold \r or U+2028
-    complete = data.endswith(b"\n")
-    if complete:
-        pieces.pop()
-    header: Header | None = None
-    lines: list[WireLine] = []
-    torn = False
-    for index, piece in enumerate(pieces):
-        number = index + 1
-        last_and_unterminated = not complete and index == len(pieces) - 1
-        if not piece.strip():
-            continue
-        try:
-            value = _loads(piece)
-        except (ValueError, RecursionError) as exc:
-            if last_and_unterminated:
-                torn = True
-                warnings.warn(
-                    f"{path}:{number}: the last line is cut off (a crash mid-write?); dropped it",
-                    TornLineWarning,
-                    stacklevel=2,
-                )
-                break
-            raise LogError(path, number, f"not JSON ({exc})") from None
-        if header is None:
-            header = parse_header(path, value, number)
-        else:
-            lines.append(parse_wire_line(path, number, value))
+    reader = LineReader(io.BytesIO(data), path, "strict")
+    first = reader.header()
+    header = None if first is None else parse_header(path, first[1], first[0])
+    lines = [] if header is None else [parse_wire_line(path, n, v) for n, v in reader.values()]
+    if (notice := reader.torn_notice()) is not None:
+        warnings.warn(notice, TornLineWarning, stacklevel=2)
     if header is None:
         raise LogError(path, None, "empty: no header line")
-    return SessionLog(path, header, lines, torn_last_line=torn, size_bytes=len(data))
+    return SessionLog(
+        path, header, lines, torn_last_line=reader.torn is not None, size_bytes=len(data)
+    )

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stretto.logs.episode import Assistant, ToolCall, call_id_text, episode_from_log
-from stretto.logs.sessionlog import SessionLog, read_session_log
+from stretto.logs.episode import Assistant, ToolCall, ToolResult, episode_from_log
+from stretto.logs.logreader import LogError, read_flow_log
+from stretto.logs.pairing import call_id_text
+from stretto.logs.sessionlog import read_session_log
 from stretto.logs.toollist import WRITE
 from stretto.offline.walk import BOUND, agent_made
 
@@ -99,44 +101,15 @@ def label_folder(
 
 
 def _read_flow_log(path: Path) -> list[tuple[int, dict]]:
-    out = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not text.strip():
-            continue
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise EvaluateError(f"{path}:{number}: not JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise EvaluateError(f"{path}:{number}: a flow log line must be a JSON object")
-        out.append((number, value))
-    return out
-
-
-def _call_lines(log: SessionLog) -> dict[tuple[int, int], tuple[int, bool]]:
-    """For each tools/call (by its key), the log line of its first response and whether that
-    response was a result (not a JSON-RPC error) — as the episode reader pairs them."""
-    pending: dict[str, tuple[int, int]] = {}
-    answered: dict[tuple[int, int], tuple[int, bool]] = {}
-    for line in log.lines:
-        if not line.is_json or line.sender == "context":
-            continue
-        value = line.message
-        for index, message in enumerate(value if isinstance(value, list) else [value]):
-            if not isinstance(message, dict):
-                continue
-            method = message.get("method")
-            if line.sender in ("client", "proxy") and method == "tools/call":
-                params = message.get("params")
-                if message.get("id") is not None and isinstance(params, dict):
-                    if isinstance(params.get("name"), str):
-                        pending[call_id_text(message["id"])] = (line.number, index)
-            elif line.sender in ("server", "proxy") and method is None and "id" in message:
-                if "result" in message or "error" in message:
-                    key = pending.pop(call_id_text(message["id"]), None)
-                    if key is not None:
-                        answered[key] = (line.number, "result" in message)
-    return answered
+    """The flow log's lines, read strictly: a line that cannot be read, a torn last one too
+    (the decisions would not all be there), is refused."""
+    try:
+        flow = read_flow_log(path, "strict")
+    except LogError as exc:
+        raise EvaluateError(str(exc)) from None
+    if flow.reader.torn is not None:
+        raise EvaluateError(flow.reader.torn.problem)
+    return flow.entries
 
 
 def _label_session(
@@ -153,7 +126,12 @@ def _label_session(
         )
     kind_of = {**kinds, **listed}  # the server's own listing wins
     writes = {name for name, kind in kind_of.items() if kind == WRITE}
-    answered = _call_lines(log)
+    # each call's answer (its log line, and whether it was a result), as the episode paired them
+    answered = {
+        r.call_key: (r.answer_line, not r.refused)
+        for r in episode.events
+        if isinstance(r, ToolResult)
+    }
     turn_size: dict[tuple[int, int], int] = {}
     for event in episode.events:
         if isinstance(event, Assistant):
