@@ -41,6 +41,8 @@ class StdioClient:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._next_id = 1
         self.stderr_text = ""
+        # Set once every writer has closed the command's stderr: stderr_text is then whole.
+        self.stderr_closed = threading.Event()
         threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True).start()
         if self.proc.stderr is not None:  # stderr=PIPE: kept in stderr_text
             threading.Thread(
@@ -53,8 +55,11 @@ class StdioClient:
         self._lines.put(None)
 
     def _pump_stderr(self, stderr: IO[bytes]) -> None:
-        for line in iter(stderr.readline, b""):
-            self.stderr_text += line.decode("utf-8", "replace")
+        try:
+            for line in iter(stderr.readline, b""):
+                self.stderr_text += line.decode("utf-8", "replace")
+        finally:
+            self.stderr_closed.set()
 
     # raw lines -----------------------------------------------------------------------------
 

@@ -9,16 +9,48 @@ import io
 import json
 import os
 import sys
+import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from stretto.logs.episode import read_episode
 
 if TYPE_CHECKING:
     from stretto.oracle.scores import Case
+
+T = TypeVar("T")
+
+# --- waiting for something to happen ------------------------------------------------------
+
+
+def wait_until(
+    condition: Callable[[], T], what: str, within_s: float = 60.0, every_s: float = 0.01
+) -> T:
+    """What `condition` gives once it gives something true, asked every `every_s`. The
+    deadline is a bound on a broken run (it fails naming `what`), not a speed limit: a slow
+    machine's working run is far inside it."""
+    deadline = time.monotonic() + within_s
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"never happened within {within_s} s: {what}"
+        time.sleep(every_s)
+    return found
+
+
+async def until(
+    condition: Callable[[], T], what: str, within_s: float = 60.0, every_s: float = 0.01
+) -> T:
+    """`wait_until` inside an event loop (anyio): the loop runs on between the polls."""
+    import anyio  # only the tests that run an event loop pay for it
+
+    deadline = time.monotonic() + within_s
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"never happened within {within_s} s: {what}"
+        await anyio.sleep(every_s)
+    return found
+
 
 # --- the `stretto` command, in this process -------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Shared fixtures: paths to the real servers the tests run, the proxy's command, and the
-walkthrough's home (run once per test session)."""
+"""Shared fixtures: paths to the real servers the tests run, the proxy's command, flows learned
+from sessions recorded through it (`notes_flow`), and the walkthrough's home (run once per test
+session)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
+from stretto.stdio_client import StdioClient, result_text
 from tests.builders import learn, shop_log, write_logs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +54,54 @@ def filesystem_server(folder: Path) -> list[str]:
 
 def proxy(*options: str, server: list[str]) -> list[str]:
     return [PROXY, *options, "--", *server]
+
+
+Agent = Callable[[StdioClient], object]  # what an agent does in one session, once initialized
+
+
+def notes_flow(
+    base: Path,
+    sessions: Iterable[Agent],
+    *,
+    folder: Path | None = None,
+    server: list[str] | None = None,
+    domain: str = "notes",
+    logs: Path | None = None,
+) -> Path:
+    """Record one session per agent in `sessions` through the proxy around `server` (the
+    official filesystem server serving `folder` unless given), then learn a flow from them
+    (`stretto learn --habit-only`, in this process). The logs go to `logs` (base/logs unless
+    given), the flow to base/DOMAIN.flow.json, which is returned."""
+    logs = logs or base / "logs"
+    if server is None:
+        assert folder is not None, "a folder for the filesystem server, or another server"
+        server = filesystem_server(folder)
+    for session in sessions:
+        command = proxy("--record", str(logs), "--domain", domain, server=server)
+        with StdioClient(command) as agent:
+            agent.initialize()
+            agent.list_tools()
+            session(agent)
+            agent.close()
+    flow = base / f"{domain}.flow.json"
+    done = learn(logs, flow, base / "home", domain=domain)
+    assert done.returncode == 0, done.stderr
+    return flow
+
+
+def searches_then_reads(folder: Path, *patterns: str, info: bool = False) -> Agent:
+    """An agent that, for each pattern in turn, searches `folder` and reads each file found
+    (in sorted order; with `info`, looking at the file's info before reading it)."""
+
+    def session(agent: StdioClient) -> None:
+        for pattern in patterns:
+            found = agent.call_tool("search_files", {"path": str(folder), "pattern": pattern})
+            for path in sorted(result_text(found).splitlines()):
+                if info:
+                    agent.call_tool("get_file_info", {"path": path})
+                agent.call_tool("read_text_file", {"path": path})
+
+    return session
 
 
 def free_port() -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from starlette.testclient import TestClient
 from stretto.console.app import create_app
 from stretto.console.cli import server_for
 from stretto.console.state import Options
+from tests.builders import wait_until
 from tests.conftest import REFERENCE_HOME, Walked, free_port
 
 TOKEN = "test-token"
@@ -62,10 +62,9 @@ def served(options: Options):
     server = server_for(app, "127.0.0.1", port)  # as stretto-console serves it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the console did not start")
-        time.sleep(0.02)
+    wait_until(lambda: server.started or not thread.is_alive(), "the console to start", 30)
+    if not server.started:
+        raise RuntimeError("the console did not start")
     try:
         yield f"http://127.0.0.1:{port}", app
     finally:

@@ -4,21 +4,21 @@ cancel; their files private under console/jobs/."""
 from __future__ import annotations
 
 import stat
-import time
 
 import pytest
 
+from tests.builders import wait_until
 from tests.console.conftest import AUTH, WRITE
 
 SHOP_FLOW = "flows/shop.flow.json"
 
 
 def finished(client, job_id: str) -> dict:
-    while True:
+    def ended() -> dict | None:
         job = client.get(f"/api/jobs/{job_id}", headers=AUTH).json()
-        if job["state"] not in ("running", "cancelling"):
-            return job
-        time.sleep(0.2)
+        return job if job["state"] not in ("running", "cancelling") else None
+
+    return wait_until(ended, f"job {job_id} to end", 600, every_s=0.2)
 
 
 def test_an_audit_job_runs_and_keeps_its_output_and_artifacts(client, home):

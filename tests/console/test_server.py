@@ -8,7 +8,6 @@ import json
 import queue
 import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from stretto.console.cli import main
 from stretto.console.doctor import can_start, checks
 from stretto.console.state import Options
-from tests.builders import answers_to, slow_connections, with_descriptors
+from tests.builders import answers_to, slow_connections, wait_until, with_descriptors
 from tests.conftest import PYTHON, ROOT, free_port
 from tests.console.conftest import AUTH, TOKEN, WRITE, client_for, served
 
@@ -201,14 +200,16 @@ def test_slow_connections_neither_starve_the_console_nor_stay(tmp_path: Path):
             elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
             with httpx.Client(transport=elsewhere, timeout=30) as browser:
                 assert browser.get(f"{base}/api/jobs", headers=AUTH).status_code == 200
-            answer = None
-            for _ in range(100):  # dropped while 64 503s are under way (each for 1 s at most)
+
+            def answered() -> httpx.Response | None:
                 try:
-                    answer = httpx.get(f"{base}/api/jobs", headers=AUTH, timeout=30)
-                    break
+                    return httpx.get(f"{base}/api/jobs", headers=AUTH, timeout=30)
                 except httpx.TransportError:
-                    time.sleep(0.1)
-            assert answer is not None and answer.status_code == 503
+                    return None
+
+            # dropped while 64 503s are under way (each for 1 s at most)
+            answer = wait_until(answered, "an answer", 30, every_s=0.1)
+            assert answer.status_code == 503
             assert answer.headers["retry-after"] == "5"
             seen = answers_to(attackers)
         assert seen.get("held") == 0 and sum(seen.values()) == 1100, seen

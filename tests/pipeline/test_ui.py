@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import wait_until
 from tests.conftest import CHROMIUM, ROOT, Walked, free_port
 
 BIN = Path(sys.executable).parent
@@ -75,14 +75,17 @@ def dagster_ui(stretto_home: Path, tmp: Path) -> Iterator[str]:
                 command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
             )
         )
+
+    def answers() -> bool:
+        try:
+            urllib.request.urlopen(f"{url}/server_info", timeout=5)
+            return True
+        except OSError:
+            assert all(p.poll() is None for p in started), (tmp / "webserver.log").read_text()
+            return False
+
     try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/server_info", timeout=5)
-                break
-            except OSError:
-                assert all(p.poll() is None for p in started), (tmp / "webserver.log").read_text()
-                time.sleep(1)
+        wait_until(answers, "the Dagster webserver to answer", 3600, every_s=1)
         yield url
     finally:
         for process in started:
@@ -105,17 +108,20 @@ def materialize_all(page, url: str, shot: Path) -> None:
         pass
     button.click()
     page.get_by_text("Launch backfill", exact=True).click()
-    while True:
+    busy = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
+
+    def settled() -> tuple[list, list] | None:
         backfills = graphql(url, BACKFILLS)["partitionBackfillsOrError"]["results"]
         runs = graphql(url, RUNS)["runsOrError"]["results"]
-        busy = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
         if (
             backfills
             and all(b["status"] not in ("REQUESTED",) for b in backfills)
             and not any(r["status"] in busy for r in runs)
         ):
-            break
-        time.sleep(3)
+            return backfills, runs
+        return None
+
+    backfills, runs = wait_until(settled, "the backfill and its runs to end", 3600, every_s=3)
     assert [b["status"] for b in backfills] == ["COMPLETED_SUCCESS"], backfills
     assert runs and all(r["status"] == "SUCCESS" for r in runs), runs
     page.goto(f"{url}/runs?show_runs_within_backfills=true")
@@ -150,8 +156,12 @@ def test_materialize_all_on_the_walkthrough_home(
     with dagster_ui(home, tmp_path) as url:
         # the `partitions` sensor registers the warehouse's domain and days
         with DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
-            while not instance.get_dynamic_partitions("domain"):
-                time.sleep(2)
+            wait_until(
+                lambda: instance.get_dynamic_partitions("domain"),
+                "the `partitions` sensor to register the domains",
+                3600,
+                every_s=2,
+            )
             assert instance.get_dynamic_partitions("domain") == ["notes"]
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.set_default_timeout(900_000)  # a shared, busy machine

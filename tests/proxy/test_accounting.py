@@ -8,11 +8,11 @@ runs, and still answered with an error if the server dies (proxy.pump).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient
+from tests.builders import wait_until
 from tests.conftest import PYTHON, SERVERS, proxy
 
 CRASH = [PYTHON, str(SERVERS / "crash_server.py")]
@@ -30,14 +30,13 @@ def call(request_id: int, key: str) -> bytes:
 
 def wait_for(path_of, text: bytes) -> bytes:
     """The log's bytes once they hold `text` (polled; the proxy writes in batches)."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def holding() -> bytes:
         path = path_of()
         data = path.read_bytes() if path is not None else b""
-        if text in data:
-            return data
-        assert time.monotonic() < deadline, f"{text!r} never reached the log"
-        time.sleep(0.01)
+        return data if text in data else b""
+
+    return wait_until(holding, f"{text!r} to reach the log", 30)
 
 
 def test_a_request_left_unanswered_is_logged_while_the_session_runs(logs: Path) -> None:

@@ -25,7 +25,7 @@ import pytest
 from proxy.servers_file import ServersFileError, read_servers
 from proxy.splice import APPENDIX
 from stretto.logs.sessionlog import read_session_log
-from tests.builders import stretto
+from tests.builders import learn, stretto, until
 from tests.conftest import PROXY, demo_server, filesystem_server, index_server
 
 SERVERS = {"github": demo_server(), "docs": index_server()}
@@ -99,7 +99,9 @@ def work(url: str, issue: str) -> dict:
             listed = await s.list_tools()
             issue_answer = await s.call_tool("github::lookup", {"key": issue})
             found = json.loads(issue_answer.content[0].text)["found"]
-            await anyio.sleep(0.02)  # an LLM turn; logs merge in the order of their clocks
+            # an LLM turn, kept as a pause: the servers' logs are merged in the order of their
+            # proxies' clocks, which must see the calls apart (a millisecond or two)
+            await anyio.sleep(0.02)  # the next LLM turn, as above
             searched = await s.call_tool("docs::search", {"query": found})
             hit = json.loads(searched.content[0].text)["hits"][0]
             await anyio.sleep(0.02)
@@ -135,10 +137,7 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, list[
     with fronting(base, "--record", str(logs), "--domain", "work") as url:
         seen = [work(url, f"issue-{k}") for k in range(4)]
     flow_path = base / "work.flow.json"
-    done = stretto(
-        "learn", "--sessions", logs, "--domain", "work", "--habit-only", "--out", flow_path,
-        "--home", base / "home",
-    )  # fmt: skip
+    done = learn(logs, flow_path, base / "home", domain="work")
     assert done.returncode == 0, done.stderr
     assert "from 4 sessions" in done.stdout  # 8 logs, 4 MCP sessions
     return base, json.loads(flow_path.read_text()), seen
@@ -380,10 +379,7 @@ def test_a_server_over_http_and_a_servers_own_request_through_the_front(tmp_path
         ):
             await s.initialize()
             looked = await s.call_tool("github::lookup", {"key": "k"})
-            for _ in range(100):  # the server asks for the roots after `initialized`
-                if asked:
-                    break
-                await anyio.sleep(0.05)
+            await until(lambda: asked, "the server to ask for the roots (after `initialized`)")
             allowed = await s.call_tool("files::list_allowed_directories", {})
         return looked.content[0].text, allowed.content[0].text
 

@@ -15,6 +15,7 @@ import pytest
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient
+from tests.builders import wait_until
 from tests.conftest import PYTHON, SERVERS, demo_server, echo_server, proxy
 
 CRASH = [PYTHON, str(SERVERS / "crash_server.py")]
@@ -174,12 +175,8 @@ def process_state(pid: int) -> str | None:
 
 
 def gone(pid: int) -> bool:
-    """Whether the process ends (or is left a zombie) within a few seconds."""
-    for _ in range(100):
-        if process_state(pid) in (None, "Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
+    """Whether the process ends (or is left a zombie): waited for, failing after 30 s."""
+    return wait_until(lambda: process_state(pid) in (None, "Z", "X"), f"pid {pid} to end", 30)
 
 
 def grandchild_under_sh(tmp_path: Path, then: str = "true") -> tuple[list[str], Path]:
@@ -218,7 +215,7 @@ def test_the_servers_whole_process_group_is_ended_on_sigterm(tmp_path: Path, log
             assert json.loads(client.read_line(10))["id"] == 1
             client.proc.terminate()
             status = client.proc.wait(30)
-            time.sleep(0.2)  # the proxy's last words reach stderr_text
+            assert client.stderr_closed.wait(30)  # the proxy's last words are in stderr_text
             assert status == 128 + 15, client.stderr_text
         assert "stopping on signal 15" in client.stderr_text
         assert gone(int(pid_file.read_text()))
@@ -246,7 +243,7 @@ def test_the_server_hears_sigterm_even_when_the_proxys_starter_ignored_it(
             assert json.loads(client.read_line(10))["id"] == 1
             client.proc.terminate()
             status = client.proc.wait(30)
-            time.sleep(0.2)
+            assert client.stderr_closed.wait(30)  # stderr_text is whole
             assert status == 128 + 15, client.stderr_text  # sh ended by SIGTERM, not SIGKILL
         assert "SIGKILL" not in client.stderr_text
         assert gone(int(pid_file.read_text()))
@@ -371,16 +368,6 @@ def watchdogs_of(pgid: int) -> list[int]:
     return found
 
 
-def wait_for(condition, what: str, polls: int = 600) -> None:
-    """Poll `condition` every 50 ms, at most `polls` times (30 s): a bound on a broken run,
-    not a limit on a slow machine's working one."""
-    for _ in range(polls):
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"still waiting for {what}")
-
-
 def server_with_background_children(tmp_path: Path) -> tuple[list[str], Path]:
     """A shell script server that starts two children in the background and waits on them
     (writing its pid, its group's id, first)."""
@@ -403,15 +390,15 @@ def test_a_killed_proxys_server_is_ended_with_all_its_children(tmp_path: Path, l
     )
     pgid = 0
     try:
-        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the server")
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the server")
         pgid = int(pid_file.read_text())
-        wait_for(lambda: len(group_members(pgid)) == 3, "sh and its two children")
+        wait_until(lambda: len(group_members(pgid)) == 3, "sh and its two children")
         proc.kill()  # SIGKILL: the proxy has no say
         proc.wait(30)
-        wait_for(lambda: not group_members(pgid), "the server's group to end")
+        wait_until(lambda: not group_members(pgid), "the server's group to end")
         _, err = proc.communicate(timeout=30)
         assert b"the proxy has gone; its watchdog ends the server's process group" in err
-        wait_for(lambda: not watchdogs_of(pgid), "the watchdog to exit")
+        wait_until(lambda: not watchdogs_of(pgid), "the watchdog to exit")
     finally:
         if pgid and group_members(pgid):
             os.killpg(pgid, signal.SIGKILL)

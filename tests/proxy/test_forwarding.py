@@ -6,12 +6,12 @@ import json
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
+from tests.builders import wait_until
 from tests.conftest import demo_server, echo_server, filesystem_server, proxy
 
 
@@ -282,10 +282,7 @@ def test_the_log_is_written_while_the_session_runs(logs: Path) -> None:
     with StdioClient(proxy("--record", str(logs), server=demo_server())) as client:
         client.initialize()
         log_path = only_log(logs)
-        deadline = time.monotonic() + 30
-        while b'"serverInfo"' not in log_path.read_bytes():
-            assert time.monotonic() < deadline, "the initialize answer never reached the log"
-            time.sleep(0.01)
+        wait_until(lambda: b'"serverInfo"' in log_path.read_bytes(), "initialize in the log", 30)
         for n in range(40):
             client.call_tool("big", {"size": 4000 + n})  # 40 answers of 4 kB: batches fill
         size_while_running = log_path.stat().st_size

@@ -13,7 +13,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
-from tests.builders import answers_to, slow_connections, stretto, with_descriptors
+from tests.builders import answers_to, learn, slow_connections, until, wait_until, with_descriptors
 from tests.conftest import PROXY, SERVERS, filesystem_server
 
 RPC_SERVER = [sys.executable, str(SERVERS / "rpc_server.py")]
@@ -167,10 +166,7 @@ async def a_session(streams, folder: Path) -> dict:
             read_back = await session.call_tool("read_text_file", {"path": path})
             texts.append(read_back.content[0].text)
         outside = await session.call_tool("read_text_file", {"path": "/etc/hostname"})
-        for _ in range(100):  # the server asks for the roots after `initialized`; wait for it
-            if asked:
-                break
-            await anyio.sleep(0.05)
+        await until(lambda: asked, "the server to ask for the roots (after `initialized`)")
         allowed = await session.call_tool("list_allowed_directories", {})
     return {
         "server": init.server_info.name,
@@ -269,10 +265,7 @@ def test_sessions_recorded_over_http_teach_a_flow_served_to_each_session(tmp_pat
                 answer_of(proxy, session, call(number, "read_text_file", {"path": path}))
             assert proxy.request("DELETE", None, {}, session)[0] == 204
     flow = tmp_path / "notes.flow.json"
-    done = stretto(
-        "learn", "--sessions", recorded, "--domain", "notes", "--habit-only", "--out", flow,
-        "--home", tmp_path / "home",
-    )  # fmt: skip
+    done = learn(recorded, flow, tmp_path / "home", domain="notes")
     assert done.returncode == 0, done.stderr
 
     served = tmp_path / "served"
@@ -631,12 +624,14 @@ def test_slow_connections_neither_starve_the_hosts_nor_stay() -> None:
     with listening(descriptors=1024) as proxy:
         with slow_connections(int(proxy.port), 1100) as attackers:  # from 127.0.0.1
             assert json.loads(anyio.run(a_host, proxy.url, "127.0.0.2")) == {"from": "127.0.0.2"}
-            status, headers, body = 0, {}, b""
-            for _ in range(100):  # dropped while 64 503s are under way (each for 1 s at most)
+
+            def answered() -> tuple | None:
                 with contextlib.suppress(ConnectionError):
-                    status, headers, body = proxy.request("POST", INITIALIZE)
-                    break
-                time.sleep(0.1)
+                    return proxy.request("POST", INITIALIZE)
+                return None
+
+            # dropped while 64 503s are under way (each for 1 s at most)
+            status, headers, body = wait_until(answered, "an answer", 30, every_s=0.1)
             assert status == 503 and headers["retry-after"] == "5", (status, body)
             assert b"connections from 127.0.0.1 are open" in body
             seen = answers_to(attackers)

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from stretto.logs.sessionlog import read_session_log
-from stretto.stdio_client import StdioClient, result_text
-from tests.builders import stretto
-from tests.conftest import filesystem_server, proxy
+from stretto.stdio_client import StdioClient
+from tests.conftest import filesystem_server, notes_flow, proxy, searches_then_reads
 from tests.warehouse.helpers import ingest, rows
 
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
@@ -28,31 +27,9 @@ def trained(tmp_path_factory) -> tuple[Path, Path, Path]:
         (notes / f"2026-{day}.md").write_text(f"# Meeting 2026-{day}\nDecisions of the day.\n")
     (notes / "alpha.md").write_text("# Alpha\nOn track.\n")
     (notes / "beta.md").write_text("# Beta\nAt risk.\n")
-    logs = base / "logs"
-    for pattern in PATTERNS:
-        with StdioClient(
-            proxy("--record", str(logs), "--domain", "notes", server=filesystem_server(notes))
-        ) as agent:
-            agent.initialize()
-            agent.list_tools()
-            found = agent.call_tool("search_files", {"path": str(notes), "pattern": pattern})
-            for path in sorted(result_text(found).splitlines()):
-                agent.call_tool("read_text_file", {"path": path})
-            agent.close()
-    flow = base / "notes.flow.json"
-    done = stretto(
-        "learn",
-        "--sessions",
-        logs,
-        "--domain",
-        "notes",
-        "--habit-only",
-        "--out",
-        flow,
-        "--home",
-        base / "home",
+    flow = notes_flow(
+        base, [searches_then_reads(notes, pattern) for pattern in PATTERNS], folder=notes
     )
-    assert done.returncode == 0, done.stderr
     return notes, flow, base
 
 

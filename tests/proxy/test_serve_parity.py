@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from stretto.model.flow import load_flow
 from stretto.model.program import FlowDistributions
 from stretto.offline.replay import EpisodeReplay
 from stretto.offline.walk import Point, Turn, walk
+from tests.builders import wait_until
 from tests.conftest import demo_server
 
 
@@ -108,8 +108,7 @@ class Host:
         pump.run_until(lambda: pump.host_eof)
         pump.close_server_input()
         pump.run_until(lambda: pump.server_status is not None and pump.output_closed, 30)
-        while self.relay.flow_busy():
-            time.sleep(0.005)
+        wait_until(lambda: not self.relay.flow_busy(), "the flow's lookups to end", every_s=0.005)
         pump.run_until(pump.drained, 5)
         pump.close()
         os.close(host_in)
@@ -137,8 +136,11 @@ class Host:
         answer = self.request("tools/call", {"name": tool, "arguments": arguments})
         if self.flow is not None:
             # the flow has seen the answer, and its lookups after the call are over
-            while answer["id"] not in self.relay.accounted or self.relay.flow_busy():
-                time.sleep(0.005)
+            wait_until(
+                lambda: answer["id"] in self.relay.accounted and not self.relay.flow_busy(),
+                "the flow to see the answer and end its lookups",
+                every_s=0.005,
+            )
             self.histories.append(list(self.flow.session_view.history))
         return answer
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from stretto.stdio_client import StdioClient
-from tests.builders import stretto
-from tests.conftest import filesystem_server, proxy
+from tests.conftest import Agent, filesystem_server, notes_flow, proxy
 
 
 @pytest.fixture(scope="module")
@@ -28,27 +27,24 @@ def served_folder(tmp_path_factory) -> tuple[Path, Path]:
     (private / "keys.md").write_text("the private keys\n")
     for i in range(1, 13):
         (notes / f"note-{i}.md").write_text(f"note {i}\n")
-    logs = base / "logs"
-    for session in range(6):
-        listed = [str(notes / f"note-{1 + (session * 2 + k) % 12}.md") for k in range(3)]
-        index = notes / f"index-{session}.md"
-        index.write_text("\n".join(listed) + "\n")
-        with StdioClient(
-            proxy("--record", str(logs), "--domain", "fs", server=filesystem_server(folder))
-        ) as agent:
-            agent.initialize()
-            agent.list_tools()
-            agent.call_tool("read_text_file", {"path": str(index)})
-            for path in listed:
-                agent.call_tool("read_text_file", {"path": path})
-            agent.close()
-    flow = base / "fs.flow.json"
-    done = stretto(
-        "learn", "--sessions", logs, "--domain", "fs", "--habit-only", "--out", flow,
-        "--home", base / "home",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    flow = notes_flow(
+        base, [reads_an_index(notes, i) for i in range(6)], folder=folder, domain="fs"
+    )
     return folder, flow
+
+
+def reads_an_index(notes: Path, session: int) -> Agent:
+    """An agent that reads an index of three notes (written for this session), then each."""
+    listed = [str(notes / f"note-{1 + (session * 2 + k) % 12}.md") for k in range(3)]
+    index = notes / f"index-{session}.md"
+    index.write_text("\n".join(listed) + "\n")
+
+    def read(agent: StdioClient) -> None:
+        agent.call_tool("read_text_file", {"path": str(index)})
+        for path in listed:
+            agent.call_tool("read_text_file", {"path": path})
+
+    return read
 
 
 def serve(folder: Path, flow: Path, tmp: Path, listed: list[str]) -> tuple[list, list]:

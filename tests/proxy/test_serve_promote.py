@@ -15,7 +15,7 @@ from stretto.logs.sessionlog import read_session_log
 from stretto.model.flow import load_flow
 from stretto.offline.promote import score
 from stretto.stdio_client import StdioClient, result_text
-from tests.builders import stretto
+from tests.builders import learn, stretto
 from tests.conftest import demo_server, proxy
 
 # records exploring and shadow sessions, learns and promotes
@@ -60,18 +60,7 @@ def promoted(tmp_path_factory) -> tuple[Path, Path, Path]:
             wait(agent)
             agent.close()
     flow = base / "demo.flow.json"
-    done = stretto(
-        "learn",
-        "--sessions",
-        training,
-        "--domain",
-        "demo",
-        "--habit-only",
-        "--out",
-        flow,
-        "--home",
-        base / "home",
-    )
+    done = learn(training, flow, base / "home", domain="demo")
     assert done.returncode == 0, done.stderr
     shadow = base / "shadow"
     for n in range(3):

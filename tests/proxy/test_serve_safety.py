@@ -14,7 +14,7 @@ import pytest
 from stretto.model.shape import shown
 from stretto.stdio_client import StdioClient
 from tests.builders import stretto
-from tests.conftest import docs_server, proxy
+from tests.conftest import Agent, docs_server, notes_flow, proxy
 
 APPENDIX = b"--- Also looked up automatically"
 
@@ -23,25 +23,21 @@ APPENDIX = b"--- Also looked up automatically"
 def docs_flow(tmp_path_factory) -> Path:
     """A flow learned from sessions that search documents, then read each one found."""
     base = tmp_path_factory.mktemp("docs")
-    logs = base / "logs"
-    for ids in ([1, 2], [3, 4, 5], [6, 7], [8, 9, 10], [11, 12], [2, 7]):
-        found = "|".join(f"doc-{i}" for i in ids)
-        with StdioClient(
-            proxy("--record", str(logs), "--domain", "docs", server=docs_server())
-        ) as agent:
-            agent.initialize()
-            agent.list_tools()
-            agent.call_tool("search_docs", {"query": found})
-            for i in ids:
-                agent.call_tool("get_doc", {"id": f"doc-{i}"})
-            agent.close()
-    flow = base / "docs.flow.json"
-    done = stretto(
-        "learn", "--sessions", logs, "--domain", "docs", "--habit-only", "--out", flow,
-        "--home", base / "home",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    searches = ([1, 2], [3, 4, 5], [6, 7], [8, 9, 10], [11, 12], [2, 7])
+    agents = [searches_then_gets(ids) for ids in searches]
+    flow = notes_flow(base, agents, server=docs_server(), domain="docs")
     return flow
+
+
+def searches_then_gets(ids: list[int]) -> Agent:
+    """An agent that searches the documents with these ids, then gets each one."""
+
+    def session(agent: StdioClient) -> None:
+        agent.call_tool("search_docs", {"query": "|".join(f"doc-{i}" for i in ids)})
+        for i in ids:
+            agent.call_tool("get_doc", {"id": f"doc-{i}"})
+
+    return session
 
 
 @dataclass

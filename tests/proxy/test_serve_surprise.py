@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stretto.stdio_client import StdioClient, result_text
-from tests.builders import stretto
-from tests.conftest import PROXY, filesystem_server, proxy
+from stretto.stdio_client import StdioClient
+from tests.conftest import PROXY, filesystem_server, notes_flow, proxy, searches_then_reads
 
 APPENDIX = "--- Also looked up automatically"
 DAYS = ("08-12", "08-26", "09-03", "09-17", "09-28", "10-05")
@@ -31,32 +30,8 @@ def served(tmp_path_factory) -> tuple[Path, Path]:
         (notes / f"2026-{day}.md").write_text(f"# Meeting 2026-{day}\n")
     (notes / "alpha.md").write_text("# Alpha\n")
     (notes / "beta.md").write_text("# Beta\n")
-    logs = base / "logs"
-    for k in range(6):
-        with StdioClient(
-            proxy("--record", str(logs), "--domain", "notes", server=filesystem_server(notes))
-        ) as agent:
-            agent.initialize()
-            agent.list_tools()
-            for pattern in PATTERNS[k % 2 :] + PATTERNS[: k % 2]:
-                found = agent.call_tool("search_files", {"path": str(notes), "pattern": pattern})
-                for path in sorted(result_text(found).splitlines()):
-                    agent.call_tool("read_text_file", {"path": path})
-            agent.close()
-    flow = base / "notes.flow.json"
-    done = stretto(
-        "learn",
-        "--sessions",
-        logs,
-        "--domain",
-        "notes",
-        "--habit-only",
-        "--out",
-        flow,
-        "--home",
-        base / "home",
-    )
-    assert done.returncode == 0, done.stderr
+    agents = [searches_then_reads(notes, *PATTERNS[k % 2 :], *PATTERNS[: k % 2]) for k in range(6)]
+    flow = notes_flow(base, agents, folder=notes)
     learned = json.loads(flow.read_text())
     learned["surprise"] = GATE
     flow.write_text(json.dumps(learned))

@@ -19,7 +19,7 @@ from proxy.serve import OTHER_SERVER
 from proxy.splice import APPENDIX
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
-from tests.builders import stretto
+from tests.builders import learn
 from tests.conftest import demo_server, index_server, proxy
 
 SERVERS = {"github": demo_server(), "docs": index_server()}
@@ -80,18 +80,7 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
             for agent in agents.values():
                 assert agent.close() == 0, agent.stderr_text
     flow_path = base / "work.flow.json"
-    done = stretto(
-        "learn",
-        "--sessions",
-        logs,
-        "--domain",
-        "work",
-        "--habit-only",
-        "--out",
-        flow_path,
-        "--home",
-        base / "home",
-    )
+    done = learn(logs, flow_path, base / "home", domain="work")
     assert done.returncode == 0, done.stderr
     assert "from 4 sessions" in done.stdout  # 8 logs, 4 host sessions
     return base, json.loads(flow_path.read_text())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,19 +14,20 @@ from proxy.upstream_http import BUSY_CONNECTIONS, STREAM_BYTES, one_line
 from stretto.logs.episode import read_episode
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient, result_text
+from tests.builders import wait_until
 from tests.conftest import PROXY, demo_server, free_port
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Until the HTTP server listens on `port` (fails if it exits first)."""
+
+    def listens() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"the HTTP server exited with {proc.returncode}")
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(listens, f"the HTTP server to listen on {port}", timeout)
 
 
 @pytest.fixture(params=["sse", "json"])

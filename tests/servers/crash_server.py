@@ -20,4 +20,4 @@ for line in iter(stdin.readline, b""):
         stdout.flush()
 if ignore_eof:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    time.sleep(60)
+    time.sleep(60)  # the behaviour under test: a server that outstays EOF and SIGTERM

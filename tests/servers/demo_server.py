@@ -40,7 +40,7 @@ def fail(reason: str = "asked to fail") -> str:
 
 @server.tool(description="Answers after delay_ms milliseconds.", annotations=READ)
 def slow(delay_ms: int = 200) -> str:
-    time.sleep(delay_ms / 1000)
+    time.sleep(delay_ms / 1000)  # the latency is the tool's whole point
     return f"slept {delay_ms} ms"
 
 

@@ -15,4 +15,4 @@ stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
 for line in iter(stdin.readline, b""):
     stdout.write(line)
     stdout.flush()
-time.sleep(60)
+time.sleep(60)  # the behaviour under test: it outlives its stdin (and ignores SIGTERM)

@@ -481,9 +481,8 @@ def test_ctrl_c_during_ingest_is_one_line_and_130_and_the_next_ingest_recovers(
     on stderr, not Dagster's traceback nor DuckDB's "Query interrupted", status 130; the next
     ingest removes the partial run and the warehouse then holds every session."""
     import signal
-    import time
 
-    from tests.builders import shop_log, stretto, write_logs
+    from tests.builders import shop_log, stretto, wait_until, write_logs
 
     home = tmp_path / "home"
     write_logs(home / "logs" / "shop", [shop_log(i) for i in range(3000)])
@@ -494,8 +493,11 @@ def test_ctrl_c_during_ingest_is_one_line_and_130_and_the_next_ingest_recovers(
             stdout=subprocess.PIPE,
             stderr=err,
         )
-        while done.poll() is None and not (staging.is_dir() and any(staging.iterdir())):
-            time.sleep(0.02)  # until the run has begun writing
+        wait_until(  # the run has begun writing (or has ended: the assertions below say so)
+            lambda: done.poll() is not None or (staging.is_dir() and any(staging.iterdir())),
+            "the ingest run to begin writing",
+            120,
+        )
         done.send_signal(signal.SIGINT)
         out, _ = done.communicate()
         err.seek(0)

@@ -31,7 +31,7 @@ from stretto.offline.evaluate import (
 )
 from stretto.stdio_client import StdioClient, result_text
 from tests.builders import stretto
-from tests.conftest import REFERENCE_HOME, filesystem_server, proxy
+from tests.conftest import REFERENCE_HOME, filesystem_server, notes_flow, proxy, searches_then_reads
 
 METRICS = ("lookups", "used", "detours", "turns")
 
@@ -722,25 +722,9 @@ def served(tmp_path_factory) -> dict:
     notes.mkdir()
     for day in ("08-12", "09-03", "10-05", "10-14", "10-26"):
         (notes / f"2026-{day}.md").write_text(f"# Meeting 2026-{day}\n")
-    train = base / "train"
     patterns = ["**/2026-08-*", "**/2026-09-*", "**/2026-10-*", "**/2026-*", "**/*-1*"]
-    for i, pattern in enumerate(patterns):
-        command = proxy(
-            "--record", str(train), "--domain", "notes", server=filesystem_server(notes)
-        )
-        with StdioClient(command) as agent:
-            agent.initialize()
-            agent.list_tools()
-            found = agent.call_tool("search_files", {"path": str(notes), "pattern": pattern})
-            for path in sorted(result_text(found).splitlines()):
-                if i % 2:
-                    agent.call_tool("get_file_info", {"path": path})
-                agent.call_tool("read_text_file", {"path": path})
-            agent.close()
-    flow = base / "notes.flow.json"
-    learn = ["learn", "--sessions", train, "--domain", "notes", "--habit-only"]
-    done = stretto(*learn, "--out", flow, "--home", base / "home")
-    assert done.returncode == 0, done.stderr
+    agents = [searches_then_reads(notes, p, info=i % 2 == 1) for i, p in enumerate(patterns)]
+    flow = notes_flow(base, agents, folder=notes, logs=base / "train")
     logs = base / "served"
     paths = []
     for _ in range(3):
@@ -760,7 +744,8 @@ def served(tmp_path_factory) -> dict:
             agent.list_tools()
             found = agent.call_tool("search_files", {"path": str(notes), "pattern": "**/2026-10-*"})
             paths = sorted(p for p in result_text(found).splitlines() if p.startswith("/"))
-            # a pause between calls: each is its own LLM turn (the turn rule's 500 ms)
+            # a pause between calls, kept: each is its own LLM turn, which the proxy's own
+            # timestamps must show (the turn rule's 500 ms); the lapse is what is recorded
             for tool, arguments in [
                 ("read_text_file", {"path": paths[0]}),
                 ("read_text_file", {"path": paths[1]}),

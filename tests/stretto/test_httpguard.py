@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
 
 from stretto.httpguard import BACKLOG, Limits, guarded, limits_for
+from tests.builders import wait_until
 from tests.conftest import free_port
 
 TIMEOUT_S = 0.3  # the headers' time here
@@ -23,7 +23,8 @@ async def app(scope, receive, send) -> None:
     if scope["type"] != "http":
         return
     if scope["path"] == "/slow":
-        await asyncio.sleep(3 * TIMEOUT_S)  # the answer may take longer than the headers may
+        # a slow answer is what is tested: it may take longer than the headers may
+        await asyncio.sleep(3 * TIMEOUT_S)
     headers = [(b"content-length", b"2")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": b"ok"})
@@ -45,9 +46,8 @@ def serving(limits: Limits) -> Iterator[int]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the server did not start"
-        time.sleep(0.02)
+    wait_until(lambda: server.started or not thread.is_alive(), "the server to start", 30)
+    assert server.started, "the server did not start"
     try:
         yield port
     finally:

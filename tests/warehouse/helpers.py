@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from assets.ingest import INGEST_ASSETS
@@ -13,10 +14,21 @@ from stretto.logs.steps import episode_steps
 from tests.conftest import REFERENCE_HOME
 from warehouse import store
 from warehouse.layout import Layout
+from warehouse.learn import learn_flow
 
 DAY_MS = 86_400_000
 # the reference's own shop sessions, moved to other days by put_log
 SHOP = sorted((REFERENCE_HOME / "logs/shop").glob("*.jsonl"))
+
+
+def learned(
+    where: Layout | Path, domain: str = "shop", say: Callable[[str], None] | None = None
+) -> dict:
+    """The flow learned from a warehouse's `domain` alone (`where`: its layout, or a home with
+    a local warehouse), stamped at time 0 and passed through JSON: two flows compare whole."""
+    layout = where if isinstance(where, Layout) else Layout.at(where)
+    flow = learn_flow(layout, domain, only_domain=True, now_ms=0, say=say or (lambda _: None))
+    return json.loads(json.dumps(flow, sort_keys=True))
 
 
 def put_log(source: Path, logs: Path, days_later: int) -> None:

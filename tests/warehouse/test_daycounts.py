@@ -10,15 +10,9 @@ from pathlib import Path
 import pytest
 
 from stretto.model.binding import Rules
-from tests.warehouse.helpers import SHOP, ingest, put_log
+from tests.warehouse.helpers import SHOP, ingest, learned, put_log
 from warehouse.daycounts import PartStore
 from warehouse.layout import Layout
-from warehouse.learn import learn_flow
-
-
-def learned(home: Path, said: list[str] | None = None) -> dict:
-    notes = said if said is not None else []
-    return learn_flow(Layout.at(home), "shop", only_domain=True, now_ms=0, say=notes.append)
 
 
 @pytest.mark.slow  # several ingest runs
@@ -32,7 +26,7 @@ def test_a_new_day_is_counted_alone_and_the_sum_is_the_full_recount(tmp_path: Pa
         put_log(log, nightly / "logs/shop", 2)  # the new day
     ingest(nightly)
     said: list[str] = []
-    again = learned(nightly, said)
+    again = learned(nightly, say=said.append)
     # only the new day was counted and replayed; days 0 and 1 were read back (their rules did
     # not change: only the counts behind them did), and α's walk went on from the 4 sessions
     assert "counting 1 of 3 parts (domain and day); the others are kept" in said
@@ -76,7 +70,7 @@ def test_an_earlier_day_changed_is_counted_replayed_and_walked_again(tmp_path: P
     put_log(SHOP[4], home / "logs/shop", 0)  # a late log of the first day
     ingest(home)
     said: list[str] = []
-    flow = learned(home, said)
+    flow = learned(home, say=said.append)
     assert "counting 1 of 3 parts (domain and day); the others are kept" in said
     assert "replaying the bindings' picks in 1 of 3 parts (3 of 9 lookups by part)" in said
     # the first day's sessions changed: α's walk starts again (the late session is first)
@@ -94,7 +88,7 @@ def test_rules_that_change_replay_only_their_lookups(tmp_path: Path) -> None:
         put_log(log, home / "logs/shop", 1)
     ingest(home)
     said: list[str] = []
-    flow = learned(home, said)
+    flow = learned(home, say=said.append)
     # with one session, get_user_details had no usable source; with three it has one: day 0
     # replays that lookup alone, the new day every lookup
     before = Rules.from_flow(first["bindings"])
@@ -105,7 +99,7 @@ def test_rules_that_change_replay_only_their_lookups(tmp_path: Path) -> None:
     assert same(flow, recounted(tmp_path, [0, 1, 1]))
     # learned again with nothing new: nothing is counted, replayed or walked
     said.clear()
-    assert same(learned(home, said), flow)
+    assert same(learned(home, say=said.append), flow)
     assert not [s for s in said if s.startswith(("counting", "replaying", "fitting"))]
 
 
@@ -118,7 +112,7 @@ def test_a_part_whose_sessions_changed_is_counted_again(tmp_path: Path) -> None:
     put_log(SHOP[3], home / "logs/shop", 0)  # one more session on the same day
     ingest(home)
     said: list[str] = []
-    flow = learned(home, said)
+    flow = learned(home, say=said.append)
     assert "counting 1 of 1 parts (domain and day); the others are kept" in said
     assert flow["provenance"]["habit_episodes"] == 4
     # the older count of that day is gone: one counts file per part
@@ -156,7 +150,7 @@ def test_parts_counted_a_few_at_a_time_give_the_flow_of_one_pass(
     monkeypatch.setattr(partcount, "set_wanted", spied)
     monkeypatch.setattr(replays, "set_wanted", spied)
     said: list[str] = []
-    chunked = learned(home, said)
+    chunked = learned(home, say=said.append)
     assert "counting 3 of 3 parts (domain and day); the others are kept" in said
     # counting (over the steps and calls), then replaying (the calls and context): one part
     # at a time each

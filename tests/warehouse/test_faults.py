@@ -10,12 +10,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from tests.builders import wait_until
 from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import ingest, mismatches, rows
 from warehouse import registry, store
@@ -128,15 +128,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_for(condition, what: str, attempts: int = 1200) -> None:
-    """Poll (a safety net against hanging, not a speed limit)."""
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
-
-
 def test_killing_the_main_process_ends_its_workers_and_the_next_run_recovers(
     tmp_path: Path, clean_counts: list[dict]
 ) -> None:
@@ -155,14 +146,16 @@ def test_killing_the_main_process_ends_its_workers_and_the_next_run_recovers(
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: len(list(layout.staging.rglob("*.parquet"))) >= 2, "both workers staged")
+        wait_until(
+            lambda: len(list(layout.staging.rglob("*.parquet"))) >= 2, "both workers staged", 120
+        )
         workers = {
             p for p in children(main.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
         }
         assert len(workers) == 2
         main.send_signal(signal.SIGKILL)
         main.wait()
-        wait_for(lambda: not any(alive(p) for p in workers), "the workers ended")
+        wait_until(lambda: not any(alive(p) for p in workers), "the workers ended", 120)
     finally:
         if main.poll() is None:
             main.kill()

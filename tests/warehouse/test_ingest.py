@@ -16,7 +16,7 @@ import pytest
 
 from stretto.logs.merged import read_episodes
 from stretto.stdio_client import StdioClient
-from tests.builders import HEADER, LogBuilder, stretto
+from tests.builders import HEADER, LogBuilder, stretto, wait_until
 from tests.conftest import PYTHON, REFERENCE_HOME, SERVERS, proxy
 from tests.warehouse.helpers import ingest, mismatches, rows
 from warehouse import store
@@ -228,6 +228,14 @@ def test_bad_lines_are_quarantined_and_nothing_is_lost(tmp_path: Path) -> None:
     assert rows(home, "SELECT count(*) AS n FROM sessions")[0]["n"] == 6
 
 
+def has_open(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` open (one of its /proc/PID/fd links)."""
+    try:
+        return any(fd.resolve() == path.resolve() for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # it ended, or a descriptor closed while looking
+        return False
+
+
 @pytest.mark.slow  # two ingest processes racing
 def test_a_second_run_at_once_waits_or_fails_clearly(tmp_path: Path) -> None:
     home = home_with(tmp_path, shop=REFERENCE_HOME / "logs/shop")
@@ -260,7 +268,14 @@ def test_a_second_run_at_once_waits_or_fails_clearly(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)
+        wait_until(
+            lambda: waiting.poll() is not None or has_open(waiting.pid, layout.lock),
+            "the waiting run to reach the lock",
+            120,
+        )
+        # The lapse is what is tested: a run told to wait, having reached the held lock, is
+        # still waiting a while later (its retries are 0.2 s apart; `--wait 0` failed at once).
+        time.sleep(1)
         assert waiting.poll() is None  # still waiting for the lock
     finally:
         release.set()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import HEADER, LogBuilder
-from tests.warehouse.helpers import ingest
+from tests.warehouse.helpers import ingest, learned
 from warehouse.layout import Layout
 from warehouse.learn import learn_flow
 from warehouse.merge import Log, plan
@@ -178,15 +178,15 @@ def test_merged_sessions_are_planned_as_units_whose_parts_are_kept_until_a_log_c
     assert all(i.startswith("merged-") for i in ids.values())
 
     said: list[str] = []
-    first = learn_flow(layout, "work", only_domain=True, now_ms=0, say=said.append)
+    first = learned(layout, "work", say=said.append)
     assert any(s.startswith("counting 1 of 1 parts") for s in said)
     said.clear()
-    again = learn_flow(layout, "work", only_domain=True, now_ms=0, say=said.append)
+    again = learned(layout, "work", say=said.append)
     assert again == first and not [s for s in said if s.startswith("counting")]
 
     host_session(folder, 1, searches=2)  # one member log of a unit changes: counted again
     ingest(home)
     said.clear()
-    changed = learn_flow(layout, "work", only_domain=True, now_ms=0, say=said.append)
+    changed = learned(layout, "work", say=said.append)
     assert any(s.startswith("counting 1 of 1 parts") for s in said)
     assert changed["provenance"]["steps"] == first["provenance"]["steps"] + 1

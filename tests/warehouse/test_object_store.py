@@ -20,10 +20,9 @@ from assets.learn import flow
 from pipeline.run import materialize
 from tests.builders import learn, stretto
 from tests.conftest import REFERENCE_HOME, free_port
-from tests.warehouse.helpers import ingest
+from tests.warehouse.helpers import ingest, learned
 from warehouse import compact, storage, store
 from warehouse.layout import TABLES, Layout
-from warehouse.learn import learn_flow
 
 # starts moto's S3 server and ingests and learns on both sides of it
 pytestmark = pytest.mark.slow
@@ -66,11 +65,6 @@ def put_logs(home: Path, logs: list[Path]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for log in logs:
         shutil.copy(log, folder / log.name)
-
-
-def learned(layout: Layout) -> dict:
-    flow = learn_flow(layout, "shop", only_domain=True, now_ms=0)
-    return json.loads(json.dumps(flow, sort_keys=True))
 
 
 def test_ingest_learn_and_query_on_s3_match_a_local_warehouse(

@@ -13,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.builders import HEADER, LogBuilder, stretto
-from tests.warehouse.helpers import rows
-from warehouse.layout import PERSONAL_COMMENT, PERSONAL_DATA, Layout
-from warehouse.learn import learn_flow
+from tests.warehouse.helpers import learned, rows
+from warehouse.layout import PERSONAL_COMMENT, PERSONAL_DATA
 
 SALT = {"STRETTO_REDACT_SALT": "a secret salt"}
 TOOLS = {
@@ -197,7 +196,7 @@ def test_a_redacted_warehouse_learns_the_same_flow(tmp_path: Path) -> None:
         write_home(home, builders)
         done = stretto("ingest", *options, "--home", home, env={**os.environ, **SALT})
         assert done.returncode == 0, done.stderr
-        flows.append(learn_flow(Layout.at(home), "support", only_domain=True, now_ms=0))
+        flows.append(learned(home, "support"))
     plain, redacted = flows
     assert plain["bindings"]["sources"], "nothing to compare"
     for flow in flows:  # pseudonyms have shapes of their own: the same arguments, as often
