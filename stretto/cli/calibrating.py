@@ -49,7 +49,8 @@ def calibrate_flow(
     it was, after saying why)."""
     from stretto.cli.learnfolder import learn_folder
     from stretto.model.flow import load_flow, write_flow
-    from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
+    from stretto.offline.calibrate import cross_fitted_rows, fit_map
+    from stretto.vocabulary import FOLDS
 
     folder = Paths.at(home).cache / "calibrate"
 

@@ -24,10 +24,9 @@ from collections.abc import Callable, Sequence
 
 from stretto.logs.episode import Episode
 from stretto.model.calibrate import logit
-from stretto.model.decide import fnv1a64
 from stretto.offline.replay import replay
+from stretto.vocabulary import FOLDS, fold_of
 
-FOLDS = 5
 PENALTIES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 MIN_SLOPE = 0.05
 PRIOR = 1.0  # the weight of the identity map's intercept 0 and slope 1 (one row's worth)
@@ -36,11 +35,6 @@ METHOD = (
     "penalized logistic regression of use on logit(p × chance), offsets per site and lookup "
     "and per lookup and mention class; cross-fitted by task"
 )
-
-
-def fold(task: str, folds: int = FOLDS) -> int:
-    """A task's fold: FNV-1a of its id modulo the folds (../shared/spec/algorithms.md §0)."""
-    return fnv1a64(task) % folds
 
 
 def task_of(episode: Episode) -> str:
@@ -62,8 +56,8 @@ def cross_fitted_rows(
     tasks. A fold whose complement holds no learnable episode adds no rows."""
     rows: list[dict] = []
     for k in range(folds):
-        held = [e for e in episodes if fold(task_of(e), folds) == k]
-        rest = [e for e in episodes if fold(task_of(e), folds) != k and learnable(e)]
+        held = [e for e in episodes if fold_of(task_of(e), folds) == k]
+        rest = [e for e in episodes if fold_of(task_of(e), folds) != k and learnable(e)]
         if not held or not rest:
             continue
         flow = learn(rest)
@@ -130,7 +124,7 @@ def choose_penalty(rows: Sequence[dict]) -> float:
     each fold scored by the map fitted on the others); the middle one when there is one fold.
     A row's task is its `task_id`, else its episode."""
     design = _Design(rows)
-    groups = [fold(r["task_id"] or r["episode"]) for r in rows]
+    groups = [fold_of(r["task_id"] or r["episode"]) for r in rows]
     present = sorted(set(groups))
     if len(present) < 2:
         return PENALTIES[len(PENALTIES) // 2]

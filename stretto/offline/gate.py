@@ -18,19 +18,15 @@ import math
 from collections.abc import Callable, Sequence
 
 from stretto.logs.episode import Episode
-from stretto.model.decide import Decider, fnv1a64
+from stretto.model.decide import Decider
 from stretto.model.surprise import DEFAULT_WINDOW, peak_window_mean, session_surprises
+from stretto.vocabulary import FOLDS, fold_of
 
-FOLDS = 5
 Learner = Callable[[list[Episode]], dict]
 
 
 class GateError(ValueError):
     pass
-
-
-def fold_of(episode: Episode) -> int:
-    return fnv1a64(episode.task_id or episode.id) % FOLDS
 
 
 def learn_gate(
@@ -48,9 +44,10 @@ def learn_gate(
     if window < 1:
         raise GateError(f"--surprise-window wants at least 1 step, got {window}")
     peaks: list[float] = []
+    folds = [fold_of(e.task_id or e.id) for e in episodes]  # a session with no task: its own
     for fold in range(FOLDS):
-        held_out = [e for e in episodes if fold_of(e) == fold]
-        training = [e for e in episodes if fold_of(e) != fold]
+        held_out = [e for e, f in zip(episodes, folds, strict=True) if f == fold]
+        training = [e for e, f in zip(episodes, folds, strict=True) if f != fold]
         if not training or not any(e.succeeded for e in held_out):
             continue
         decider = Decider(learn(training), "habit")
