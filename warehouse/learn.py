@@ -15,6 +15,7 @@ import numpy as np
 
 from stretto.logs.domain import is_valid_domain
 from stretto.model.flow import build_flow
+from stretto.vocabulary import RESPOND
 from warehouse import merge, store
 from warehouse.alphafit import fitted_alpha, walked_histories
 from warehouse.daycounts import PartCounts, add_up, levels
@@ -143,7 +144,7 @@ def learn_flow(
             bindings["named_other"] = named
         if half_life is not None:
             summed.habit, summed.reach = _weighted(con, plan, kinds, rewards, half_life)
-        actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {"respond"}
+        actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {RESPOND}
         alpha_fit, _ = fitted_alpha(con, layout, plan, parts, kinds, len(actions) + 1, say)
     finally:
         con.close()
