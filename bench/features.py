@@ -32,11 +32,10 @@ from bench.quality import our_flow  # noqa: E402
 from bench.tau2data import add_option, choose  # noqa: E402
 from stretto.logs.episode import Assistant, ToolResult, User  # noqa: E402
 from stretto.model.binding import parse_output  # noqa: E402
-from stretto.model.decide import fnv1a64  # noqa: E402
 from stretto.model.habit import BackoffModel, contexts  # noqa: E402
+from stretto.vocabulary import FOLDS, RESPOND, RESPOND_END, fold_of  # noqa: E402
 
 MIN_GAIN = 5.0
-FOLDS = 5
 
 
 def result_class(content: str) -> str:
@@ -75,7 +74,7 @@ def steps(episode) -> list[tuple[str, str, str | None, str]]:
         if isinstance(event, Assistant):
             calls = [c for c in event.calls if not c.by_proxy]
             if not calls and (event.text or "").strip():
-                out.append(["respond", "reply", None, "respond (end)"])
+                out.append([RESPOND, "reply", None, RESPOND_END])
             for call in calls:
                 result = results.get(call.key)
                 failed = result is None or result.error
@@ -87,8 +86,8 @@ def steps(episode) -> list[tuple[str, str, str | None, str]]:
                         {f"Len({k})": n for k, n in length_fields(result.content).items()}
                     )
                 out.append([call.name, "tool", feature, name])
-        elif isinstance(event, User) and out and out[-1][3] == "respond (end)":
-            out[-1][3] = "respond"
+        elif isinstance(event, User) and out and out[-1][3] == RESPOND_END:
+            out[-1][3] = RESPOND
     return [tuple(s) for s in out]
 
 
@@ -145,7 +144,7 @@ def loglik(train, test, featured, alpha, vocab, writes, reads) -> tuple[float, f
 
 
 def held_out(episodes, featured, alpha, vocab, writes, reads) -> tuple[float, float]:
-    fold = {e.id: fnv1a64(e.task_id or e.id) % FOLDS for e in episodes}
+    fold = {e.id: fold_of(e.task_id or e.id) for e in episodes}
     total_h = total_r = 0.0
     for k in range(FOLDS):
         test = [e for e in episodes if fold[e.id] == k]

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.sides import run_side  # noqa: E402
+from stretto.vocabulary import RESPOND, RESPOND_END  # noqa: E402
 
 TOOLS = 30
 KINDS = {f"tool_{i:02d}": ("write" if i % 3 == 0 else "read") for i in range(TOOLS)}
@@ -130,7 +131,7 @@ def side_baseline(path: Path) -> dict:
             if kind == "tool":
                 symbols.append(action + (" (error)" if outcome == "failed" else ""))
             else:
-                symbols.append("respond" if outcome == "reply" else "respond (end)")
+                symbols.append(RESPOND if outcome == "reply" else RESPOND_END)
             actions.append(action)
             writes.append(kind == "tool" and KINDS.get(action) == "write")
         for t, action in enumerate(actions):

@@ -39,12 +39,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sides import Peer, loadavg, percentile  # noqa: E402
+from stretto.vocabulary import PROTOCOL_VERSION  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 PROXY = str(Path(PYTHON).parent / "stretto-proxy")
 SERVER = [PYTHON, str(ROOT / "tests" / "servers" / "rpc_server.py")]
-PROTOCOL_VERSION = "2025-06-18"
 REUSE_IDLE_S = 2.0  # an HTTP client reuses a kept-alive connection idle no longer than this
 ACCEPT = {"json": "application/json", "sse": "application/json, text/event-stream"}
 

@@ -324,7 +324,8 @@ def calibration_episodes(domain: Domain, ids: list[str]) -> list[Episode]:
 def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
     episodes of the tasks learned from (stretto.offline.calibrate)."""
-    from stretto.offline.calibrate import FOLDS, cross_fitted_rows, fit_map
+    from stretto.offline.calibrate import cross_fitted_rows, fit_map
+    from stretto.vocabulary import FOLDS
 
     def make(domain: Domain, ids: list[str]) -> dict:
         flow = inner(domain, ids)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-PROTOCOL_VERSION = "2025-06-18"
+from stretto.vocabulary import PROTOCOL_VERSION
 
 
 def run_side(script: str, args: list[str]) -> tuple[dict, float]:

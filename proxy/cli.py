@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-from proxy.options import parse_args
-from proxy.session import EXIT_USAGE, open_session, say
+from proxy.options import EXIT_USAGE, parse_args
+from proxy.session import open_session, say
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,14 +18,13 @@ import _thread
 import os
 import sys
 
+from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from proxy.serve import FlowServer
 
 SWITCH_S = 0.0005  # while loading: how long the loader may keep the forwarding thread waiting
-
-EXIT_USAGE = 2
-EXIT_PROXY_FAILED = 125
 
 
 def check_flow(args) -> str | None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import os
 import secrets
@@ -47,17 +46,16 @@ from starlette.responses import Response
 
 from proxy.cjson import loads_strict
 from proxy.hosted import END, HostedSession, Reply
+from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
 from stretto.home import default_home, private_dirs
-from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
+from stretto.httpguard import BACKLOG, guarded, is_loopback, limits_for, raise_fd_limit
 
 MAX_SESSIONS = 64
 MAX_MESSAGE = 4 << 20  # bytes of one POSTed message
 RETRY_AFTER_S = 5  # the Retry-After of a 503
 DEFAULT_IDLE_MINUTES = 240.0
 ENDPOINT = "/mcp"
-EXIT_USAGE = 2
-EXIT_PROXY_FAILED = 125
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 KEEP_ALIVE_S = 60  # an idle connection is kept this long (uvicorn's 5 s: hosts pause longer)
 SWITCH_S = 0.0005  # Python's switch interval: one loop thread and a thread per session share it
@@ -76,15 +74,6 @@ def split_address(listen: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8808")
     return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_token(path: str) -> str:

@@ -6,12 +6,19 @@ should cost the host nothing, paid before the server can be started. So a plain 
 (only the table's long options, each given its value or none, as the table says) is read by
 `quick_parse` instead, which gives exactly what argparse gives, or gives up and leaves it to
 argparse (tests/proxy/test_options.py checks both ways, over generated command lines).
+
+The proxy's own exit statuses are here too: a usage error's and a failure's, the same from
+every module that gives up.
 """
 
 from __future__ import annotations
 
 from stretto import __version__
 from stretto.model import defaults
+
+# Exit statuses of the proxy itself (otherwise it exits with the server's status).
+EXIT_USAGE = 2
+EXIT_PROXY_FAILED = 125
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -218,7 +225,7 @@ GROUPS: tuple[tuple[str, tuple[tuple, ...]], ...] = (
                 "--oracle-timeout",
                 "value",
                 int,
-                2000,
+                defaults.ORACLE_TIMEOUT_MS,
                 "MS",
                 "a run's questions take at most MS milliseconds; then the flow hands back "
                 "(%(default)s)",

@@ -24,8 +24,8 @@ import time
 
 from proxy.cjson import dumps_compact, dumps_string, loads_strict
 from proxy.wire import drop_written
+from stretto.vocabulary import LOG_VERSION
 
-LOG_VERSION = 2
 TRUNCATED_METHOD = "stretto/log_truncated"
 FLUSH_BYTES = 1 << 16  # a batch this big is written at once
 FLUSH_S = 0.05  # a line waits at most this long to be written (while the proxy runs)

@@ -38,20 +38,18 @@ from stretto.model.decide import (
     SplitMix64,
     decider_problem,
     default_decider,
-    fnv1a64,
 )
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.model.session import SessionView
 from stretto.model.surprise import Gate, habit_prior, step_surprise
+from stretto.vocabulary import fnv1a64
 
 PATIENCE_S = 60.0  # a lookup (or the proxy's own tools/list) not answered by then is abandoned
 LIST_PAGES = 50  # the proxy's own tools/list follows nextCursor this many pages at most
-DEFAULT_BUDGET_CHARS = 40_000  # appended text; about 10k tokens, well under what hosts take
 # over stdio a proxy sees one server: another server's lookup is logged, as a shadow decision
 OTHER_SERVER = "another server's lookup (over stdio each proxy makes its own server's only)"
 QUESTIONS = 300  # --flow-questions: the arbiter's questions per session
-ORACLE_TIMEOUT_MS = 2000  # --oracle-timeout
 
 
 class ServingArbiter:

@@ -14,14 +14,14 @@ import os
 import sys
 import time
 
+from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from proxy.upstream_http import HttpUpstream
     from proxy.upstream_stdio import StdioServer
 
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
-EXIT_PROXY_FAILED = 125
-EXIT_USAGE = 2
 
 FLOW_START_S = 1.0  # the flow starts loading at the server's first line, or this late
 SHUTDOWN_GRACE_S = 2.0  # after the host leaves: how long the server gets to exit by itself

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-PROTOCOL_VERSION = "2025-06-18"
+from stretto.vocabulary import PROTOCOL_VERSION
 
 
 class ClientError(RuntimeError):

@@ -312,9 +312,9 @@ def synthetic_cases(seed: int, n: int = 1500, tasks: int = 30) -> list[Case]:
     weight of ln one-question should come out near 1, the others near 0."""
     import numpy as np
 
-    from stretto.oracle.questions import RESPOND
     from stretto.oracle.request import yes_no
     from stretto.oracle.scores import make_case
+    from stretto.vocabulary import RESPOND
 
     rng = np.random.default_rng(seed)
     out = []

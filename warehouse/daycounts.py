@@ -7,11 +7,12 @@ counts only what changed: a nightly relearn after one new day counts that day an
     warehouse/counts/<domain>/<day>/<key>.alpha.json (+ .npz)   α's walk (the first part only)
 
 `key` is a digest of the part's sessions (id and ingest run, so a log that grew or was
-replaced makes a new key) and COUNTS_VERSION (bumped when the SQL changes what it counts); the
-other inputs a file depends on are in its name (the tool kinds, whether constants are learned)
-or in it (the rules a replay ran under). A file is written whole (temporary name, rename) and
-only read back when its key matches, so a stale or half-written part is never summed; a part
-counted again replaces its older files.
+replaced makes a new key) and warehouse.partcount.COUNTS_VERSION (bump it there, where the key
+is built, when the SQL changes what a part's counts hold); the other inputs a file depends on
+are in its name (the tool kinds, whether constants are learned) or in it (the rules a replay
+ran under). A file is written whole (temporary name, rename) and only read back when its key
+matches, so a stale or half-written part is never summed; a part counted again replaces its
+older files.
 
 What adds and what does not (docs/scaling.md):
 - habit, reach, sites, steps, the bindings' `args`, `sources`, `lists` and constants' tallies
@@ -39,7 +40,6 @@ from pathlib import Path
 from warehouse.files import write_atomic
 from warehouse.layout import Layout
 
-COUNTS_VERSION = 1
 Levels = dict[tuple[str, ...], dict[str, float]]
 
 

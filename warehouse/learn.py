@@ -24,6 +24,7 @@ from stretto.logs.episode import Episode, in_start_order, read_episode
 from stretto.logs.otel import CONVENTIONS
 from stretto.logs.rewards import with_rewards
 from stretto.model.flow import build_flow
+from stretto.vocabulary import RESPOND
 from warehouse import merge, store, weights
 from warehouse.alphafit import fitted_alpha, walked_histories
 from warehouse.daycounts import PartCounts, add_up, levels
@@ -146,7 +147,7 @@ def learn_flow(
             bindings["named_other"] = named
         if half_life is not None:
             summed.habit, summed.reach = _weighted(con, plan, kinds, rewards, half_life)
-        actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {"respond"}
+        actions = {a for c in summed.habit.values() for a in c} | set(kinds) | {RESPOND}
         alpha_fit, _ = fitted_alpha(con, layout, plan, parts, kinds, len(actions) + 1, say)
     finally:
         con.close()

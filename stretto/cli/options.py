@@ -18,10 +18,9 @@ from typing import TypeVar
 
 from stretto.home import Paths
 from stretto.logs.sessionlog import is_session_log
-from stretto.model.defaults import COSTS, THRESHOLD
+from stretto.model.defaults import COSTS, ORACLE_TIMEOUT_MS, THRESHOLD
 
 DECIDERS = ("arbiter", "reach", "habit")
-SERVING_TIMEOUT_MS = 2000  # --oracle-timeout: how long serving waits for the model
 HELP_WIDTH = 80  # descriptions are wrapped here; the examples are printed as written
 
 Commands = argparse._SubParsersAction  # what add_subparsers() returns
@@ -157,7 +156,7 @@ def add_oracle(
         group.add_argument(
             "--oracle-timeout",
             type=int,
-            default=SERVING_TIMEOUT_MS,
+            default=ORACLE_TIMEOUT_MS,
             metavar="MS",
             help="give up on an answer after MS milliseconds and hand back (%(default)s)",
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import ipaddress
 import os
 import secrets
 import shlex
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from stretto import __version__
 from stretto.console import adapter
+from stretto.httpguard import is_loopback
 from stretto.usage import Parser, parse
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
@@ -37,20 +37,6 @@ def split_listen(listen: str) -> tuple[str, int]:
         raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        try:
-            return all(
-                ipaddress.ip_address(a[4][0]).is_loopback for a in socket.getaddrinfo(host, None)
-            )
-        except OSError:
-            return False
 
 
 def url_of(host: str, port: int, token: str | None) -> str:

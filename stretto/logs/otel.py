@@ -33,10 +33,8 @@ from typing import Any
 from stretto.logs.episode import Episode, episode_from_log
 from stretto.logs.otlp import Span, read_spans
 from stretto.logs.sessionlog import parse_session_log
-from stretto.logs.turns import SAME_TURN_MS
+from stretto.vocabulary import LOG_VERSION, PROTOCOL_VERSION, SAME_TURN_MS
 
-LOG_VERSION = 2
-PROTOCOL_VERSION = "2025-06-18"
 CONVENTIONS = "OpenTelemetry GenAI semantic conventions (execute_tool, chat) and MCP tools/call"
 CONTENT_META = "otel/content"  # the agent's text in a turn that made calls (as tau2/content)
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from stretto.logs.logreader import LineReader, LogError
+from stretto.vocabulary import LOG_VERSIONS_READ, LOG_VERSIONS_SAID
 
-SUPPORTED_VERSIONS = (1, 2)
 SENDERS = ("client", "server", "proxy", "context")
 SIDE_FILE_SUFFIXES = (".flow.jsonl", ".confirm.jsonl")
 
@@ -79,11 +79,12 @@ def parse_header(path: Path | str, value: Any, line: int = 1) -> Header:
     version = value["stretto_mcp_log"]
     if not isinstance(version, int) or isinstance(version, bool):
         raise LogError(path, line, f"expected an integer, got {version!r}", "stretto_mcp_log")
-    if version not in SUPPORTED_VERSIONS:
+    if version not in LOG_VERSIONS_READ:
         raise LogError(
             path,
             line,
-            f"unknown session-log version {version} (this stretto reads versions 1 and 2)",
+            f"unknown session-log version {version} "
+            f"(this stretto reads versions {LOG_VERSIONS_SAID})",
             "stretto_mcp_log",
         )
     session = value.get("session")

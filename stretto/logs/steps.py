@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stretto.logs.episode import Assistant, Episode, User
+from stretto.vocabulary import RESPOND, RESPOND_END
 
 OK, FAILED, REPLY, END = "ok", "failed", "reply", "end"
-RESPOND = "respond"
-RESPOND_END = "respond (end)"
 
 
 @dataclass

@@ -31,10 +31,8 @@ from typing import Any, TypeGuard
 from stretto.home import make_private, private_dirs
 from stretto.logs.episode import Episode, episode_from_log
 from stretto.logs.sessionlog import LogError, parse_session_log
-from stretto.logs.turns import SAME_TURN_MS
+from stretto.vocabulary import LOG_VERSION, PROTOCOL_VERSION, SAME_TURN_MS
 
-LOG_VERSION = 2
-PROTOCOL_VERSION = "2025-06-18"
 CLIENT_NAME = "tau2-bench"
 ROLES = ("assistant", "user", "tool")
 # The text of an assistant message that also made calls: kept in the first call's `_meta`,

@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-SAME_TURN_MS = 500  # a client call this soon after its turn's last result may share the turn
+from stretto.vocabulary import SAME_TURN_MS
+
 MIN_VALUE_CHARS = 2  # shorter values are too common to say the agent read them in a result
 ASCII_SPACE = " \t\r\n\x0b\x0c"
 _INT_MIN, _INT_MAX = -(2**63), 2**64  # integers the warehouse's JSON reader keeps as integers

@@ -19,9 +19,9 @@ from stretto.model import defaults
 from stretto.model.binding import Rules, SessionState, chance, pick
 from stretto.model.calibrate import Calibration
 from stretto.model.flow import habit_model, reach_model
+from stretto.vocabulary import RESPOND
 
 DEFAULT_THRESHOLD = defaults.THRESHOLD
-RESPOND = "respond"
 DECIDERS = ("arbiter", "reach", "habit")
 
 
@@ -413,13 +413,6 @@ class Decider:
 # --- exploration (--flow-explore ε) -----------------------------------------------------
 
 MASK = (1 << 64) - 1
-
-
-def fnv1a64(text: str) -> int:
-    h = 1469598103934665603
-    for byte in text.encode():
-        h = ((h ^ byte) * 1099511628211) & MASK
-    return h
 
 
 class SplitMix64:

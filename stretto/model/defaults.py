@@ -12,3 +12,4 @@ PER_CALL = 8  # lookups after one of the agent's calls
 PER_SESSION = 40  # lookups in one session (an episode, offline)
 BUDGET_CHARS = 40_000  # text appended to one result: about 10k tokens
 SURPRISE_WINDOW = 5  # the surprise gate's window: consecutive step surprises it averages
+ORACLE_TIMEOUT_MS = 2000  # --oracle-timeout: a run's questions take at most this, then hand back

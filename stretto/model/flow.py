@@ -22,12 +22,12 @@ from stretto.home import write_private
 from stretto.model.binding import PathError, binding_paths, compile_path
 from stretto.model.habit import START, BackoffModel
 from stretto.model.program import STANDARD_PROGRAM, is_standard
+from stretto.vocabulary import RESPOND
 
 FLOW_VERSION = 1
 # A flow or manifest nests a dozen levels; anything far deeper is refused before any code
 # (the schema's validator, the review) recurses into it.
 MAX_DEPTH = 64
-RESPOND = "respond"
 SCHEMA_PATH = Path(__file__).with_name("flow.schema.json")
 
 

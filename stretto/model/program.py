@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stretto.vocabulary import RESPOND
+
 
 def _var(name: str) -> dict:
     return {"op": "var", "name": name}
@@ -66,7 +68,7 @@ class FlowDistributions:
     def __init__(self, flow: dict) -> None:
         reads = flow["sites"]["reads"]
         others = sorted(t for t in flow["manifest"]["tools"] if t not in reads)
-        self.tools = ["respond", *reads, *others]
+        self.tools = [RESPOND, *reads, *others]
         self.ids = {t: i for i, t in enumerate(self.tools)}
         self.reads = reads
         level1 = {tuple(e["history"]): e for e in flow["habit"]["levels"][1]}

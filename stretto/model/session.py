@@ -19,9 +19,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from stretto.model.binding import SessionState
-
-RESPOND = "respond"
-RESPOND_END = "respond (end)"
+from stretto.vocabulary import RESPOND, RESPOND_END
 
 
 def step_name(tool: str, failed: bool) -> str:

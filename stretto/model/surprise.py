@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from stretto.logs.episode import Assistant, Episode, ToolResult
 from stretto.logs.steps import episode_steps
-from stretto.model.decide import RESPOND, Decider, theta_text
+from stretto.model.decide import Decider, theta_text
 from stretto.model.defaults import SURPRISE_WINDOW
+from stretto.vocabulary import FLOOR, RESPOND
 
-FLOOR = 1e-6
 DEFAULT_WINDOW = SURPRISE_WINDOW
 
 

@@ -27,13 +27,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from stretto.logs.episode import Assistant, Episode
-from stretto.model.decide import RESPOND, Decider, Judged, default_decider
+from stretto.model.decide import Decider, Judged, default_decider
 from stretto.model.program import STANDARD_PROGRAM, FlowDistributions, Score, run
 from stretto.offline import calibration, frames
 from stretto.offline.judging import Judges, OracleOptions, judges_for
 from stretto.offline.walk import BOUND, Point, agent_made, walk, write_tools
+from stretto.vocabulary import FLOOR, RESPOND
 
-FLOOR = 1e-6
 OTHER = "other"
 
 

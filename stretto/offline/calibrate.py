@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 
 from stretto.logs.episode import Episode
 from stretto.model.calibrate import logit
-from stretto.offline.crossfit import FOLDS, Learner, cross_fit, fold
+from stretto.offline.crossfit import Learner, cross_fit
 from stretto.offline.replay import replay
+from stretto.vocabulary import FOLDS, fold_of
 
 PENALTIES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 MIN_SLOPE = 0.05
@@ -141,7 +142,7 @@ def choose_penalty(rows: Sequence[dict]) -> float:
     each fold scored by the map fitted on the others); the middle one when there is one fold.
     A row's task is its `task_id`, else its episode."""
     design = _Design(rows)
-    groups = [fold(r["task_id"] or r["episode"]) for r in rows]
+    groups = [fold_of(r["task_id"] or r["episode"]) for r in rows]
     present = sorted(set(groups))
     if len(present) < 2:
         return PENALTIES[len(PENALTIES) // 2]

@@ -3,10 +3,10 @@ learned from them (../shared/spec/algorithms.md §0, §10). The calibration of t
 score (stretto.offline.calibrate) and the surprise gate (stretto.offline.gate) both use it.
 
 An episode's task is its `task_id`, or, for a recorded session with none, itself; a task's
-fold is FNV-1a of its id modulo FOLDS, so an episode and its task's other episodes are always
-held out together. Learning a fold's flow is the caller's (`learn`: episodes -> flow dict):
-the warehouse's learner over the sessions of the other folds (assets.learn.learner), or a
-test's.
+fold is stretto.vocabulary.fold_of (FNV-1a of its id modulo the folds), so an episode and its
+task's other episodes are always held out together. Learning a fold's flow is the caller's
+(`learn`: episodes -> flow dict): the warehouse's learner over the sessions of the other folds
+(warehouse.learn.learner), or a test's.
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from stretto.logs.episode import Episode
-from stretto.model.decide import fnv1a64
+from stretto.vocabulary import FOLDS, fold_of
 
-FOLDS = 5
 Learner = Callable[[list[Episode]], dict]
-
-
-def fold(task: str, folds: int = FOLDS) -> int:
-    """A task's fold: FNV-1a of its id modulo the folds (../shared/spec/algorithms.md §0)."""
-    return fnv1a64(task) % folds
 
 
 def task_of(episode: Episode) -> str:
@@ -43,7 +37,7 @@ def cross_fit(
     with nothing to score, or nothing to learn from without it, is skipped (and nothing is
     learned for it)."""
     for k in range(folds):
-        held = [e for e in episodes if fold(task_of(e), folds) == k and scored(e)]
-        rest = [e for e in episodes if fold(task_of(e), folds) != k and learnable(e)]
+        held = [e for e in episodes if fold_of(task_of(e), folds) == k and scored(e)]
+        rest = [e for e in episodes if fold_of(task_of(e), folds) != k and learnable(e)]
         if held and rest:
             yield learn(rest), held

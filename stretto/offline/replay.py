@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from stretto.logs.episode import Episode, ToolCall, ToolResult
 from stretto.model import defaults
 from stretto.model.binding import parse_output
-from stretto.model.decide import Decider, SplitMix64, fnv1a64
+from stretto.model.decide import Decider, SplitMix64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.offline import frames
@@ -32,6 +32,7 @@ from stretto.offline.calibration import edges_text, measures
 from stretto.offline.ceiling import ceiling_turns
 from stretto.offline.judging import Judges, OracleOptions, judges_for
 from stretto.offline.walk import EXACT, Point, Reply, Turn, agent_made, call_key, walk, write_tools
+from stretto.vocabulary import fnv1a64
 
 PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
 PER_EPISODE = defaults.PER_SESSION  # lookups in one episode (the reference harness's budget)

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from stretto.logs.sessionlog import LogError
-from stretto.model.decide import Decider, SplitMix64, explore, fnv1a64
+from stretto.model import defaults
+from stretto.model.decide import Decider, SplitMix64, explore
 from stretto.offline.walk import Point, walk
+from stretto.vocabulary import fnv1a64
 
 MAX_QUERY_BYTES = 16 << 20
 
@@ -59,7 +61,7 @@ class ServeOptions:
     cache: str | Path | None = None
     base_url: str | None = None
     oracle_log: str | Path | None = None
-    timeout_ms: int = 2000
+    timeout_ms: int = defaults.ORACLE_TIMEOUT_MS
     log: str | Path | None = None
 
 

@@ -13,7 +13,7 @@ from stretto.model.flow import FlowError
 from stretto.model.flow import load_flow as load_flow_file
 from stretto.oracle.questions import QUESTIONS_VERSION, Predicate, PredicateError, parse_predicates
 from stretto.oracle.scores import Case, Rates, feature_names, judge
-from stretto.oracle.split import FOLDS, fold_of
+from stretto.vocabulary import FOLDS, fold_of
 
 
 class ArbiterError(FlowError):

@@ -14,7 +14,7 @@ import numpy as np
 from stretto.oracle.arbiter import Fold
 from stretto.oracle.questions import Predicate
 from stretto.oracle.scores import Case, Rates, design
-from stretto.oracle.split import FOLDS, fold_of
+from stretto.vocabulary import FOLDS, fold_of
 
 RIDGE = 1.0
 MAX_ITERATIONS = 100

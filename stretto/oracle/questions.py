@@ -18,8 +18,8 @@ from typing import Any
 from stretto.oracle.errors import OracleError
 from stretto.oracle.request import Question, Request
 from stretto.oracle.state import clip
+from stretto.vocabulary import RESPOND
 
-RESPOND = "respond"
 NEXT, GO_ON, TOOL = "next", "go_on", "tool"
 PREDICATE_PREFIX = "pred_"
 CRITERION_CHARS = 250

@@ -9,10 +9,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from stretto.oracle.questions import GO_ON, NEXT, PREDICATE_PREFIX, RESPOND, TOOL, Predicate
+from stretto.oracle.questions import GO_ON, NEXT, PREDICATE_PREFIX, TOOL, Predicate
 from stretto.oracle.request import YES, Answers
+from stretto.vocabulary import FLOOR, RESPOND
 
-FLOOR = 1e-6  # ln of a score never goes below ln(1e-6)
 PREDICATE_CLAMP = 1e-4  # a yes-probability is clamped to [1e-4, 1 - 1e-4] before its logit
 PRIOR_DECISIONS = 10  # a site's rates are shrunk towards the overall ones by this many
 BASE_FEATURES = ("ln habit", "ln one question", "ln split", "hand back")

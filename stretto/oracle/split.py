@@ -1,14 +1,14 @@
 """Which tasks the arbiter learns from (../shared/spec/algorithms.md §0): the held-out share
-of `learn`, and the five folds of `compile`'s cross-fitted arbiters."""
+of `learn`; the folds of `compile`'s cross-fitted arbiters are stretto.vocabulary.fold_of's."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from stretto.model.decide import MASK, fnv1a64
+from stretto.model.decide import MASK
+from stretto.vocabulary import fnv1a64
 
-FOLDS = 5
 HELD_OUT_SHARE = 0.3
 
 
@@ -26,14 +26,6 @@ def mix(z: int) -> int:
 def rank(salt: str, task: str) -> int:
     """A salted pseudo-random order of tasks."""
     return mix(fnv1a64(f"{salt}/{task}"))
-
-
-def task_group(task: str) -> int:
-    return fnv1a64(task)
-
-
-def fold_of(task: str, folds: int = FOLDS) -> int:
-    return task_group(task) % folds
 
 
 def _round(x: float) -> int:

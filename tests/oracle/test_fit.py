@@ -12,10 +12,11 @@ import pytest
 from stretto.model.flow import FlowError, validate
 from stretto.oracle.arbiter import ArbiterError, arbiter_from_json, new_arbiter
 from stretto.oracle.fit import fit_fold, fit_folds, fit_logit
-from stretto.oracle.questions import RESPOND, Predicate
+from stretto.oracle.questions import Predicate
 from stretto.oracle.request import yes_no
 from stretto.oracle.scores import Case, Rates, design, features, make_case
-from stretto.oracle.split import fold_of, learn_split
+from stretto.oracle.split import learn_split
+from stretto.vocabulary import RESPOND, fold_of
 from tests.builders import small_flow, synthetic_cases
 
 TRUE_WEIGHTS = np.array([1.0, 0.5, -0.8, 0.3, 1.2])

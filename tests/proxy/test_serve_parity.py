@@ -18,10 +18,11 @@ from proxy.context import ContextFeed
 from proxy.pump import Pump
 from proxy.recorder import SessionLog
 from proxy.relay import Relay
-from proxy.serve import DEFAULT_BUDGET_CHARS, FlowServer
+from proxy.serve import FlowServer
 from proxy.upstream_stdio import StdioServer
 from stretto.cli.main import main as stretto
 from stretto.logs.episode import read_episode
+from stretto.model import defaults
 from stretto.model.decide import Decider
 from stretto.model.flow import load_flow
 from stretto.model.program import FlowDistributions
@@ -97,7 +98,7 @@ class Host:
                 tools=None,
                 log_path=str(Path(self.log.path).parent / f"{self.log.session}.flow.jsonl"),
                 shadow=self._serve.get("shadow", False),
-                budget_chars=DEFAULT_BUDGET_CHARS,
+                budget_chars=defaults.BUDGET_CHARS,
                 send=pump.to_server,
                 to_host=self.relay.flow_to_host,
                 record=self.log.record,

@@ -53,6 +53,7 @@ PLAIN = {
     "stretto",
     "stretto.model",
     "stretto.model.defaults",
+    "stretto.vocabulary",  # the log's version (proxy.recorder); it imports nothing
 }
 # With --flow FILE, the thread that forwards loads only these more; the flow itself is loaded
 # on a thread of its own once the server has said something (proxy.flowload).

@@ -19,9 +19,10 @@ from stretto.model.decide import Decider
 from stretto.model.flow import FlowError, load_flow, validate
 from stretto.model.named import named_other
 from stretto.offline.calibrate import MIN_SLOPE, cross_fitted_rows, fit_map
-from stretto.offline.crossfit import fold, task_of
+from stretto.offline.crossfit import task_of
 from stretto.offline.replay import replay
 from stretto.offline.review import diff
+from stretto.vocabulary import fold_of
 from tests.conftest import REFERENCE_HOME, TAU2
 
 SHOP_LOGS = REFERENCE_HOME / "logs/shop"
@@ -165,9 +166,9 @@ def test_cross_fitted_rows_never_replay_an_episode_with_a_flow_learned_from_it(
     # one flow per fold that holds episodes, learned from every episode of the other folds
     expected = []
     for k in range(5):
-        held = [e for e in episodes if fold(task_of(e)) == k]
+        held = [e for e in episodes if fold_of(task_of(e)) == k]
         if held:
-            expected.append({e.id for e in episodes if fold(task_of(e)) != k})
+            expected.append({e.id for e in episodes if fold_of(task_of(e)) != k})
     assert learned_from == expected and len(expected) >= 2
     # every episode's options are scored, each by the flow of its own fold
     assert {r["episode"] for r in out} == {e.id for e in episodes}

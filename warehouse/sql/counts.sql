@@ -25,8 +25,8 @@ SELECT (row_number() OVER ())::INTEGER AS id,
        (dense_rank() OVER (ORDER BY s.action))::INTEGER AS action_id,
        s.action, s.is_tool, s.failed, s.reply, s.part,
        CASE WHEN s.is_tool THEN s.action || CASE WHEN s.failed THEN ' (error)' ELSE '' END
-            WHEN s.reply THEN 'respond'
-            ELSE 'respond (end)' END AS symbol,
+            WHEN s.reply THEN {RESPOND}
+            ELSE {RESPOND_END} END AS symbol,
        s.is_tool AND coalesce(k.kind = 'write', false) AS is_write,
        s.is_tool AND coalesce(k.kind = 'read', false) AS is_read
 FROM seen s LEFT JOIN kinds k ON k.tool = s.action;

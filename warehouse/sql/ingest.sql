@@ -108,9 +108,9 @@ SELECT * EXCLUDE (h), h AS header_json,
             THEN 'line ' || header_no || ': field `stretto_mcp_log`: missing; this is not a stretto session log'
         WHEN json_type(h, '$.stretto_mcp_log') NOT IN ('UBIGINT', 'BIGINT')
             THEN 'line ' || header_no || ': field `stretto_mcp_log`: expected an integer'
-        WHEN (h ->> '$.stretto_mcp_log') NOT IN ('1', '2')
+        WHEN (h ->> '$.stretto_mcp_log') NOT IN ({LOG_VERSIONS_READ})
             THEN 'line ' || header_no || ': field `stretto_mcp_log`: unknown session-log version '
-                 || (h ->> '$.stretto_mcp_log') || ' (this stretto reads versions 1 and 2)'
+                 || (h ->> '$.stretto_mcp_log') || ' (this stretto reads versions ' || {LOG_VERSIONS_SAID} || ')'
         WHEN json_type(h, '$.session') IS DISTINCT FROM 'VARCHAR' OR (h ->> '$.session') = ''
             THEN 'line ' || header_no || ': field `session`: expected a non-empty string'
         WHEN json_type(h, '$.started_unix_ms') NOT IN ('UBIGINT', 'BIGINT')
@@ -415,7 +415,7 @@ WHERE is_object AND (role = 'user' OR (role = 'assistant'
 
 -- name: candidates
 -- The calls whose turn may hinge on the new-value exception (stretto/logs/turns.py): the host's
--- calls made at most 500 ms after the session's latest result. For every other call the rule
+-- calls made at most SAME_TURN_MS after the session's latest result. For every other call the rule
 -- never looks at values, so their `source` is not computed.
 CREATE OR REPLACE TEMP TABLE candidates AS
 WITH timeline AS (
@@ -431,7 +431,7 @@ WITH timeline AS (
 )
 SELECT q.session, q.seq, q.sub, q.arguments
 FROM marked m JOIN requests q USING (session, seq, sub)
-WHERE m.is_call AND m.by_host AND m.t_ms - m.last_result_ms <= 500;
+WHERE m.is_call AND m.by_host AND m.t_ms - m.last_result_ms <= {SAME_TURN_MS};
 
 -- name: call_values
 -- The strings and integers (2 characters or more) each candidate call passes.

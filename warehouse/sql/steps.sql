@@ -40,7 +40,7 @@ WITH speaks AS (
            c.call_id, c.by_proxy, c.ingest_id, c.domain, c.day
     FROM calls c SEMI JOIN pending_steps p USING (session, ingest_id)
     UNION ALL
-    SELECT session, seq, 0, 'respond', 'reply', NULL, NULL, false, ingest_id, domain, day
+    SELECT session, seq, 0, {RESPOND}, 'reply', NULL, NULL, false, ingest_id, domain, day
     FROM speaks WHERE role = 'assistant'
 ), ordered AS (
     SELECT *, lead(seq) OVER (PARTITION BY session ORDER BY seq, sub) AS next_seq,

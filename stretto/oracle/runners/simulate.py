@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 
-from stretto.model.decide import SplitMix64, fnv1a64
+from stretto.model.decide import SplitMix64
 from stretto.oracle.errors import OracleError, UnknownRunner
-from stretto.oracle.questions import GO_ON, NEXT, RESPOND, TOOL
+from stretto.oracle.questions import GO_ON, NEXT, TOOL
 from stretto.oracle.request import Answers, Request, canonical, yes_no
 from stretto.oracle.runners.base import Context, Reply, Runner
+from stretto.vocabulary import RESPOND, fnv1a64
 
 KINDS = ("random", "habit")
 BELIEF = 0.5  # the share of a simulated answer on the drawn choice
