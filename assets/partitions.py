@@ -1,6 +1,11 @@
-"""The pipeline's partitions: domains (dynamic: a domain is added when its logs are ingested)
-and days (the UTC date a session started, also added as they come). Counts are per domain and
-day; flows and their reports per domain."""
+"""The pipeline's partitions: domains (dynamic: a domain is added when its logs are ingested,
+or as soon as a log under logs/ names it) and days (the UTC date a session started, also added
+as they come). Counts are per domain and day; flows and their reports per domain."""
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 
@@ -32,6 +37,67 @@ def known_parts(layout: Layout) -> list[tuple[str, str]]:
         return learn.domain_days(layout)
     except store.NoWarehouse:
         return []
+
+
+# Read of a log's first line, where its header is: enough for any header a log holds.
+HEADER_BYTES = 65_536
+
+
+def log_part(path: str) -> tuple[str, str] | None:
+    """(domain, day) of a session log by its header, as the ingest will file it (the header's
+    domain, else `mcp`; the UTC day it started); None for a log that is not one to learn from
+    (no readable header, an invalid domain, a reward under 1)."""
+    from stretto.logs.domain import is_valid_domain
+    from warehouse.partcount import SUCCESS_REWARD
+
+    try:
+        with open(path, "rb") as log:
+            header = json.loads(log.read(HEADER_BYTES).split(b"\n", 1)[0])
+        domain = header.get("domain") or "mcp"
+        started = header.get("started_unix_ms", 0)
+        reward = header.get("reward")
+        day = datetime.fromtimestamp(started / 1000, UTC).date().isoformat()
+    except (OSError, ValueError, AttributeError, TypeError, OverflowError):
+        return None
+    if not is_valid_domain(domain) or (isinstance(reward, int | float) and reward < SUCCESS_REWARD):
+        return None
+    return domain, day
+
+
+def parts_in_logs(layout: Layout, since_ns: int = 0) -> tuple[list[tuple[str, str]], int]:
+    """(domain, day) of the session logs under logs/ changed (by ctime: a copy, even `cp -p`,
+    or a rewrite) after `since_ns`, read from their headers before any ingest; and the newest
+    ctime seen (the next call's `since_ns`)."""
+    from stretto.logs.sessionlog import is_session_log
+
+    parts: set[tuple[str, str]] = set()
+    newest = since_ns
+    for folder, _, names in os.walk(layout.logs):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                changed = os.stat(path).st_ctime_ns
+            except OSError:  # gone since the listing
+                continue
+            if changed <= since_ns or not is_session_log(Path(name)):
+                continue
+            newest = max(newest, changed)
+            part = log_part(path)
+            if part:
+                parts.add(part)
+    return sorted(parts), newest
+
+
+def add_requests(
+    instance: dg.DagsterInstance, parts: list[tuple[str, str]]
+) -> list[dg.AddDynamicPartitionsRequest]:
+    """What a sensor asks Dagster to add for `parts`: their domains and days not known yet."""
+    requests = []
+    for definition, wanted in ((domains, {d for d, _ in parts}), (days, {day for _, day in parts})):
+        new = sorted(wanted - set(instance.get_dynamic_partitions(definition.name)))
+        if new:
+            requests.append(definition.build_add_request(new))
+    return requests
 
 
 def register(instance: dg.DagsterInstance, parts: list[tuple[str, str]]) -> list[str]:

@@ -3,7 +3,8 @@
 The graph: logs (an observable source) -> the tables (sessions, messages, calls, context,
 tools, quarantine) -> steps -> counts (per domain and day) -> flow (per domain) -> thresholds,
 audit, replay, evaluation, promotion (per domain). Domains and days are dynamic partitions,
-added as their logs are ingested (and by the `partitions` sensor, which launches nothing).
+added by the `partitions` sensor (which launches nothing) as soon as a log under logs/ names
+them, and as their logs are ingested.
 
 Automation, all off by default but `partitions`, `relearn_after_ingest` and
 `reports_after_relearn` (which only act on what the others started): `nightly` ingests at 03:00
@@ -25,7 +26,7 @@ from assets.audit import audit
 from assets.evaluate import evaluation
 from assets.ingest import INGEST_ASSETS, logs, pending, plan_digest
 from assets.learn import counts, flow
-from assets.partitions import known_parts, register
+from assets.partitions import add_requests, known_parts, parts_in_logs, register
 from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
@@ -98,12 +99,20 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Registers the domains and days the warehouse holds as partitions (launches "
-    "no run), so that Materialize all covers them.",
+    description="Registers as partitions the domains and days of the session logs under logs/ "
+    "(read from their headers, before any ingest) and of the warehouse; launches no run. So "
+    "Materialize all on a fresh home with logs covers them on the first click.",
 )
 def partitions(context: dg.SensorEvaluationContext, stretto: StrettoHome):
-    added = register(context.instance, known_parts(stretto.layout()))
-    return dg.SkipReason("added " + ", ".join(added) if added else "no new domain or day")
+    layout = stretto.layout()
+    # the cursor: the newest ctime of a log read, so each tick reads only new or changed logs
+    in_logs, newest = parts_in_logs(layout, int(context.cursor or 0))
+    requests = add_requests(context.instance, in_logs + known_parts(layout))
+    for request in requests:
+        context.log.info(
+            f"adding {request.partitions_def_name}: {', '.join(request.partition_keys)}"
+        )
+    return dg.SensorResult(dynamic_partitions_requests=requests, cursor=str(newest))
 
 
 # The reports (audit, replay, evaluation, promotion) carry AutomationCondition.eager()
