@@ -2,6 +2,7 @@
 (with an arbiter when an oracle or an arbiter file is configured)."""
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,13 @@ import dagster as dg
 
 from assets.ingest import nothing_to_check, steps
 from assets.metadata import Timings, link, skipped, table
-from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
+from assets.partitions import (
+    ALL_DAYS_OF_DOMAIN,
+    domain_day_key,
+    domain_days,
+    domains,
+    split_key,
+)
 from assets.resources import StrettoHome
 from stretto.home import private_dirs
 from stretto.logs.episode import Episode, in_start_order, read_episode
@@ -151,6 +158,22 @@ def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
     )
 
 
+def counts_reported(layout: Layout, domain: str, since_ns: int):
+    """The `counts` partitions the flow counted (a relearn counts the days whose sessions
+    changed and reads the others back): each (domain, day) whose counts were written since
+    `since_ns`, materialized, so `counts` shows what the flows are the sum of."""
+    root = layout.warehouse / "counts" / domain
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        written = [f for f in folder.glob("*.counts-*.json") if f.stat().st_mtime_ns >= since_ns]
+        if written:
+            yield dg.AssetMaterialization(
+                asset_key=counts.key,
+                partition=str(domain_day_key(domain, folder.name)),
+                description=f"counted by the {domain} flow's relearn",
+                metadata={"counts": link(written[0])},
+            )
+
+
 def _extras(layout, domain, only_domain, config, manifest, rewards, learned: dict) -> None:
     """What `learn`'s options add to a learned flow: the surprise gate (learned by
     cross-fitting on the same sessions), the half-life and the OpenTelemetry conventions
@@ -194,6 +217,7 @@ FLOW_CHECKS = [
         "flow_validates",
         asset="flow",
         blocking=True,
+        partitions_def=domains,  # a result is the domain's, not whichever domain ran last
         description="The learned flow passes its JSON Schema and the loader's checks; blocking: "
         "a flow that does not is never served.",
     ),
@@ -201,6 +225,7 @@ FLOW_CHECKS = [
         "flow_diff_against_served",
         asset="flow",
         blocking=True,
+        partitions_def=domains,
         description="What the relearned flow can do that the served flow could not (a new tool, "
         "lookup or binding source): blocking. When something needs review the served flow "
         "stays as it was, the relearned one is staged beside it "
@@ -235,6 +260,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
     rewards = read_rewards(config.rewards) if config.rewards else None
     only_domain = not config.domain
     timings = Timings(context.log.info)
+    since = time.time_ns()
     try:
         with timings.phase("learning"):
             if config.oracle or config.arbiter_from:
@@ -260,6 +286,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         yield skipped(context, str(exc))
         yield from nothing_to_check(FLOW_CHECKS, str(exc))
         return
+    yield from counts_reported(layout, domain, since)
     served = flow_path(layout.home, domain)
     path = Path(config.out) if config.out else served
     # Serving: the flow is learned into a candidate beside the served one and replaces it only
