@@ -93,8 +93,9 @@ def add_requests(
 ) -> list[dg.AddDynamicPartitionsRequest]:
     """What a sensor asks Dagster to add for `parts`: their domains and days not known yet."""
     requests = []
-    for definition, wanted in ((domains, {d for d, _ in parts}), (days, {day for _, day in parts})):
-        new = sorted(wanted - set(instance.get_dynamic_partitions(definition.name)))
+    wanted_by = {"domain": {d for d, _ in parts}, "day": {day for _, day in parts}}
+    for name, definition in (("domain", domains), ("day", days)):
+        new = sorted(wanted_by[name] - set(instance.get_dynamic_partitions(name)))
         if new:
             requests.append(definition.build_add_request(new))
     return requests
