@@ -41,6 +41,9 @@ def known_parts(layout: Layout) -> list[tuple[str, str]]:
 
 # Read of a log's first line, where its header is: enough for any header a log holds.
 HEADER_BYTES = 65_536
+# Headers the `partitions` sensor reads in one tick (a few seconds' work; Dagster gives a
+# sensor's tick a minute): a fresh home of a million logs is registered over several ticks.
+HEADERS_PER_TICK = 20_000
 
 
 def log_part(path: str) -> tuple[str, str] | None:
@@ -64,28 +67,33 @@ def log_part(path: str) -> tuple[str, str] | None:
     return domain, day
 
 
-def parts_in_logs(layout: Layout, since_ns: int = 0) -> tuple[list[tuple[str, str]], int]:
+def parts_in_logs(
+    layout: Layout, since_ns: int = 0, limit: int | None = None
+) -> tuple[list[tuple[str, str]], int]:
     """(domain, day) of the session logs under logs/ changed (by ctime: a copy, even `cp -p`,
-    or a rewrite) after `since_ns`, read from their headers before any ingest; and the newest
-    ctime seen (the next call's `since_ns`)."""
+    or a rewrite) after `since_ns`, read from their headers before any ingest, oldest change
+    first and about `limit` of them at most (all the logs changed at the same instant as the
+    last one read are read too); and the newest ctime read (the next call's `since_ns`)."""
     from stretto.logs.sessionlog import is_session_log
 
-    parts: set[tuple[str, str]] = set()
-    newest = since_ns
+    changed: list[tuple[int, str]] = []
     for folder, _, names in os.walk(layout.logs):
         for name in names:
+            if not is_session_log(Path(name)):
+                continue
             path = os.path.join(folder, name)
             try:
-                changed = os.stat(path).st_ctime_ns
+                when = os.stat(path).st_ctime_ns
             except OSError:  # gone since the listing
                 continue
-            if changed <= since_ns or not is_session_log(Path(name)):
-                continue
-            newest = max(newest, changed)
-            part = log_part(path)
-            if part:
-                parts.add(part)
-    return sorted(parts), newest
+            if when > since_ns:
+                changed.append((when, path))
+    changed.sort()
+    if limit is not None and len(changed) > limit:
+        last = changed[limit - 1][0]
+        changed = [(when, path) for when, path in changed if when <= last]
+    parts = {part for _, path in changed if (part := log_part(path))}
+    return sorted(parts), changed[-1][0] if changed else since_ns
 
 
 def add_requests(

@@ -26,7 +26,13 @@ from assets.audit import audit
 from assets.evaluate import evaluation
 from assets.ingest import INGEST_ASSETS, logs, pending, plan_digest
 from assets.learn import counts, flow
-from assets.partitions import add_requests, known_parts, parts_in_logs, register
+from assets.partitions import (
+    HEADERS_PER_TICK,
+    add_requests,
+    known_parts,
+    parts_in_logs,
+    register,
+)
 from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
@@ -106,7 +112,7 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 def partitions(context: dg.SensorEvaluationContext, stretto: StrettoHome):
     layout = stretto.layout()
     # the cursor: the newest ctime of a log read, so each tick reads only new or changed logs
-    in_logs, newest = parts_in_logs(layout, int(context.cursor or 0))
+    in_logs, newest = parts_in_logs(layout, int(context.cursor or 0), HEADERS_PER_TICK)
     requests = add_requests(context.instance, in_logs + known_parts(layout))
     for request in requests:
         context.log.info(

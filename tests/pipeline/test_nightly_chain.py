@@ -210,6 +210,13 @@ def test_the_partitions_sensor_registers_what_the_logs_name_before_any_ingest(
     assert added == {"domain": ["shop", "store"], "day": ["1970-01-01", "1970-01-02", "1970-01-03"]}
     assert not (home / "warehouse").exists()  # nothing ingested
     # the cursor: the next tick reads only logs changed since
-    parts, newest = parts_in_logs(Layout.at(home))
-    assert parts_in_logs(Layout.at(home), newest) == ([], newest)
+    layout = Layout.at(home)
+    parts, newest = parts_in_logs(layout)
+    assert parts_in_logs(layout, newest) == ([], newest)
     assert result.cursor == str(newest)
+    # a tick reads a bounded number of headers, oldest change first; the next goes on
+    logs = sorted((home / "logs").rglob("*.jsonl"), key=lambda p: p.stat().st_ctime_ns)
+    first, upto = parts_in_logs(layout, limit=1)
+    assert upto == logs[0].stat().st_ctime_ns
+    rest, last = parts_in_logs(layout, upto)
+    assert last == newest and sorted(set(first) | set(rest)) == parts

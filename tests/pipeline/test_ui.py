@@ -1,7 +1,8 @@
 """The Dagster UI in a real browser (Debian's chromium driven by Playwright), served by
 `dagster-webserver` with `dagster-daemon` beside it (the daemon runs backfills and sensors, as
 `dagster dev` would): Materialize all, with no config, succeeds on a fresh home (every asset
-skipped with its reason) and on the walkthrough's home (flows learned, reports written);
+skipped with its reason), on the walkthrough's home (flows learned, reports written) and, in
+one click, on a home with its logs but nothing ingested;
 partitions show per domain and day; checks show on their assets.
 
 Screenshots go to a temporary folder, or to $STRETTO_SCREENSHOTS when it is set."""
