@@ -8,7 +8,7 @@ import dagster as dg
 from assets.learn import flow as flow_asset
 from assets.metadata import image, link, skipped
 from assets.partitions import domains
-from assets.reports import missing, served_flow
+from assets.reports import AFTER_EACH_FLOW, missing, served_flow
 from assets.resources import StrettoHome
 from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow
@@ -34,6 +34,7 @@ class AuditConfig(dg.Config):
     deps=[flow_asset],
     partitions_def=domains,
     output_required=False,
+    automation_condition=AFTER_EACH_FLOW,
     description="The domain's flow audited on held-out sessions (default: shadow/DOMAIN/): "
     "agreement, nats per decision, and the served score's calibration (ECE, Brier).",
 )

@@ -8,7 +8,7 @@ import dagster as dg
 from assets.learn import flow as flow_asset
 from assets.metadata import link, skipped
 from assets.partitions import domains
-from assets.reports import missing
+from assets.reports import AFTER_EACH_FLOW, missing
 from assets.resources import StrettoHome
 from stretto.model.decide import DEFAULT_THRESHOLD, served_threshold
 from stretto.model.flow import load_flow
@@ -36,6 +36,7 @@ class EvaluationConfig(dg.Config):
     deps=[flow_asset],
     partitions_def=domains,
     output_required=False,
+    automation_condition=AFTER_EACH_FLOW,
     description="Other rules (decider × threshold) evaluated off-policy on exploring flow logs: "
     "lookups, used, detours and turns saved by the labels, the direct method, IPS, SNIPS, DR, "
     "SNDR and Switch-DR, with intervals and weight diagnostics.",

@@ -10,7 +10,15 @@ quarantine's share, tool contracts that changed).
 
 import dagster as dg
 
-from assets.metadata import LogProgress, Timings, column_schema, link, preview, skipped
+from assets.metadata import (
+    EVERY_ASSET,
+    LogProgress,
+    Timings,
+    column_schema,
+    link,
+    preview,
+    skipped,
+)
 from assets.partitions import known_parts, register
 from assets.resources import StrettoHome
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
@@ -18,6 +26,7 @@ from stretto.progress import Progress
 from warehouse import ingestrun, store
 from warehouse.ingest import OUTPUT_TABLES
 from warehouse.ingestrun import IngestRefused, pending, plan_digest
+from warehouse.layout import Layout
 from warehouse.redacted import Redaction
 
 GROUP = "warehouse"
@@ -75,6 +84,28 @@ def logs(context, stretto: StrettoHome) -> dg.ObserveResult:
             "files unchanged": plan.unchanged,
         },
     )
+
+
+def logs_seen(layout: Layout, read: int, unchanged: int, known: int) -> dg.AssetObservation:
+    """What an ingest saw of the logs, as an observation of `logs` (the UI says when the logs
+    were last looked at, not "Never observed")."""
+    return dg.AssetObservation(
+        asset_key="logs",
+        metadata={
+            "logs": link(layout.logs),
+            "files read": read,
+            "files unchanged": unchanged,
+            "files already in (same content)": known,
+        },
+    )
+
+
+def materializes_every_asset(context: dg.AssetExecutionContext) -> bool:
+    """Whether each table materializes even when nothing was read: in a backfill (Materialize
+    all: Dagster's asset backfill waits for every asset it asked for) and in a run whose
+    caller reads every asset's metadata (`stretto ingest`: pipeline/run.py). Elsewhere (the
+    nightly, the new_logs sensor) an ingest that read nothing materializes nothing."""
+    return "dagster/backfill" in context.run.tags or EVERY_ASSET in context.run.tags
 
 
 # One asset per table, each named as the table (the outputs' names differ: `context` is a
@@ -173,6 +204,12 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
     if added:
         context.log.info("new partitions: " + ", ".join(added))
     stats = report.stats
+    yield logs_seen(layout, stats.files, report.unchanged, report.known)
+    if not stats.files and not materializes_every_asset(context):
+        reason = "no log holds content the warehouse does not have: nothing changed"
+        context.log.info(reason)
+        yield from nothing_to_check(CHECKS, reason)
+        return
     run: dict = {  # dagster's metadata values, of several types
         "ingest id": report.ingest_id,
         "files read": stats.files,

@@ -5,13 +5,14 @@ Thin: the flow is learned by assets/relearn.py (the warehouse's habit, the offli
 gate) and put in place, served or staged, by stretto.offline.stage.place_relearned; here the
 config becomes their plain options and their results become Dagster's metadata and checks."""
 
+import time
 from pathlib import Path
 
 import dagster as dg
 
 from assets.ingest import nothing_to_check, steps
 from assets.metadata import Timings, link, skipped, table
-from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_days, domains, split_key
+from assets.partitions import ALL_DAYS_OF_DOMAIN, domain_day_key, domain_days, domains, split_key
 from assets.relearn import ArbiterFailed, ArbiterPlan, GatePlan, learn_domain_flow
 from assets.resources import StrettoHome
 from stretto.logs.rewards import read_rewards
@@ -125,6 +126,22 @@ def counts(context: dg.AssetExecutionContext, stretto: StrettoHome):
     )
 
 
+def counts_reported(layout: Layout, domain: str, since_ns: int):
+    """The `counts` partitions the flow counted (a relearn counts the days whose sessions
+    changed and reads the others back): each (domain, day) whose counts were written since
+    `since_ns`, materialized, so `counts` shows what the flows are the sum of."""
+    root = layout.warehouse / "counts" / domain
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        written = [f for f in folder.glob("*.counts-*.json") if f.stat().st_mtime_ns >= since_ns]
+        if written:
+            yield dg.AssetMaterialization(
+                asset_key=counts.key,
+                partition=str(domain_day_key(domain, folder.name)),
+                description=f"counted by the {domain} flow's relearn",
+                metadata={"counts": link(written[0])},
+            )
+
+
 def sites_table(flow: dict) -> dg.MetadataValue:
     """The flow's sites and the lookups it may make at each, as a table."""
     rows = [
@@ -144,6 +161,7 @@ FLOW_CHECKS = [
         "flow_validates",
         asset="flow",
         blocking=True,
+        partitions_def=domains,  # a result is the domain's, not whichever domain ran last
         description="The learned flow passes its JSON Schema and the loader's checks; blocking: "
         "a flow that does not is never served.",
     ),
@@ -151,6 +169,7 @@ FLOW_CHECKS = [
         "flow_diff_against_served",
         asset="flow",
         blocking=True,
+        partitions_def=domains,
         description="What the relearned flow can do that the served flow could not (a new tool, "
         "lookup or binding source): blocking. When something needs review the served flow "
         "stays as it was, the relearned one is staged beside it "
@@ -183,6 +202,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         return
     habit = config.habit()
     timings = Timings(context.log.info)
+    since = time.time_ns()
     try:
         with timings.phase("learning"):
             learned = learn_domain_flow(
@@ -204,6 +224,7 @@ def flow(context: dg.AssetExecutionContext, config: FlowConfig, stretto: Stretto
         raise dg.Failure(str(exc)) from None
     except GateError as exc:  # too few or too short sessions: say so, no traceback
         raise dg.Failure(description=f"the surprise gate: {exc}", allow_retries=False) from None
+    yield from counts_reported(layout, domain, since)
     served = layout.flow(domain)
     placed = place_relearned(
         learned,

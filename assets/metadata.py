@@ -64,6 +64,11 @@ def image(path: Path, title: str) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{title}](data:image/png;base64,{data})")
 
 
+# A run tag: the caller reads every asset's metadata, so each asset materializes even when
+# it had nothing new (see assets.ingest.materializes_every_asset).
+EVERY_ASSET = "stretto/every_asset"
+
+
 def skipped(context, reason: str, key: str | None = None) -> dg.MaterializeResult:
     """An asset with nothing to work on (a home that lacks its input): said in the run log and
     materialized with the reason as its only metadata (a backfill counts an asset that does not

@@ -7,7 +7,7 @@ import dagster as dg
 from assets.learn import flow as flow_asset
 from assets.metadata import link, skipped
 from assets.partitions import domains
-from assets.reports import missing, served_flow
+from assets.reports import AFTER_EACH_FLOW, missing, served_flow
 from assets.resources import StrettoHome
 from stretto.home import private_dirs
 from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
@@ -32,6 +32,7 @@ class PromotionConfig(dg.Config):
     deps=[flow_asset],
     partitions_def=domains,
     output_required=False,
+    automation_condition=AFTER_EACH_FLOW,
     description="A flow's sites promoted from shadow-mode sessions: scored as served, a site "
     "is promoted when the agent later made enough of the lookups the flow would make there "
     "(used share, its 90% Wilson lower bound, distinct tasks). Writes the flow with its "

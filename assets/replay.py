@@ -8,7 +8,7 @@ import dagster as dg
 from assets.learn import flow as flow_asset
 from assets.metadata import image, link, skipped
 from assets.partitions import domains
-from assets.reports import missing, served_flow
+from assets.reports import AFTER_EACH_FLOW, missing, served_flow
 from assets.resources import StrettoHome
 from stretto.model.flow import load_flow
 from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
@@ -33,6 +33,7 @@ class ReplayConfig(dg.Config):
     deps=[flow_asset],
     partitions_def=domains,
     output_required=False,
+    automation_condition=AFTER_EACH_FLOW,
     description="The domain's recorded episodes (default: shadow/DOMAIN/) replayed with its "
     "flow: turns saved, detours, the read-only ceiling and the share of it taken, and the "
     "calibration of the served score.",

@@ -3,15 +3,18 @@
 The graph: logs (an observable source) -> the tables (sessions, messages, calls, context,
 tools, quarantine) -> steps -> counts (per domain and day) -> flow (per domain) -> thresholds,
 audit, replay, evaluation, promotion (per domain). Domains and days are dynamic partitions,
-added as their logs are ingested (and by the `partitions` sensor, which launches nothing).
+added by the `partitions` sensor (which launches nothing) as soon as a log under logs/ names
+them, and as their logs are ingested.
 
-Automation, all off by default but `partitions` and `relearn_after_ingest` (which only act on
-what the others started): `nightly` ingests at 03:00 and `new_logs` when a log's content is
-not in the warehouse yet; when such an ingest succeeds, `relearn_after_ingest` relearns each
-domain's flow and searches its thresholds when the flow's counts moved past the search's
-tolerance (one run per domain, one at a time: pipeline/dagster.yaml); a relearned flow is served
-only when its blocking checks pass, else staged for review (assets/learn.py). `alert_on_failure`
-(on) writes every failed run to HOME/alerts/ and to $STRETTO_ALERT_URL (pipeline/alerts.py).
+Automation, all off by default but `partitions`, `relearn_after_ingest` and
+`reports_after_relearn` (which only act on what the others started): `nightly` ingests at 03:00
+and `new_logs` when a log's content is not in the warehouse yet; when such an ingest succeeds,
+`relearn_after_ingest` relearns each domain's flow and searches its thresholds when the flow's
+counts moved past the search's tolerance (one run per domain, one at a time:
+pipeline/dagster.yaml); a relearned flow is served only when its blocking checks pass, else
+staged for review (assets/learn.py); each flow materialized makes its domain's reports again
+(`reports_after_relearn`, declarative automation). `alert_on_failure` (on) writes every failed
+run to HOME/alerts/ and to $STRETTO_ALERT_URL (pipeline/alerts.py).
 `nightly_stage`, instead, ingests and stages each served flow's relearned version beside it
 for review (pipeline/lifecycle.py); the `drift` check runs with every ingest.
 `weekly_compaction` rewrites each partition's current rows into one file.
@@ -23,7 +26,13 @@ from assets.audit import audit
 from assets.evaluate import evaluation
 from assets.ingest import INGEST_ASSETS, logs, pending, plan_digest
 from assets.learn import counts, flow
-from assets.partitions import known_parts, register
+from assets.partitions import (
+    HEADERS_PER_TICK,
+    add_requests,
+    known_parts,
+    parts_in_logs,
+    register,
+)
 from assets.promote import promotion
 from assets.replay import replay_report
 from assets.resources import StrettoHome
@@ -96,12 +105,36 @@ def new_logs(context: dg.SensorEvaluationContext, stretto: StrettoHome):
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Registers the domains and days the warehouse holds as partitions (launches "
-    "no run), so that Materialize all covers them.",
+    description="Registers as partitions the domains and days of the session logs under logs/ "
+    "(read from their headers, before any ingest) and of the warehouse; launches no run. So "
+    "Materialize all on a fresh home with logs covers them on the first click.",
 )
 def partitions(context: dg.SensorEvaluationContext, stretto: StrettoHome):
-    added = register(context.instance, known_parts(stretto.layout()))
-    return dg.SkipReason("added " + ", ".join(added) if added else "no new domain or day")
+    layout = stretto.layout()
+    # the cursor: the newest ctime of a log read, so each tick reads only new or changed logs
+    in_logs, newest = parts_in_logs(layout, int(context.cursor or 0), HEADERS_PER_TICK)
+    requests = add_requests(context.instance, in_logs + known_parts(layout))
+    for request in requests:
+        context.log.info(
+            f"adding {request.partitions_def_name}: {', '.join(request.partition_keys)}"
+        )
+    return dg.SensorResult(dynamic_partitions_requests=requests, cursor=str(newest))
+
+
+# The reports (audit, replay, evaluation, promotion) carry AutomationCondition.eager()
+# (assets/reports.py): this sensor makes a domain's reports again after each run that
+# materialized its flow, whatever launched it. Chosen over a schedule, a run tag and another
+# run-status sensor: nothing to keep in step with the relearn job, and a staged flow (not
+# materialized) starts no report.
+reports_after_relearn = dg.AutomationConditionSensorDefinition(
+    "reports_after_relearn",
+    target=dg.AssetSelection.assets(audit, replay_report, evaluation, promotion),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="After a run materializes a domain's flow (the nightly's relearn or any "
+    "other), makes that domain's audit, replay, evaluation and promotion reports again "
+    "(declarative automation: each report's condition is `AutomationCondition.eager()`).",
+)
 
 
 @dg.run_status_sensor(
@@ -139,7 +172,7 @@ defs = dg.Definitions(
     asset_checks=LIFECYCLE_CHECKS,
     jobs=[ingest_job, counts_job, relearn_job, reports_job, compact_job, stage_job],
     schedules=[nightly, nightly_stage, weekly_compaction],
-    sensors=[new_logs, partitions, relearn_after_ingest, alert_on_failure],
+    sensors=[new_logs, partitions, relearn_after_ingest, reports_after_relearn, alert_on_failure],
     resources={"stretto": StrettoHome.from_environment()},
     # A run's steps in the run's own process unless its run config picks a Dask cluster: each
     # is cheap to start that way (a process per step cost seconds for seconds of work); ingest

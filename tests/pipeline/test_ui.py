@@ -1,7 +1,8 @@
 """The Dagster UI in a real browser (Debian's chromium driven by Playwright), served by
 `dagster-webserver` with `dagster-daemon` beside it (the daemon runs backfills and sensors, as
 `dagster dev` would): Materialize all, with no config, succeeds on a fresh home (every asset
-skipped with its reason) and on the walkthrough's home (flows learned, reports written);
+skipped with its reason), on the walkthrough's home (flows learned, reports written) and, in
+one click, on a home with its logs but nothing ingested;
 partitions show per domain and day; checks show on their assets.
 
 Screenshots go to a temporary folder, or to $STRETTO_SCREENSHOTS when it is set."""
@@ -181,3 +182,42 @@ def test_materialize_all_on_the_walkthrough_home(
     assert list((home / "reports/notes").glob("audit-*/reliability.png"))
     assert list((home / "reports/notes").glob("promotion-*/notes.promoted.flow.json"))
     assert list((home / "reports/notes").glob("evaluation-*"))
+
+
+def test_one_click_on_a_fresh_home_with_logs_learns_and_reports(
+    browser, shots: Path, tmp_path: Path, walked: Walked
+) -> None:
+    """A home with the walkthrough's logs and held-out sessions but nothing ingested or
+    learned: the `partitions` sensor registers the logs' domain and days from their headers,
+    and one Materialize all ingests, learns the flow and makes every report (none skipped)."""
+    from dagster import AssetKey, DagsterInstance
+
+    home = tmp_path / "home"
+    for folder in ("logs", "shadow", "explore"):
+        if (walked.home / folder).is_dir():
+            shutil.copytree(walked.home / folder, home / folder, symlinks=True)
+    assert not (home / "warehouse").exists() and not (home / "flows").exists()
+    with dagster_ui(home, tmp_path) as url:
+        with DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+            wait_until(
+                lambda: instance.get_dynamic_partitions("domain"),
+                "the partitions sensor's first tick",
+                3600,
+                every_s=2,
+            )
+            assert instance.get_dynamic_partitions("domain") == ["notes"]
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(900_000)  # a shared, busy machine
+            materialize_all(page, url, shots / "dagster-one-click-materialize-all.png")
+            made = {}
+            for report in ("audit", "replay", "evaluation", "promotion"):
+                event = instance.get_latest_materialization_event(AssetKey(report))
+                assert event is not None and event.dagster_event.partition == "notes", report
+                made[report] = event.asset_materialization.metadata
+            assert not [report for report, metadata in made.items() if "skipped" in metadata]
+            page.goto(f"{url}/assets/audit")
+            page.get_by_text("agreement").first.wait_for()
+            page.screenshot(path=str(shots / "dagster-one-click-audit.png"))
+            page.close()
+    assert (home / "flows/notes.flow.json").is_file()
+    assert list((home / "reports/notes").glob("audit-*/reliability.png"))
