@@ -20,7 +20,7 @@ export async function sessionsPage() {
       data.facets[name].map((v) => el("option", { value: v, selected: params.get(name) === v }, v)));
     return select;
   });
-  const rows = data.items.map((s) => el("tr", { class: "clickable", onclick: () => go(`/sessions/${encodeURIComponent(s.key)}`) },
+  const rows = data.items.map((s) => el("tr", { class: "clickable", "data-calls": s.calls ?? "", onclick: () => go(`/sessions/${encodeURIComponent(s.key)}`) },
     el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(s.key)}` }, s.id || s.path)),
     el("td", {}, when(s.started_unix_ms)), el("td", {}, s.domain || "—"), el("td", {}, s.agent_model || "—"),
     el("td", {}, s.server || "—"), el("td", {}, s.mode ? el("span", { class: `badge ${s.mode}` }, s.mode) : "—"),
