@@ -11,7 +11,7 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
-from stretto.console import adapter, files, flowview, lifeview
+from stretto.console import adapter, files, flowview, lifeview, sessionview
 from stretto.console.endpoint import NAME, Endpoint
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
@@ -417,6 +417,7 @@ ENDPOINTS = [
         [KEY, *PAGING],
         (400, 404, 422),
     ),
+    *sessionview.ENDPOINTS,
     Endpoint(
         "GET",
         "/api/sessions/{key}/raw",

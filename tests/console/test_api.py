@@ -187,6 +187,34 @@ def test_one_session_and_its_timeline(client):
     assert client.get(f"/api/sessions/{SERVED}/timeline?limit=0", headers=AUTH).status_code == 400
 
 
+def test_a_sessions_waterfall_latency_and_tools(client):
+    """Each call carries its latency (its answer's t_ms less its own); the waterfall's turns
+    span their calls and answers in order; the tools are the log's tools/list, each with its
+    kind from readOnlyHint and its input schema."""
+    items = client.get(f"/api/sessions/{SERVED}/timeline", headers=AUTH).json()["items"]
+    calls = [i for i in items if i["kind"] == "call"]
+    assert calls and all(c["latency_ms"] is None or c["latency_ms"] >= 0 for c in calls)
+    assert any(c["latency_ms"] is not None for c in calls)
+    w = client.get(f"/api/sessions/{SERVED}/waterfall", headers=AUTH).json()
+    turns = w["turns"]
+    assert [t["turn"] for t in turns] == sorted(
+        {i["turn"] for i in calls} | {t["turn"] for t in turns}
+    )
+    assert all(t["start_ms"] <= t["end_ms"] for t in turns)
+    assert all(a["start_ms"] <= b["start_ms"] for a, b in zip(turns, turns[1:], strict=False))
+    assert sum(t["calls"] for t in turns) == len(calls)
+    assert w["latency_ms"]["calls"] == sum(
+        c["latency_ms"] is not None for c in items if "latency_ms" in c
+    )
+    tools = client.get(f"/api/sessions/{SERVED}/tools", headers=AUTH).json()["items"]
+    kinds = {t["name"]: t["kind"] for t in tools}
+    assert kinds["cancel_pending_order"] == "write" and kinds["find_user_id_by_email"] == "read"
+    assert {c["tool_kind"] for c in calls} <= {"read", "write", "generic"}
+    email = next(t for t in tools if t["name"] == "find_user_id_by_email")
+    assert email["input_schema"]["required"] == ["email"] and email["contract"] == "email:string!"
+    assert client.get("/api/sessions/nope/tools", headers=AUTH).status_code == 404
+
+
 def test_shadow_decisions_are_labelled_used_later_or_detour(client):
     timeline = client.get(f"/api/sessions/{SHADOW}/timeline", headers=AUTH).json()["items"]
     decisions = [i for i in timeline if i["kind"] == "decision" and i["action"] == "lookup"]

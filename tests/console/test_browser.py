@@ -330,3 +330,37 @@ def test_a_staged_flow_is_labelled_and_the_overview_replays_the_served_one(own_c
         note.wait_for()
         assert "Staged beside flows/notes.flow.json" in note.inner_text()
         assert "not served" in note.inner_text()
+
+
+# --- time on the timeline and the server's tools (issue 43, item 4) ---------------------------
+
+
+def test_a_session_shows_time_latency_a_waterfall_and_the_tools(page, console):
+    """Each call says when it was sent (seconds since the session began, the clock time on
+    hover), how long its answer took and its tool's kind; the turns stand on one time axis;
+    the server's tools are listed with their kind and input schema."""
+    page.goto(f"{console}/sessions?q=served")
+    page.locator("[data-testid=sessions] tr.clickable").first.click()
+    call = page.get_by_test_id("timeline").locator("li.call").first
+    call.wait_for()
+    stamp = call.get_by_test_id("at")
+    assert stamp.inner_text().startswith("+") and stamp.inner_text().endswith(" s")
+    assert stamp.get_attribute("title").endswith(" UTC")
+    assert call.get_by_test_id("latency").inner_text().endswith(" ms")
+    assert call.get_by_test_id("tool-kind").inner_text() in ("read", "write", "generic")
+    waterfall = page.get_by_test_id("waterfall")
+    waterfall.wait_for()
+    bars = waterfall.locator("rect.turn-bar")
+    assert bars.count() >= 2
+    assert "turn(s) over" in waterfall.inner_text() and "median" in waterfall.inner_text()
+    page.get_by_text("The server's tools").click()
+    tools = page.get_by_test_id("tools")
+    tools.wait_for()
+    assert tools.locator("thead th").all_inner_texts() == ["tool", "kind", "description", "input"]
+    rows = tools.locator("tbody tr")
+    assert rows.count() >= 2
+    kinds = set(rows.locator(".badge").all_inner_texts())
+    assert "read" in kinds and kinds <= {"read", "write", "generic"}
+    row = rows.first
+    row.locator("summary").click()
+    assert '"properties"' in row.locator("pre").inner_text()

@@ -68,23 +68,39 @@ function decisionText(d) {
   return `hands back: ${d.reason}${d.shadow ? " (shadow)" : ""}`;
 }
 
-function item(i, key) {
+// When an item happened: seconds since the session began, the clock time on hover.
+function at(i, started) {
+  if (i.t_ms === undefined || i.t_ms === null) return null;
+  const clock = started ? when(started + i.t_ms) : "";
+  return el("time", { class: "at muted", title: clock, datetime: started ? new Date(started + i.t_ms).toISOString() : null, "data-testid": "at" }, `+${(i.t_ms / 1000).toFixed(3)} s`);
+}
+
+function latency(i) {
+  if (i.latency_ms === undefined || i.latency_ms === null) return null;
+  return el("span", { class: "latency", "data-testid": "latency" }, ` · ${fmt(i.latency_ms)} ms`);
+}
+
+function toolKind(i) {
+  return i.tool_kind ? el("span", { class: `badge tool-${i.tool_kind}`, title: "the server's readOnlyHint", "data-testid": "tool-kind" }, i.tool_kind) : null;
+}
+
+function item(i, key, started) {
   const kind = el("span", { class: "kind" }, i.kind);
   if (i.kind === "user" || i.kind === "reply" || i.kind === "context") {
     const who = i.kind === "user" ? "user" : i.kind === "reply" ? `assistant · turn ${i.turn ?? "?"}` : i.role || "context";
-    return el("li", { class: i.kind }, el("span", { class: "kind" }, who), i.text, i.cut ? "…" : "");
+    return el("li", { class: i.kind }, at(i, started), el("span", { class: "kind" }, who), i.text, i.cut ? "…" : "");
   }
   if (i.kind === "call") {
-    return el("li", { class: "call" }, kind, el("strong", {}, i.tool), " ", el("code", {}, args(i.arguments)), " ",
-      el("span", { class: `badge ${i.status}` }, i.status), el("span", { class: "muted" }, ` · turn ${i.turn} · line ${i.line}`),
+    return el("li", { class: "call", id: `line-${i.line}` }, at(i, started), kind, el("strong", {}, i.tool), " ", toolKind(i), " ", el("code", {}, args(i.arguments)), " ",
+      el("span", { class: `badge ${i.status}` }, i.status), latency(i), el("span", { class: "muted" }, ` · turn ${i.turn} · line ${i.line}`),
       i.run ? el("span", { class: "muted" }, ` · the flow ran after it (surprise ${fmt(i.run.surprise)} nats)`) : null,
       result(i, key));
   }
   if (i.kind === "lookup") {
     const d = i.decision;
     const sources = Object.entries(i.sources || {}).map(([arg, s]) => s ? `${arg} from ${s.tool} (call ${s.call})` : `${arg}: no earlier result holds it`).join("; ");
-    return el("li", { class: "lookup", "data-testid": "lookup" }, kind, el("strong", {}, i.tool), " ", el("code", {}, args(i.arguments)), " ",
-      el("span", { class: `badge ${i.status}` }, i.status),
+    return el("li", { class: "lookup", "data-testid": "lookup" }, at(i, started), kind, el("strong", {}, i.tool), " ", toolKind(i), " ", el("code", {}, args(i.arguments)), " ",
+      el("span", { class: `badge ${i.status}` }, i.status), latency(i),
       d ? el("div", {}, `${d.address} at ${d.site}: p ${fmt(d.prob)} × binding ${fmt(d.binding)} = ${fmt(d.score)} · `,
         el("span", { class: d.used ? "looks" : "hands" }, d.label)) : el("div", { class: "muted" }, "no decision in the flow log"),
       el("div", { class: "muted" }, `binding source: ${sources || "no arguments"}`),
@@ -101,6 +117,50 @@ function item(i, key) {
   return el("li", {}, kind, JSON.stringify(i));
 }
 
+// The turns as bars on one time axis (ms since the session began): where the time went.
+function waterfallBox(w) {
+  if (!w.turns.length) return el("p", { class: "muted" }, "No turns of the agent's in this session.");
+  const end = Math.max(1, ...w.turns.map((t) => t.end_ms));
+  const rowH = 16, width = 100;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${w.turns.length * rowH}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("height", String(w.turns.length * rowH));  // the box scrolls
+  svg.setAttribute("width", "100%");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `waterfall of ${w.turns.length} turns over ${fmt(end)} ms`);
+  w.turns.forEach((t, n) => {
+    const bar = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    bar.setAttribute("x", String((t.start_ms / end) * width));
+    bar.setAttribute("y", String(n * rowH + 3));
+    bar.setAttribute("width", String(Math.max(0.4, ((t.end_ms - t.start_ms) / end) * width)));
+    bar.setAttribute("height", String(rowH - 6));
+    bar.setAttribute("class", "turn-bar");
+    const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    title.textContent = `turn ${t.turn}: +${fmt(t.start_ms)}–${fmt(t.end_ms)} ms, ${t.calls} call(s), ${t.lookups} lookup(s), ${fmt(t.latency_ms)} ms waiting for answers`;
+    bar.append(title);
+    svg.append(bar);
+  });
+  const l = w.latency_ms;
+  return el("div", { "data-testid": "waterfall" },
+    el("p", { class: "muted" }, `${w.turns.length} turn(s) over ${(end / 1000).toFixed(2)} s`,
+      l.calls ? ` · latency of ${fmt(l.calls)} answered call(s): median ${fmt(l.median)} ms, longest ${fmt(l.max)} ms` : ""),
+    el("div", { class: "waterfall" }, svg));
+}
+
+function toolsBox(t) {
+  if (!t.items.length) return el("p", { class: "muted" }, "The log holds no tools/list answer.");
+  return el("table", { "data-testid": "tools" },
+    el("thead", {}, el("tr", {}, ["tool", "kind", "description", "input"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, t.items.map((x) => el("tr", {},
+      el("td", {}, el("code", {}, x.name)),
+      el("td", {}, el("span", { class: `badge tool-${x.kind}` }, x.kind)),
+      el("td", {}, x.description || "—"),
+      el("td", {}, x.input_schema
+        ? el("details", {}, el("summary", {}, x.contract || "schema"), el("pre", {}, JSON.stringify(x.input_schema, null, 1)))
+        : "—")))));
+}
+
 export async function sessionPage(key) {
   const s = await api(`/api/sessions/${encodeURIComponent(key)}`);
   const list = el("ul", { class: "timeline", "data-testid": "timeline" });
@@ -110,7 +170,7 @@ export async function sessionPage(key) {
     more.disabled = true;
     try {
       const t = await api(`/api/sessions/${encodeURIComponent(key)}/timeline?offset=${next}&limit=100`);
-      list.append(...t.items.map((i) => item(i, key)));
+      list.append(...t.items.map((i) => item(i, key, s.started_unix_ms)));
       next = t.next;
       more.hidden = next === null;
     } catch (error) {
@@ -120,6 +180,8 @@ export async function sessionPage(key) {
     more.disabled = false;
   };
   more.addEventListener("click", load);
+  const waterfall = el("div", {}, el("p", { class: "muted" }, "Reading the turns…"));
+  const tools = el("div", {}, el("p", { class: "muted" }, "Reading the tools…"));
   const remove = meta && !meta.read_only ? el("button", { class: "danger", onclick: async () => {
     if (!confirm(`Move session ${key} (and its copies and side logs) to the console's trash?`)) return;
     await api(`/api/sessions/${encodeURIComponent(key)}`, { method: "DELETE" });
@@ -136,7 +198,15 @@ export async function sessionPage(key) {
       el("a", { href: `/api/sessions/${encodeURIComponent(key)}/raw`, target: "_blank" }, "raw log"),
       remove),
     el("p", { class: "muted" }, `${s.path}${s.copies && s.copies.length ? ` (copies: ${s.copies.join(", ")})` : ""}`),
+    s.unreadable ? null : el("details", { class: "box", open: true, "data-testid": "time" }, el("summary", {}, el("strong", {}, "Turns in time")), waterfall),
+    s.unreadable ? null : el("details", { class: "box" }, el("summary", {}, el("strong", {}, "The server's tools")), tools),
+    el("h2", {}, "Timeline"),
     list, more);
+  if (!s.unreadable) {
+    const base = `/api/sessions/${encodeURIComponent(key)}`;
+    api(`${base}/waterfall`).then((w) => fill(waterfall, waterfallBox(w))).catch((e) => fill(waterfall, problem(e)));
+    api(`${base}/tools`).then((t) => fill(tools, toolsBox(t))).catch((e) => fill(tools, problem(e)));
+  }
   if (!s.unreadable) await load();
   else more.hidden = true;
 }
