@@ -166,6 +166,25 @@ def test_sessions_list_filters_and_pages(client):
         assert client.get(f"/api/sessions?{query}", headers=AUTH).status_code == 400, query
 
 
+def test_sessions_sort_by_a_column_either_way(client):
+    def calls(query: str) -> list:
+        answer = client.get(f"/api/sessions?{query}", headers=AUTH)
+        assert answer.status_code == 200
+        return [s["calls"] for s in answer.json()["items"] if s.get("calls") is not None]
+
+    rising = calls("sort=calls")
+    assert rising == sorted(rising) and len(rising) > 2
+    assert calls("sort=calls&order=desc") == sorted(rising, reverse=True)
+    started = client.get("/api/sessions?sort=started&order=desc", headers=AUTH).json()["items"]
+    newest = client.get("/api/sessions", headers=AUTH).json()["items"]
+    assert [s["key"] for s in started if s.get("started_unix_ms")] == [
+        s["key"] for s in newest if s.get("started_unix_ms")
+    ]
+    bad = client.get("/api/sessions?sort=size", headers=AUTH)
+    assert bad.status_code == 400 and bad.json()["error"].startswith("sort 'size': expected")
+    assert client.get("/api/sessions?sort=calls&order=up", headers=AUTH).status_code == 400
+
+
 def test_one_session_and_its_timeline(client):
     summary = client.get(f"/api/sessions/{SERVED}", headers=AUTH).json()
     assert summary["mode"] == "served" and summary["lookups"] == 3 and summary["calls"] == 2

@@ -364,3 +364,91 @@ def test_a_session_shows_time_latency_a_waterfall_and_the_tools(page, console):
     row = rows.first
     row.locator("summary").click()
     assert '"properties"' in row.locator("pre").inner_text()
+
+
+# --- tables (issue 43, item 5) ----------------------------------------------------------------
+
+
+def test_sessions_sort_search_and_say_when_nothing_matches(page, console):
+    page.goto(f"{console}/sessions")
+    table = page.get_by_test_id("sessions")
+    table.locator("tbody tr").nth(17).wait_for()
+    page.get_by_test_id("sort-calls").click()
+    page.wait_for_url("**/sessions?sort=calls&order=asc")
+    calls = [
+        int(c)
+        for c in table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.calls)")
+    ]
+    assert calls == sorted(calls) and len(calls) == 18
+    assert table.locator("th[aria-sort=ascending]").inner_text().startswith("calls")
+    page.get_by_test_id("sort-calls").click()
+    page.wait_for_url("**/sessions?sort=calls&order=desc")
+    table.locator("th[aria-sort=descending]").wait_for()
+    calls = [
+        int(c)
+        for c in table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.calls)")
+    ]
+    assert calls == sorted(calls, reverse=True)
+    # a search within the sorted results, then one that matches nothing
+    page.get_by_label("Find a session").fill("shadow")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**/sessions?sort=calls&order=desc&q=shadow")
+    assert 0 < table.locator("tbody tr").count() < 18
+    page.get_by_label("Find a session").fill("no-such-session")
+    page.get_by_label("Find a session").press("Enter")
+    empty = page.get_by_test_id("empty")
+    empty.wait_for()
+    assert "No session matches these filters." in empty.inner_text()
+    empty.get_by_test_id("clear-filters").click()
+    page.wait_for_url(f"{console}/sessions")
+    page.get_by_test_id("sessions").locator("tbody tr").nth(17).wait_for()
+
+
+def test_a_live_refresh_keeps_a_half_typed_search_and_the_focus(page, console):
+    page.goto(f"{console}/sessions")
+    table = page.get_by_test_id("sessions")
+    table.wait_for()
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('live')")
+    search = page.get_by_label("Find a session")
+    search.click()
+    search.press_sequentially("serv")  # not sent: no Enter
+    page.evaluate("() => { window.before = document.querySelector('[data-testid=sessions]'); }")
+    settings = page.request.get(f"{console}/api/settings").json()
+    answer = page.request.put(
+        f"{console}/api/settings",
+        data={"threshold": settings["threshold"]},
+        headers={"X-Stretto-Console": "1"},
+    )
+    assert answer.ok  # the console says `changed`: the page refreshes its results
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=sessions]') !== window.before"
+    )
+    assert page.url == f"{console}/sessions"  # nothing was submitted
+    assert search.input_value() == "serv"
+    assert page.evaluate("() => document.activeElement.id") == "session-search"
+    assert table.locator("tbody tr").count() == 18
+
+
+def test_flows_and_jobs_tables_sort_and_find_in_their_rows(page, console):
+    page.goto(f"{console}/flows")
+    flows = page.get_by_test_id("flows")
+    flows.locator("tbody tr").first.wait_for()
+    names = lambda: flows.locator("tbody tr td:first-child").all_inner_texts()  # noqa: E731
+    every = names()
+    assert FLOW in every and NEW_FLOW in every
+    page.get_by_test_id("sort-flow").click()
+    assert names() == sorted(every)
+    page.get_by_test_id("sort-flow").click()
+    assert names() == sorted(every, reverse=True)
+    find = page.get_by_label("find in these flows")
+    find.fill("new.flow")
+    assert names() == [NEW_FLOW]
+    find.fill("nothing like it")
+    empty = flows.get_by_test_id("empty")
+    assert "No flow holds “nothing like it”." in empty.inner_text()
+    empty.get_by_role("button", name="Clear the search").click()
+    assert sorted(names()) == sorted(every)
+    page.goto(f"{console}/jobs")
+    jobs = page.get_by_test_id("jobs")
+    jobs.locator("thead th").first.wait_for()
+    assert jobs.locator("thead th").all_inner_texts() == ["job", "state", "started", "finished"]

@@ -61,6 +61,53 @@ export function when(ms) {
   return ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "—";
 }
 
+// A column head: a button that sorts by it when `sorted` is given ("ascending", "descending"
+// or "none"), its state said by aria-sort.
+export function columnHead(label, sorted, onsort) {
+  if (!onsort) return el("th", { scope: "col" }, label);
+  const arrow = sorted === "ascending" ? " ▲" : sorted === "descending" ? " ▼" : "";
+  return el("th", { scope: "col", "aria-sort": sorted },
+    el("button", { class: "sort", type: "button", onclick: onsort, "data-testid": `sort-${label}` }, label, arrow));
+}
+
+// A table sorted and searched in the browser (all its rows are there): columns are
+// [label, value to sort by (item) => …, or null]; each item is drawn by row(item). Above it,
+// a box to find text in its rows; when nothing matches, says so with a button to clear it.
+// Its `update(items)` redraws the rows alone: a live refresh keeps what is typed and the focus.
+export function localTable(attrs, columns, items, row, { find = true, what = "row" } = {}) {
+  let by = null, descending = false;
+  const body = el("tbody");
+  const search = el("input", { type: "search", placeholder: `Find in these ${what}s`, "aria-label": `find in these ${what}s`, "data-testid": "find-in-table" });
+  const head = el("thead");
+  const draw = () => {
+    const needle = search.value.trim().toLowerCase();
+    let shown = [...items];
+    if (by !== null) {
+      const value = columns[by][1];
+      shown.sort((a, b) => {
+        const x = value(a), y = value(b);
+        const order = x === y ? 0 : x === null || x === undefined ? 1 : y === null || y === undefined ? -1 : x < y ? -1 : 1;
+        return descending ? -order : order;
+      });
+    }
+    const rows = shown.map(row).filter((r) => !needle || r.textContent.toLowerCase().includes(needle));
+    fill(head, el("tr", {}, columns.map(([label, value], n) => columnHead(label,
+      value ? (by === n ? (descending ? "descending" : "ascending") : "none") : null,
+      value ? () => { descending = by === n ? !descending : false; by = n; draw(); } : null))));
+    if (!rows.length) {
+      const clear = needle ? el("button", { class: "secondary", type: "button", onclick: () => { search.value = ""; draw(); search.focus(); } }, "Clear the search") : null;
+      fill(body, el("tr", { class: "empty" }, el("td", { colspan: columns.length, "data-testid": "empty" },
+        needle ? `No ${what} holds “${search.value.trim()}”. ` : `No ${what}s yet.`, clear)));
+    } else fill(body, rows);
+  };
+  search.addEventListener("input", draw);
+  draw();
+  const table = el("table", attrs, head, body);
+  const box = el("div", { class: "local-table" }, find ? el("div", { class: "row" }, search) : null, table);
+  box.update = (fresh) => { items = fresh; draw(); };
+  return box;
+}
+
 export function problem(error) {
   return el("div", { class: "box problems", role: "alert" }, el("strong", {}, "Problem: "), error.message || String(error));
 }

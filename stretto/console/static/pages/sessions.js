@@ -1,43 +1,64 @@
-import { api, el, fill, fmt, go, meta, on, page, problem, when } from "../app.js";
+import { api, columnHead, el, fill, fmt, go, meta, on, page, problem, when } from "../app.js";
 
 const FILTERS = ["domain", "day", "agent_model", "server", "mode"];
+
+const COLUMNS = [["session", "session"], ["started", "started"], ["domain", "domain"], ["agent model", "agent_model"],
+  ["server", "server"], ["mode", "mode"], ["calls", "calls"], ["lookups", "lookups"], ["turns", "turns"], ["problem", "problem"]];
 
 export async function sessionsPage() {
   const params = new URLSearchParams(location.search);
   const offset = Number(params.get("offset") || 0);
   const data = await api(`/api/sessions?${params}`);
-  const search = el("input", { type: "search", placeholder: "Find a session (id, domain, model, server, path)", value: params.get("q") || "", size: 48, "data-testid": "search" });
   const apply = (changes) => {
     const next = new URLSearchParams(location.search);
     for (const [k, v] of Object.entries(changes)) v ? next.set(k, v) : next.delete(k);
     if (!("offset" in changes)) next.delete("offset");
     go(`/sessions${next.toString() ? "?" + next : ""}`);
   };
-  search.addEventListener("change", () => apply({ q: search.value }));
-  const selects = FILTERS.map((name) => {
-    const select = el("select", { "aria-label": name, onchange: (e) => apply({ [name]: e.target.value }) },
-      el("option", { value: "" }, `any ${name.replace("_", " ")}`),
-      data.facets[name].map((v) => el("option", { value: v, selected: params.get(name) === v }, v)));
-    return select;
-  });
+  // the search is sent with Enter or the button only: a half-typed one never is
+  const search = el("input", { type: "search", id: "session-search", placeholder: "id, domain, model, server, path", value: params.get("q") || "", size: 40, "data-testid": "search" });
+  const form = el("form", { role: "search", class: "row", onsubmit: (e) => { e.preventDefault(); apply({ q: search.value.trim() }); } },
+    el("label", { for: "session-search" }, "Find a session"), search, el("button", { type: "submit", class: "secondary" }, "Search"));
+  const selects = FILTERS.map((name) => el("label", {}, `${name.replace("_", " ")} `,
+    el("select", { name, onchange: (e) => apply({ [name]: e.target.value }) },
+      el("option", { value: "" }, "any"),
+      data.facets[name].map((v) => el("option", { value: v, selected: params.get(name) === v }, v)))));
+  const results = el("div", { "data-testid": "session-results" });
+  const filtered = [...params.keys()].some((k) => k === "q" || FILTERS.includes(k));
+  const draw = (d) => fill(results, sessionsTable(d, params, offset, apply, filtered));
+  draw(data);
+  fill(page,
+    el("h1", {}, "Sessions"),
+    el("div", { class: "row filters" }, form, selects),
+    results);
+  // a live refresh redraws the results alone, for the search in the address (never the one
+  // being typed): the box, what is typed in it and the focus stay
+  on("changed", () => api(`/api/sessions?${params}`).then(draw).catch((e) => fill(results, problem(e))));
+}
+
+function sessionsTable(data, params, offset, apply, filtered) {
+  if (!data.items.length) {
+    return el("div", { class: "box empty", "data-testid": "empty" },
+      filtered ? el("p", {}, "No session matches these filters.") : el("p", {}, "No session logs in the data directory yet: the proxy writes them under logs/<domain>/."),
+      filtered ? el("button", { type: "button", "data-testid": "clear-filters", onclick: () => go("/sessions") }, "Clear filters") : null);
+  }
+  const sort = params.get("sort");
+  const order = params.get("order") || "asc";
+  const head = COLUMNS.map(([label, key]) => columnHead(label, sort === key ? (order === "desc" ? "descending" : "ascending") : "none",
+    () => apply({ sort: key, order: sort === key && order === "asc" ? "desc" : "asc" })));
   const rows = data.items.map((s) => el("tr", { class: "clickable", "data-calls": s.calls ?? "", onclick: () => go(`/sessions/${encodeURIComponent(s.key)}`) },
     el("td", {}, el("a", { href: `/sessions/${encodeURIComponent(s.key)}` }, s.id || s.path)),
     el("td", {}, when(s.started_unix_ms)), el("td", {}, s.domain || "—"), el("td", {}, s.agent_model || "—"),
     el("td", {}, s.server || "—"), el("td", {}, s.mode ? el("span", { class: `badge ${s.mode}` }, s.mode) : "—"),
     el("td", {}, fmt(s.calls)), el("td", {}, fmt(s.lookups)), el("td", {}, fmt(s.turns)),
     el("td", { class: "problem" }, s.problem || "")));
-  fill(page, 
-    el("h1", {}, "Sessions"),
-    el("div", { class: "row" }, search, selects),
-    el("p", { class: "muted" }, `${data.total} session(s)${data.total > data.limit ? `, ${offset + 1}–${Math.min(offset + data.limit, data.total)} shown` : ""}`),
-    el("table", { "data-testid": "sessions" },
-      el("tr", {}, ["session", "started", "domain", "agent model", "server", "mode", "calls", "lookups", "turns", "problem"].map((h) => el("th", {}, h))),
-      rows),
+  return el("div", {},
+    el("p", { class: "muted", "data-testid": "count" }, `${data.total} session(s)${data.total > data.limit ? `, ${offset + 1}–${Math.min(offset + data.limit, data.total)} shown` : ""}`,
+      filtered ? " " : null, filtered ? el("button", { type: "button", class: "secondary", "data-testid": "clear-filters", onclick: () => go("/sessions") }, "Clear filters") : null),
+    el("table", { "data-testid": "sessions" }, el("thead", {}, el("tr", {}, head)), el("tbody", {}, rows)),
     el("div", { class: "row" },
       offset > 0 ? el("button", { class: "secondary", onclick: () => apply({ offset: String(Math.max(0, offset - data.limit)) }) }, "Previous") : null,
-      offset + data.limit < data.total ? el("button", { class: "secondary", onclick: () => apply({ offset: String(offset + data.limit) }) }, "Next") : null),
-  );
-  on("changed", () => sessionsPage().catch((e) => fill(page, problem(e))));
+      offset + data.limit < data.total ? el("button", { class: "secondary", onclick: () => apply({ offset: String(offset + data.limit) }) }, "Next") : null));
 }
 
 function args(value) {
