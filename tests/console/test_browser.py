@@ -452,3 +452,123 @@ def test_flows_and_jobs_tables_sort_and_find_in_their_rows(page, console):
     jobs = page.get_by_test_id("jobs")
     jobs.locator("thead th").first.wait_for()
     assert jobs.locator("thead th").all_inner_texts() == ["job", "state", "started", "finished"]
+
+
+# --- polish and access (issue 43, item 8) ----------------------------------------------------
+
+PAGES = {
+    "/": "Overview · stretto console",
+    "/sessions": "Sessions · stretto console",
+    "/flows": "Flows · stretto console",
+    f"/flows/{FLOW}": f"Flow {FLOW} · stretto console",
+    "/jobs": "Jobs · stretto console",
+}
+
+UNLABELLED = """() => [...document.querySelectorAll('main input, main select, main textarea')]
+  .filter((e) => e.type !== 'hidden' && !e.labels?.length && !e.getAttribute('aria-label'))
+  .map((e) => e.outerHTML.slice(0, 80))"""
+
+
+SETTLED = """() => document.querySelector('main h1')
+  && !/Loading…|Reading the|Computing the/.test(document.getElementById('page').innerText)"""
+
+
+WIDEST = """() => [...document.querySelectorAll('body *')]
+  .filter((e) => e.getBoundingClientRect().right > 420)
+  .slice(-3).map((e) => e.outerHTML.slice(0, 90))"""
+
+
+def _settled(page) -> None:
+    """The page and its parts that come later are drawn."""
+    page.wait_for_function(SETTLED)
+
+
+def test_each_page_has_a_title_labelled_inputs_and_table_heads(page, console):
+    for path, title in PAGES.items():
+        page.goto(f"{console}{path}")
+        _settled(page)
+        assert page.title() == title
+        assert page.evaluate(UNLABELLED) == [], path
+        headless = page.evaluate(
+            "() => [...document.querySelectorAll('main table')].filter((t) => !t.tHead).length"
+        )
+        assert headless == 0, path
+        assert page.locator("nav a[aria-current=page]").count() == 1
+
+
+def test_a_skip_link_and_keyboard_reachable_rows(page, console):
+    page.goto(f"{console}/jobs")
+    rows = page.get_by_test_id("jobs").locator("tbody tr.clickable")
+    rows.first.wait_for()  # the audit job run above
+    page.keyboard.press("Tab")  # the first stop on the page: the skip link
+    skip = page.get_by_role("link", name="Skip to the content")
+    assert skip.evaluate("node => node === document.activeElement") and skip.is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "page"
+    assert page.url == f"{console}/jobs#page"  # stayed on the page
+    rows.first.focus()
+    page.get_by_test_id("job-state").wait_for()
+    page.evaluate("() => { document.querySelector('[data-testid=job-output]').remove(); }")
+    page.keyboard.press("Enter")  # opens the job, as a click does
+    page.get_by_test_id("job-output").wait_for()
+    page.goto(f"{console}/sessions")
+    first = page.get_by_test_id("sessions").locator("tbody tr.clickable").first
+    first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/sessions/*")
+    assert page.title().startswith("Session ")
+
+
+def test_appended_blocks_are_collapsed_to_their_first_line(page, console):
+    page.goto(f"{console}/sessions?q=served")
+    page.locator("[data-testid=sessions] tr.clickable").first.click()
+    block = page.get_by_test_id("appended").first
+    block.wait_for()
+    body = block.locator("pre")
+    assert not body.is_visible() and block.locator("summary").is_visible()
+    page.get_by_test_id("expand-appended").click()
+    assert body.is_visible()
+    assert page.get_by_test_id("expand-appended").get_attribute("aria-pressed") == "true"
+    page.get_by_test_id("expand-appended").click()
+    assert not body.is_visible()
+
+
+def test_the_dark_theme_follows_the_system(browser, console):
+    context = browser.new_context(color_scheme="dark")
+    page = context.new_page()
+    page.goto(f"{console}/?token={TOKEN}")
+    page.get_by_test_id("totals").wait_for()
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    card = page.evaluate("() => getComputedStyle(document.querySelector('.card')).backgroundColor")
+    assert background == "rgb(20, 23, 30)" and card == "rgb(28, 32, 41)"
+    page.emulate_media(color_scheme="light")
+    assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == (
+        "rgb(247, 248, 250)"
+    )
+    context.close()
+
+
+def test_every_page_fits_a_420_pixel_window(browser, console, walked):
+    context = browser.new_context(viewport={"width": 420, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(f"{console}/?token={TOKEN}")
+    session = page.request.get(f"{console}/api/sessions?q=served").json()["items"][0]["key"]
+    for path in [*PAGES, f"/sessions/{session}"]:
+        page.goto(f"{console}{path}")
+        _settled(page)
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        widest = page.evaluate(WIDEST)
+        assert width <= 420, f"{path}: {width} px wide: {widest}"
+    context.close()
+
+
+def test_sign_out_forgets_the_cookie(browser, console):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{console}/?token={TOKEN}")
+    page.get_by_test_id("totals").wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_text("no token: sign in").wait_for()
+    assert page.request.get(f"{console}/api/meta").status == 401
+    context.close()

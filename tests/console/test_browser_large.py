@@ -95,3 +95,22 @@ def test_past_the_limit_drift_is_too_large(browser, home):
         assert "more than the console's limit of 1,000" in said.inner_text()
         assert "--drift-max-calls" in said.inner_text()
         context.close()
+
+
+def test_jump_to_a_call_deep_in_a_long_session(page, console):
+    """Call 1,500 is pages away: the pages up to it are loaded, it is scrolled to, marked
+    and focused."""
+    page.goto(f"{console}/sessions?q=s-9000")
+    page.locator("[data-testid=sessions] tr.clickable").first.click()
+    page.get_by_test_id("timeline").locator("li.call").first.wait_for()
+    assert page.locator("li.call").count() < 100  # one page
+    page.get_by_label("Jump to call").fill("1500")
+    page.get_by_label("Jump to call").press("Enter")
+    target = page.locator("li.call.target")
+    target.wait_for()
+    assert target.get_attribute("data-call") == "1500"
+    assert target.evaluate("node => node === document.activeElement")
+    inside = "node => { const r = node.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"  # noqa: E501
+    assert target.is_visible() and target.evaluate(inside)
+    assert page.get_by_role("status").filter(has_text="call 1500, line").count() == 1
+    assert page.title() == "Session s-9000 · stretto console"

@@ -1,13 +1,13 @@
 // A flow's life on its page: the committed versions (flow-log), the report of the flow staged
 // beside it (stage), and the drift series of its domain's sessions (drift).
-import { api, el, fill, fmt, problem, when } from "../app.js";
+import { api, el, fill, fmt, problem, thead, when } from "../app.js";
 
 let chart = null;
 
 function versionsBox(data) {
   if (!data.versions.length) return el("p", { class: "muted" }, "No committed versions: `stretto flow-commit` keeps each version it serves.");
   return el("table", { "data-testid": "versions" },
-    el("tr", {}, ["version", "when", "action", "note", "needs review", "content"].map((h) => el("th", {}, h))),
+    thead(["version", "when", "action", "note", "needs review", "content"]),
     data.versions.map((v) => el("tr", {},
       el("td", {}, v.version === data.served ? `${v.version} (served)` : String(v.version)), el("td", {}, when(v.unix_ms)),
       el("td", {}, v.action === "rollback" ? `rollback to ${v.to}` : "commit"), el("td", {}, v.note),
@@ -33,7 +33,7 @@ function stagedBox(data) {
     el("p", {}, `${r.staged}, scored on the last ${t.sessions} sessions: ${verdict}; `,
       el("strong", {}, t.better ? "the staged flow is better." : "not shown better.")),
     el("table", {},
-      el("tr", {}, ["flow", "lookups", "used", "detours", "served"].map((h) => el("th", {}, h))),
+      thead(["flow", "lookups", "used", "detours", "served"]),
       ["committed", "staged"].map((part) => el("tr", {},
         el("td", {}, part), el("td", {}, fmt(t[part].lookups)), el("td", {}, share(t[part])),
         el("td", {}, fmt(t[part].detours)), el("td", {}, fmt(t[part].served))))),

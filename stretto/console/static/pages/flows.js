@@ -1,4 +1,4 @@
-import { ApiError, api, el, fill, flowHref, fmt, go, localTable, meta, on, page, problem, when } from "../app.js";
+import { api, ApiError, el, fill, flowHref, fmt, go, localTable, meta, on, page, problem, thead, when } from "../app.js";
 import { lifeSection } from "./flowlife.js";
 
 const flowApi = (name) => `/api${flowHref(name)}`;
@@ -37,7 +37,7 @@ export async function flowsPage() {
     table,
     el("h2", {}, "Compare two flows"),
     valid.length < 2 ? el("p", { class: "muted" }, "Two valid flows are needed.") :
-      el("div", { class: "row" }, "from", from, "to", to, "threshold", threshold,
+      el("div", { class: "row" }, el("label", {}, "from ", from), el("label", {}, "to ", to), el("label", {}, "threshold ", threshold),
         el("button", { onclick: compare, "data-testid": "compare" }, "Compare")),
     out,
   );
@@ -114,7 +114,7 @@ function drawGraph(container, hover, data) {
 
 function sitesTable(summary) {
   return el("table", { "data-testid": "sites" },
-    el("tr", {}, ["after", "threshold", "lookup", "seen", "reach", "binding chance", "score", "at this threshold", "promotion"].map((h) => el("th", {}, h))),
+    thead(["after", "threshold", "lookup", "seen", "reach", "binding chance", "score", "at this threshold", "promotion"]),
     summary.sites.flatMap((s) => (s.lookups.length ? s.lookups : [null]).map((lk, i) => el("tr", {},
       el("td", {}, i === 0 ? s.site : ""), el("td", {}, i === 0 ? fmt(s.threshold) : ""),
       el("td", {}, lk ? lk.tool : "—"), el("td", {}, lk ? fmt(lk.seen) : ""), el("td", {}, lk ? fmt(lk.reach) : ""),

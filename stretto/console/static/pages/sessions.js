@@ -112,7 +112,7 @@ function item(i, key, started) {
     return el("li", { class: i.kind }, at(i, started), el("span", { class: "kind" }, who), i.text, i.cut ? "…" : "");
   }
   if (i.kind === "call") {
-    return el("li", { class: "call", id: `line-${i.line}` }, at(i, started), kind, el("strong", {}, i.tool), " ", toolKind(i), " ", el("code", {}, args(i.arguments)), " ",
+    return el("li", { class: "call", id: `line-${i.line}`, tabindex: -1 }, at(i, started), kind, el("strong", {}, i.tool), " ", toolKind(i), " ", el("code", {}, args(i.arguments)), " ",
       el("span", { class: `badge ${i.status}` }, i.status), latency(i), el("span", { class: "muted" }, ` · turn ${i.turn} · line ${i.line}`),
       i.run ? el("span", { class: "muted" }, ` · the flow ran after it (surprise ${fmt(i.run.surprise)} nats)`) : null,
       result(i, key));
@@ -132,8 +132,13 @@ function item(i, key, started) {
       i.label ? el("span", { class: i.used ? "looks" : "hands" }, ` · ${i.label}`) : null);
   }
   if (i.kind === "appended") {
-    return el("li", { class: "appended", "data-testid": "appended" }, el("span", { class: "kind" }, "appended to the agent's result"),
-      el("pre", {}, i.text));
+    // collapsed to its first line (a long session holds many): a click shows it whole
+    const first = (i.text || "").split("\n", 1)[0];
+    const lines = (i.text || "").split("\n").length;
+    return el("li", { class: "appended", "data-testid": "appended" },
+      el("details", {}, el("summary", {}, el("span", { class: "kind" }, "appended to the agent's result"), first,
+        lines > 1 ? el("span", { class: "muted" }, ` (${lines} lines)`) : null),
+        el("pre", {}, i.text)));
   }
   return el("li", {}, kind, JSON.stringify(i));
 }
@@ -141,7 +146,11 @@ function item(i, key, started) {
 // The turns as bars on one time axis (ms since the session began): where the time went.
 function waterfallBox(w) {
   if (!w.turns.length) return el("p", { class: "muted" }, "No turns of the agent's in this session.");
-  const end = Math.max(1, ...w.turns.map((t) => t.end_ms));
+  // the axis runs from the first turn's start to the last one's end (the time before, waiting
+  // for the user's first message, is no turn's)
+  const begin = Math.min(...w.turns.map((t) => t.start_ms));
+  const end = Math.max(begin + 1, ...w.turns.map((t) => t.end_ms));
+  const span = end - begin;
   const rowH = 16, width = 100;
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("viewBox", `0 0 ${width} ${w.turns.length * rowH}`);
@@ -149,12 +158,12 @@ function waterfallBox(w) {
   svg.setAttribute("height", String(w.turns.length * rowH));  // the box scrolls
   svg.setAttribute("width", "100%");
   svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `waterfall of ${w.turns.length} turns over ${fmt(end)} ms`);
+  svg.setAttribute("aria-label", `waterfall of ${w.turns.length} turns over ${fmt(span)} ms`);
   w.turns.forEach((t, n) => {
     const bar = document.createElementNS("http://www.w3.org/2000/svg", "rect");
-    bar.setAttribute("x", String((t.start_ms / end) * width));
+    bar.setAttribute("x", String(((t.start_ms - begin) / span) * width));
     bar.setAttribute("y", String(n * rowH + 3));
-    bar.setAttribute("width", String(Math.max(0.4, ((t.end_ms - t.start_ms) / end) * width)));
+    bar.setAttribute("width", String(Math.max(0.4, ((t.end_ms - t.start_ms) / span) * width)));
     bar.setAttribute("height", String(rowH - 6));
     bar.setAttribute("class", "turn-bar");
     const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
@@ -164,7 +173,7 @@ function waterfallBox(w) {
   });
   const l = w.latency_ms;
   return el("div", { "data-testid": "waterfall" },
-    el("p", { class: "muted" }, `${w.turns.length} turn(s) over ${(end / 1000).toFixed(2)} s`,
+    el("p", { class: "muted" }, `${w.turns.length} turn(s) over ${(span / 1000).toFixed(2)} s, from +${(begin / 1000).toFixed(2)} s`,
       l.calls ? ` · latency of ${fmt(l.calls)} answered call(s): median ${fmt(l.median)} ms, longest ${fmt(l.max)} ms` : ""),
     el("div", { class: "waterfall" }, svg));
 }
@@ -187,11 +196,17 @@ export async function sessionPage(key) {
   const list = el("ul", { class: "timeline", "data-testid": "timeline" });
   const more = el("button", { class: "secondary" }, "Load more");
   let next = 0;
-  const load = async () => {
+  let callsShown = 0;
+  const load = async (limit = 100) => {
     more.disabled = true;
     try {
-      const t = await api(`/api/sessions/${encodeURIComponent(key)}/timeline?offset=${next}&limit=100`);
-      list.append(...t.items.map((i) => item(i, key, s.started_unix_ms)));
+      const t = await api(`/api/sessions/${encodeURIComponent(key)}/timeline?offset=${next}&limit=${limit}`);
+      list.append(...t.items.map((i) => {
+        const node = item(i, key, s.started_unix_ms);
+        if (i.kind === "call") node.dataset.call = String(++callsShown);  // the agent's N-th call
+        return node;
+      }));
+      if (expanded) for (const d of list.querySelectorAll("li.appended details")) d.open = true;
       next = t.next;
       more.hidden = next === null;
     } catch (error) {
@@ -200,7 +215,31 @@ export async function sessionPage(key) {
     }
     more.disabled = false;
   };
-  more.addEventListener("click", load);
+  more.addEventListener("click", () => load());
+  // jump to the agent's N-th call: the pages up to it are loaded, then it is shown and focused
+  const callNumber = el("input", { type: "number", min: 1, max: s.calls || 1, id: "jump-call", size: 6, "data-testid": "jump-call" });
+  const jumpSaid = el("span", { class: "muted", role: "status" });
+  const jump = el("form", { class: "row", onsubmit: async (e) => {
+    e.preventDefault();
+    const n = Number(callNumber.value);
+    if (!Number.isInteger(n) || n < 1 || n > (s.calls || 0)) { jumpSaid.textContent = `a call from 1 to ${fmt(s.calls || 0)}`; return; }
+    jumpSaid.textContent = "Loading…";
+    while (callsShown < n && next !== null) await load(200);
+    const target = list.querySelector(`li.call[data-call="${n}"]`);
+    if (!target) { jumpSaid.textContent = `no call ${n} in the timeline`; return; }
+    for (const old of list.querySelectorAll("li.target")) old.classList.remove("target");
+    target.classList.add("target");
+    target.scrollIntoView({ block: "center" });
+    target.focus({ preventScroll: true });
+    jumpSaid.textContent = `call ${n}, line ${target.id.replace("line-", "")}`;
+  } }, el("label", { for: "jump-call" }, "Jump to call"), callNumber, el("button", { type: "submit", class: "secondary" }, "Go"), jumpSaid);
+  let expanded = false;
+  const expand = el("button", { type: "button", class: "secondary", "aria-pressed": "false", "data-testid": "expand-appended", onclick: () => {
+    expanded = !expanded;
+    expand.setAttribute("aria-pressed", String(expanded));
+    expand.textContent = expanded ? "Collapse the appended blocks" : "Expand the appended blocks";
+    for (const d of list.querySelectorAll("li.appended details")) d.open = expanded;
+  } }, "Expand the appended blocks");
   const waterfall = el("div", {}, el("p", { class: "muted" }, "Reading the turns…"));
   const tools = el("div", {}, el("p", { class: "muted" }, "Reading the tools…"));
   const remove = meta && !meta.read_only ? el("button", { class: "danger", onclick: async () => {
@@ -222,6 +261,7 @@ export async function sessionPage(key) {
     s.unreadable ? null : el("details", { class: "box", open: true, "data-testid": "time" }, el("summary", {}, el("strong", {}, "Turns in time")), waterfall),
     s.unreadable ? null : el("details", { class: "box" }, el("summary", {}, el("strong", {}, "The server's tools")), tools),
     el("h2", {}, "Timeline"),
+    s.unreadable ? null : el("div", { class: "row" }, jump, s.lookups ? expand : null),
     list, more);
   if (!s.unreadable) {
     const base = `/api/sessions/${encodeURIComponent(key)}`;
