@@ -159,6 +159,22 @@ def drift_series(flow: dict, episodes: list[Episode]) -> dict:
     return offline_drift.drift(flow, episodes).as_json()
 
 
+def drift_facts(episode: Episode):
+    """What drift scores of a session (its decision points and its steps' tools), read once."""
+    return offline_drift.facts(episode)
+
+
+def drift_from_facts(flow: dict, facts: list, episodes: list[Episode]) -> dict:
+    """drift_series from the sessions' facts (drift_facts): the same answer, its parts done
+    one session at a time by the caller (stretto.console.driftruns)."""
+    settings = offline_drift.Settings()
+    fresh = offline_drift.score_facts(flow, facts)
+    if fresh is None:  # the arbiter: its judge reads the transcripts
+        return drift_series(flow, episodes)
+    scored, kind = fresh
+    return offline_drift.detect(flow, scored, kind, settings).as_json()
+
+
 # --- the warehouse ----------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
-from stretto.console import adapter, files, flowview, lifeview
+from stretto.console import adapter, files, flowview, lifeview, sessionview
 from stretto.console.endpoint import NAME, Endpoint
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
@@ -104,6 +104,37 @@ def logout(request: Request) -> Response:
 # --- sessions ---------------------------------------------------------------------------------
 
 SESSION_FILTERS = ("domain", "day", "agent_model", "server", "mode")
+# what the sessions' table sorts by: the column's name -> the row's field
+SESSION_SORTS = {
+    "session": "id",
+    "started": "started_unix_ms",
+    "domain": "domain",
+    "agent_model": "agent_model",
+    "server": "server",
+    "mode": "mode",
+    "calls": "calls",
+    "lookups": "lookups",
+    "turns": "turns",
+    "problem": "problem",
+}
+
+
+def _sorted_rows(request: Request, rows: list[dict]) -> list[dict]:
+    """The rows by `sort` (a column) in `order` (asc or desc); rows without the value last.
+    Without `sort`: as they are, newest first."""
+    column = request.query_params.get("sort")
+    if not column:
+        return rows
+    field = SESSION_SORTS.get(column)
+    if field is None:
+        raise ApiError(400, f"sort {column!r}: expected one of {', '.join(SESSION_SORTS)}")
+    order = request.query_params.get("order") or "asc"
+    if order not in ("asc", "desc"):
+        raise ApiError(400, f"order {order!r}: expected asc or desc")
+    present = [r for r in rows if r.get(field) is not None]
+    missing = [r for r in rows if r.get(field) is None]
+    present.sort(key=lambda r: (r[field], r["key"]), reverse=order == "desc")
+    return present + missing
 
 
 def _day(summary: dict) -> str | None:
@@ -134,6 +165,7 @@ def sessions(request: Request) -> Response:
     rows = [r for r in rows if all(str(r.get(k)) == v for k, v in wanted.items())]
     if needle:
         rows = [r for r in rows if needle in _haystack(r)]
+    rows = _sorted_rows(request, rows)
     facets = {
         k: sorted({str(r.get(k)) for r in every if r.get(k) is not None}) for k in SESSION_FILTERS
     }
@@ -404,6 +436,8 @@ ENDPOINTS = [
             ("server", "query", "only this server"),
             ("mode", "query", "recorded, shadow or served"),
             ("q", "query", "text to find in the id, paths, domain, model, server"),
+            ("sort", "query", f"sort by one of {', '.join(SESSION_SORTS)} (default: newest first)"),
+            ("order", "query", "asc (the default) or desc"),
             *PAGING,
         ],
         (400,),
@@ -417,6 +451,7 @@ ENDPOINTS = [
         [KEY, *PAGING],
         (400, 404, 422),
     ),
+    *sessionview.ENDPOINTS,
     Endpoint(
         "GET",
         "/api/sessions/{key}/raw",

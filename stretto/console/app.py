@@ -157,7 +157,7 @@ def create_app(options: Options) -> Starlette:
     @asynccontextmanager
     async def lifespan(app):
         yield
-        console.events.stop()
+        console.stop()
 
     routes: list[BaseRoute] = [
         Route(route_path(e.path), guarded(e.handler), methods=[e.method]) for e in ENDPOINTS

@@ -58,6 +58,9 @@ def _stamp(path: Path) -> Stamp:
     return st.st_size, st.st_mtime_ns
 
 
+stamp_of = _stamp  # a file's version, for what keeps results per version of its inputs
+
+
 def content_hash(path: Path) -> str:
     digest = hashlib.blake2b(digest_size=16)
     with path.open("rb") as f:
@@ -212,19 +215,25 @@ class Catalog:
                 return entry
         return None
 
-    def episodes(self, domain: str, modes: tuple[str, ...] | None = ("recorded",)) -> list:
-        """The sessions of a domain as episodes: by default the recorded ones (no flow
-        served), for replays; `modes` None: every one (recorded, shadow, served), for drift."""
-        chosen = [
+    def readable_sessions(
+        self, domain: str, modes: tuple[str, ...] | None = None
+    ) -> list[SessionEntry]:
+        """The sessions of a domain that can be read (every mode, or those of `modes`)."""
+        return [
             e
             for e in self.sessions()
             if e.summary.get("domain") == domain
             and (modes is None or e.summary.get("mode") in modes)
             and not e.summary.get("problem")
         ]
-        return [self._episode(e.path) for e in chosen]
 
-    def _episode(self, path: Path):
+    def episodes(self, domain: str, modes: tuple[str, ...] | None = ("recorded",)) -> list:
+        """The sessions of a domain as episodes: by default the recorded ones (no flow
+        served), for replays; `modes` None: every one (recorded, shadow, served), for drift."""
+        return [self.episode(e.path) for e in self.readable_sessions(domain, modes)]
+
+    def episode(self, path: Path):
+        """The session log at `path` as an episode, read once per version of the file."""
         stamp = _stamp(path)
         with self.lock:
             known = self._episodes.get(path)

@@ -1,6 +1,7 @@
 """`stretto-console`: serve the console on the data directory.
 
 stretto-console [--data DIR] [--listen ADDR] [--token TOKEN | --no-auth] [--read-only] [--open]
+                [--drift-max-calls N]
 stretto-console healthcheck [--listen ADDR]
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from stretto import __version__
 from stretto.console import adapter
+from stretto.console.driftruns import DRIFT_MAX_CALLS
 from stretto.httpguard import is_loopback
 from stretto.usage import Parser, parse
 
@@ -84,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="COMMAND",
         help="the stretto command jobs run (default: this Python's `-m stretto`)",
     )
+    parser.add_argument(
+        "--drift-max-calls",
+        metavar="N",
+        type=int,
+        help="a flow's drift is computed when its domain's sessions hold at most N calls, "
+        f"else said too large (default: {DRIFT_MAX_CALLS:,})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     health = commands.add_parser(
         "healthcheck",
@@ -122,6 +131,15 @@ def server_for(app, host: str, port: int):
 
     from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
 
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            # SIGTERM or Ctrl-C: the open event streams end now (uvicorn would wait for them
+            # the graceful timeout, then cancel them with a traceback) and drift stops
+            console = getattr(getattr(app, "state", None), "console", None)
+            if console is not None:
+                console.stop()
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(
         app,
         host=host,
@@ -132,7 +150,7 @@ def server_for(app, host: str, port: int):
         ws="none",
         backlog=BACKLOG,
     )
-    return uvicorn.Server(config)
+    return Server(config)
 
 
 def bind(host: str, port: int, listen: str) -> socket.socket | str:
@@ -160,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             return healthcheck(args.health_listen or args.listen or listen)
         listen = args.listen or listen
         host, port = split_listen(listen)
+        if args.drift_max_calls is not None and args.drift_max_calls < 0:
+            raise UsageError(f"--drift-max-calls {args.drift_max_calls}: expected 0 or more")
         if args.no_auth and (args.token or not is_loopback(host)):
             raise UsageError(
                 "--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), without --token"
@@ -191,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         token=token,
         read_only=args.read_only,
         stretto=shlex.split(args.stretto) if args.stretto else None,
+        drift_max_calls=DRIFT_MAX_CALLS if args.drift_max_calls is None else args.drift_max_calls,
     )
     sock = bind(host, port, listen)  # before anything is said to be there
     if isinstance(sock, str):

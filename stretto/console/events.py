@@ -9,6 +9,7 @@ import threading
 from collections.abc import AsyncIterator
 
 PING_S = 15.0
+END = "end"  # not an event sent: ends the stream
 WATCH_S = 2.0  # how often the data directory is looked at while someone listens
 
 
@@ -43,7 +44,9 @@ class Events:
                 self.publish("changed", {"what": "logs or flows"})
 
     def stop(self) -> None:
+        """Stop watching and end every stream (a server shutting down waits for them)."""
         self.stopped.set()
+        self.publish(END, {})
 
     async def stream(self) -> AsyncIterator[bytes]:
         """One listener's stream, in the text/event-stream format."""
@@ -62,6 +65,8 @@ class Events:
                 except TimeoutError:
                     yield b": ping\n\n"
                     continue
+                if event == END:
+                    return
                 body = json.dumps(data, ensure_ascii=False)
                 yield f"event: {event}\ndata: {body}\n\n".encode()
         finally:

@@ -1,6 +1,6 @@
 """A flow as the console shows it: what it would look up at each site at a threshold (the
 review's flow-show summary), as a graph, with the replay figures on the recorded sessions of
-its domain and the drift series of all of them, and the diff between two flows."""
+its domain, and the diff between two flows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from stretto.console import adapter
 from stretto.console.catalog import Catalog, FlowEntry
 
 REPLAYS_KEPT = 256
-DRIFTS_KEPT = 64
 
 
 def parse_threshold(text: str | None, default: float) -> float:
@@ -165,32 +164,6 @@ class Replays:
         out |= {"threshold": threshold, "costs": {"beta": beta, "delta": delta}}
         out["sessions"] = f"the {len(episodes)} recorded {domain} sessions (no flow served)"
         return out
-
-
-class Drifts:
-    """Drift per (flow version, sessions), kept: each is computed once."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self.lock = threading.Lock()
-        self.kept: OrderedDict[tuple, dict] = OrderedDict()
-
-    def series(self, entry: FlowEntry) -> dict:
-        flow = entry.flow
-        assert flow is not None
-        domain = flow["manifest"]["domain"]
-        episodes = self.catalog.episodes(domain, modes=None)
-        key = (entry.name, entry.modified_unix_ms, tuple(sorted(e.id for e in episodes)))
-        with self.lock:
-            known = self.kept.get(key)
-        if known is None:
-            known = adapter.drift_series(flow, episodes)
-            known["sessions_read"] = f"every readable {domain} session ({len(episodes)})"
-            with self.lock:
-                self.kept[key] = known
-                while len(self.kept) > DRIFTS_KEPT:
-                    self.kept.popitem(last=False)
-        return known
 
 
 def diff(old: FlowEntry, new: FlowEntry, threshold: float) -> dict:

@@ -42,7 +42,9 @@ def staged(request: Request) -> Response:
 def drift(request: Request) -> Response:
     console = console_of(request)
     entry = flow_entry(request)
-    return JSONResponse(console.drifts.series(entry))
+    answer = console.drifts.series(entry)
+    # 202 while it is computed in the background: ask again for its progress, then the series
+    return JSONResponse(answer, status_code=202 if answer["state"] == "computing" else 200)
 
 
 ENDPOINTS = [
@@ -66,7 +68,10 @@ ENDPOINTS = [
         "GET",
         "/api/flows/{name}/drift",
         drift,
-        "The drift series of the flow's domain's sessions in start order (stretto drift).",
+        "The drift series of the flow's domain's sessions in start order (stretto drift), "
+        "`state` done; or 202 and its progress (`state` computing, `step`, `done` of `total`) "
+        "while it is computed in the background: ask again; or `state` too_large (more calls "
+        "than --drift-max-calls) or failed, with `error`.",
         [NAME],
         (404, 422),
     ),

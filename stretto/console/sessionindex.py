@@ -317,6 +317,7 @@ class _Timeline:
             "status": "unanswered" if result is None else ("failed" if result.error else "ok"),
             "result": None if result is None else preview(result.content),
             "result_line": None if result is None else result.answer_line,
+            "latency_ms": _latency_ms(call, result),
         }
         item["_call"] = call  # for "used later"; dropped after
         if result is not None:
@@ -450,3 +451,10 @@ def _score(entry: dict) -> float | None:
     if isinstance(prob, int | float) and isinstance(binding, int | float):
         return prob * binding
     return None
+
+
+def _latency_ms(call, result) -> int | None:
+    """Milliseconds from the call sent to its answer (None: unanswered, or no times)."""
+    if result is None or not result.t_ms or not call.sent_ms:
+        return None
+    return max(0, result.t_ms - call.sent_ms)

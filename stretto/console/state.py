@@ -10,8 +10,9 @@ from pathlib import Path
 
 from stretto.console import adapter, files
 from stretto.console.catalog import Catalog
+from stretto.console.driftruns import DRIFT_MAX_CALLS, Drifts
 from stretto.console.events import PING_S, Events
-from stretto.console.flowview import Drifts, Replays
+from stretto.console.flowview import Replays
 from stretto.console.jobs import Jobs, default_stretto
 from stretto.console.overview import Overview
 
@@ -37,6 +38,7 @@ class Options:
     read_only: bool = False
     stretto: list[str] | None = None
     ping_s: float = PING_S
+    drift_max_calls: int = DRIFT_MAX_CALLS  # past it, a flow's drift is "too large"
 
 
 class Console:
@@ -45,7 +47,7 @@ class Console:
         self.data = options.data.resolve()
         self.catalog = Catalog(self.data)
         self.replays = Replays(self.catalog)
-        self.drifts = Drifts(self.catalog)
+        self.drifts = Drifts(self.catalog, options.drift_max_calls)
         self.overview = Overview(self.catalog, self.replays)
         self.events = Events(self._signature, ping_s=options.ping_s)
         self.jobs = Jobs(self.data, options.stretto or default_stretto(), self.events.publish)
@@ -56,7 +58,14 @@ class Console:
 
     def changed(self, what: str) -> None:
         self.catalog.scan(fresh=True)
+        self.drifts.cancel_stale()
         self.events.publish("changed", {"what": what})
+
+    def stop(self) -> None:
+        """The server is shutting down: end the event streams (else it waits for them) and
+        cancel the drift computations."""
+        self.events.stop()
+        self.drifts.stop()
 
     # settings ------------------------------------------------------------------------------
 

@@ -166,6 +166,25 @@ def test_sessions_list_filters_and_pages(client):
         assert client.get(f"/api/sessions?{query}", headers=AUTH).status_code == 400, query
 
 
+def test_sessions_sort_by_a_column_either_way(client):
+    def calls(query: str) -> list:
+        answer = client.get(f"/api/sessions?{query}", headers=AUTH)
+        assert answer.status_code == 200
+        return [s["calls"] for s in answer.json()["items"] if s.get("calls") is not None]
+
+    rising = calls("sort=calls")
+    assert rising == sorted(rising) and len(rising) > 2
+    assert calls("sort=calls&order=desc") == sorted(rising, reverse=True)
+    started = client.get("/api/sessions?sort=started&order=desc", headers=AUTH).json()["items"]
+    newest = client.get("/api/sessions", headers=AUTH).json()["items"]
+    assert [s["key"] for s in started if s.get("started_unix_ms")] == [
+        s["key"] for s in newest if s.get("started_unix_ms")
+    ]
+    bad = client.get("/api/sessions?sort=size", headers=AUTH)
+    assert bad.status_code == 400 and bad.json()["error"].startswith("sort 'size': expected")
+    assert client.get("/api/sessions?sort=calls&order=up", headers=AUTH).status_code == 400
+
+
 def test_one_session_and_its_timeline(client):
     summary = client.get(f"/api/sessions/{SERVED}", headers=AUTH).json()
     assert summary["mode"] == "served" and summary["lookups"] == 3 and summary["calls"] == 2
@@ -185,6 +204,34 @@ def test_one_session_and_its_timeline(client):
     page = client.get(f"/api/sessions/{SERVED}/timeline?limit=3", headers=AUTH).json()
     assert len(page["items"]) == 3 and page["next"] == 3
     assert client.get(f"/api/sessions/{SERVED}/timeline?limit=0", headers=AUTH).status_code == 400
+
+
+def test_a_sessions_waterfall_latency_and_tools(client):
+    """Each call carries its latency (its answer's t_ms less its own); the waterfall's turns
+    span their calls and answers in order; the tools are the log's tools/list, each with its
+    kind from readOnlyHint and its input schema."""
+    items = client.get(f"/api/sessions/{SERVED}/timeline", headers=AUTH).json()["items"]
+    calls = [i for i in items if i["kind"] == "call"]
+    assert calls and all(c["latency_ms"] is None or c["latency_ms"] >= 0 for c in calls)
+    assert any(c["latency_ms"] is not None for c in calls)
+    w = client.get(f"/api/sessions/{SERVED}/waterfall", headers=AUTH).json()
+    turns = w["turns"]
+    assert [t["turn"] for t in turns] == sorted(
+        {i["turn"] for i in calls} | {t["turn"] for t in turns}
+    )
+    assert all(t["start_ms"] <= t["end_ms"] for t in turns)
+    assert all(a["start_ms"] <= b["start_ms"] for a, b in zip(turns, turns[1:], strict=False))
+    assert sum(t["calls"] for t in turns) == len(calls)
+    assert w["latency_ms"]["calls"] == sum(
+        c["latency_ms"] is not None for c in items if "latency_ms" in c
+    )
+    tools = client.get(f"/api/sessions/{SERVED}/tools", headers=AUTH).json()["items"]
+    kinds = {t["name"]: t["kind"] for t in tools}
+    assert kinds["cancel_pending_order"] == "write" and kinds["find_user_id_by_email"] == "read"
+    assert {c["tool_kind"] for c in calls} <= {"read", "write", "generic"}
+    email = next(t for t in tools if t["name"] == "find_user_id_by_email")
+    assert email["input_schema"]["required"] == ["email"] and email["contract"] == "email:string!"
+    assert client.get("/api/sessions/nope/tools", headers=AUTH).status_code == 404
 
 
 def test_shadow_decisions_are_labelled_used_later_or_detour(client):
@@ -381,7 +428,7 @@ def test_pages_and_libraries_are_served_locally(client):
     client.get(f"/?token={TOKEN}")
     for page in ("/", "/sessions", f"/sessions/{SERVED}", "/flows", f"/flows/{SHOP_FLOW}", "/jobs"):
         answer = client.get(page)
-        assert answer.status_code == 200 and '<main id="page">' in answer.text, page
+        assert answer.status_code == 200 and '<main id="page"' in answer.text, page
     assert "cytoscape" in client.get("/vendor/cytoscape.min.js").text[:2000].lower()
     assert client.get("/vendor/chart.umd.min.js").status_code == 200
     assert client.get("/static/app.js").status_code == 200

@@ -330,3 +330,245 @@ def test_a_staged_flow_is_labelled_and_the_overview_replays_the_served_one(own_c
         note.wait_for()
         assert "Staged beside flows/notes.flow.json" in note.inner_text()
         assert "not served" in note.inner_text()
+
+
+# --- time on the timeline and the server's tools (issue 43, item 4) ---------------------------
+
+
+def test_a_session_shows_time_latency_a_waterfall_and_the_tools(page, console):
+    """Each call says when it was sent (seconds since the session began, the clock time on
+    hover), how long its answer took and its tool's kind; the turns stand on one time axis;
+    the server's tools are listed with their kind and input schema."""
+    page.goto(f"{console}/sessions?q=served")
+    page.locator("[data-testid=sessions] tr.clickable").first.click()
+    call = page.get_by_test_id("timeline").locator("li.call").first
+    call.wait_for()
+    stamp = call.get_by_test_id("at")
+    assert stamp.inner_text().startswith("+") and stamp.inner_text().endswith(" s")
+    assert stamp.get_attribute("title").endswith(" UTC")
+    assert call.get_by_test_id("latency").inner_text().endswith(" ms")
+    assert call.get_by_test_id("tool-kind").inner_text() in ("read", "write", "generic")
+    waterfall = page.get_by_test_id("waterfall")
+    waterfall.wait_for()
+    bars = waterfall.locator("rect.turn-bar")
+    assert bars.count() >= 2
+    assert "turn(s) over" in waterfall.inner_text() and "median" in waterfall.inner_text()
+    page.get_by_text("The server's tools").click()
+    tools = page.get_by_test_id("tools")
+    tools.wait_for()
+    assert tools.locator("thead th").all_inner_texts() == ["tool", "kind", "description", "input"]
+    rows = tools.locator("tbody tr")
+    assert rows.count() >= 2
+    kinds = set(rows.locator(".badge").all_inner_texts())
+    assert "read" in kinds and kinds <= {"read", "write", "generic"}
+    row = rows.first
+    row.locator("summary").click()
+    assert '"properties"' in row.locator("pre").inner_text()
+
+
+# --- tables (issue 43, item 5) ----------------------------------------------------------------
+
+
+def test_sessions_sort_search_and_say_when_nothing_matches(page, console):
+    page.goto(f"{console}/sessions")
+    table = page.get_by_test_id("sessions")
+    table.locator("tbody tr").nth(17).wait_for()
+    page.get_by_test_id("sort-calls").click()
+    page.wait_for_url("**/sessions?sort=calls&order=asc")
+    calls = [
+        int(c)
+        for c in table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.calls)")
+    ]
+    assert calls == sorted(calls) and len(calls) == 18
+    assert table.locator("th[aria-sort=ascending]").inner_text().startswith("calls")
+    page.get_by_test_id("sort-calls").click()
+    page.wait_for_url("**/sessions?sort=calls&order=desc")
+    table.locator("th[aria-sort=descending]").wait_for()
+    calls = [
+        int(c)
+        for c in table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.calls)")
+    ]
+    assert calls == sorted(calls, reverse=True)
+    # a search within the sorted results, then one that matches nothing
+    page.get_by_label("Find a session").fill("shadow")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**/sessions?sort=calls&order=desc&q=shadow")
+    assert 0 < table.locator("tbody tr").count() < 18
+    page.get_by_label("Find a session").fill("no-such-session")
+    page.get_by_label("Find a session").press("Enter")
+    empty = page.get_by_test_id("empty")
+    empty.wait_for()
+    assert "No session matches these filters." in empty.inner_text()
+    empty.get_by_test_id("clear-filters").click()
+    page.wait_for_url(f"{console}/sessions")
+    page.get_by_test_id("sessions").locator("tbody tr").nth(17).wait_for()
+
+
+def test_a_live_refresh_keeps_a_half_typed_search_and_the_focus(page, console):
+    page.goto(f"{console}/sessions")
+    table = page.get_by_test_id("sessions")
+    table.wait_for()
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('live')")
+    search = page.get_by_label("Find a session")
+    search.click()
+    search.press_sequentially("serv")  # not sent: no Enter
+    page.evaluate("() => { window.before = document.querySelector('[data-testid=sessions]'); }")
+    settings = page.request.get(f"{console}/api/settings").json()
+    answer = page.request.put(
+        f"{console}/api/settings",
+        data={"threshold": settings["threshold"]},
+        headers={"X-Stretto-Console": "1"},
+    )
+    assert answer.ok  # the console says `changed`: the page refreshes its results
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=sessions]') !== window.before"
+    )
+    assert page.url == f"{console}/sessions"  # nothing was submitted
+    assert search.input_value() == "serv"
+    assert page.evaluate("() => document.activeElement.id") == "session-search"
+    assert table.locator("tbody tr").count() == 18
+
+
+def test_flows_and_jobs_tables_sort_and_find_in_their_rows(page, console):
+    page.goto(f"{console}/flows")
+    flows = page.get_by_test_id("flows")
+    flows.locator("tbody tr").first.wait_for()
+    names = lambda: flows.locator("tbody tr td:first-child").all_inner_texts()  # noqa: E731
+    every = names()
+    assert FLOW in every and NEW_FLOW in every
+    page.get_by_test_id("sort-flow").click()
+    assert names() == sorted(every)
+    page.get_by_test_id("sort-flow").click()
+    assert names() == sorted(every, reverse=True)
+    find = page.get_by_label("find in these flows")
+    find.fill("new.flow")
+    assert names() == [NEW_FLOW]
+    find.fill("nothing like it")
+    empty = flows.get_by_test_id("empty")
+    assert "No flow holds “nothing like it”." in empty.inner_text()
+    empty.get_by_role("button", name="Clear the search").click()
+    assert sorted(names()) == sorted(every)
+    page.goto(f"{console}/jobs")
+    jobs = page.get_by_test_id("jobs")
+    jobs.locator("thead th").first.wait_for()
+    assert jobs.locator("thead th").all_inner_texts() == ["job", "state", "started", "finished"]
+
+
+# --- polish and access (issue 43, item 8) ----------------------------------------------------
+
+PAGES = {
+    "/": "Overview · stretto console",
+    "/sessions": "Sessions · stretto console",
+    "/flows": "Flows · stretto console",
+    f"/flows/{FLOW}": f"Flow {FLOW} · stretto console",
+    "/jobs": "Jobs · stretto console",
+}
+
+UNLABELLED = """() => [...document.querySelectorAll('main input, main select, main textarea')]
+  .filter((e) => e.type !== 'hidden' && !e.labels?.length && !e.getAttribute('aria-label'))
+  .map((e) => e.outerHTML.slice(0, 80))"""
+
+
+SETTLED = """() => document.querySelector('main h1')
+  && !/Loading…|Reading the|Computing the/.test(document.getElementById('page').innerText)"""
+
+
+WIDEST = """() => [...document.querySelectorAll('body *')]
+  .filter((e) => e.getBoundingClientRect().right > 420)
+  .slice(-3).map((e) => e.outerHTML.slice(0, 90))"""
+
+
+def _settled(page) -> None:
+    """The page and its parts that come later are drawn."""
+    page.wait_for_function(SETTLED)
+
+
+def test_each_page_has_a_title_labelled_inputs_and_table_heads(page, console):
+    for path, title in PAGES.items():
+        page.goto(f"{console}{path}")
+        _settled(page)
+        assert page.title() == title
+        assert page.evaluate(UNLABELLED) == [], path
+        headless = page.evaluate(
+            "() => [...document.querySelectorAll('main table')].filter((t) => !t.tHead).length"
+        )
+        assert headless == 0, path
+        assert page.locator("nav a[aria-current=page]").count() == 1
+
+
+def test_a_skip_link_and_keyboard_reachable_rows(page, console):
+    page.goto(f"{console}/jobs")
+    rows = page.get_by_test_id("jobs").locator("tbody tr.clickable")
+    rows.first.wait_for()  # the audit job run above
+    page.keyboard.press("Tab")  # the first stop on the page: the skip link
+    skip = page.get_by_role("link", name="Skip to the content")
+    assert skip.evaluate("node => node === document.activeElement") and skip.is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "page"
+    assert page.url == f"{console}/jobs#page"  # stayed on the page
+    rows.first.focus()
+    page.get_by_test_id("job-state").wait_for()
+    page.evaluate("() => { document.querySelector('[data-testid=job-output]').remove(); }")
+    page.keyboard.press("Enter")  # opens the job, as a click does
+    page.get_by_test_id("job-output").wait_for()
+    page.goto(f"{console}/sessions")
+    first = page.get_by_test_id("sessions").locator("tbody tr.clickable").first
+    first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/sessions/*")
+    assert page.title().startswith("Session ")
+
+
+def test_appended_blocks_are_collapsed_to_their_first_line(page, console):
+    page.goto(f"{console}/sessions?q=served")
+    page.locator("[data-testid=sessions] tr.clickable").first.click()
+    block = page.get_by_test_id("appended").first
+    block.wait_for()
+    body = block.locator("pre")
+    assert not body.is_visible() and block.locator("summary").is_visible()
+    page.get_by_test_id("expand-appended").click()
+    assert body.is_visible()
+    assert page.get_by_test_id("expand-appended").get_attribute("aria-pressed") == "true"
+    page.get_by_test_id("expand-appended").click()
+    assert not body.is_visible()
+
+
+def test_the_dark_theme_follows_the_system(browser, console):
+    context = browser.new_context(color_scheme="dark")
+    page = context.new_page()
+    page.goto(f"{console}/?token={TOKEN}")
+    page.get_by_test_id("totals").wait_for()
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    card = page.evaluate("() => getComputedStyle(document.querySelector('.card')).backgroundColor")
+    assert background == "rgb(20, 23, 30)" and card == "rgb(28, 32, 41)"
+    page.emulate_media(color_scheme="light")
+    assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == (
+        "rgb(247, 248, 250)"
+    )
+    context.close()
+
+
+def test_every_page_fits_a_420_pixel_window(browser, console, walked):
+    context = browser.new_context(viewport={"width": 420, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(f"{console}/?token={TOKEN}")
+    session = page.request.get(f"{console}/api/sessions?q=served").json()["items"][0]["key"]
+    for path in [*PAGES, f"/sessions/{session}"]:
+        page.goto(f"{console}{path}")
+        _settled(page)
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        widest = page.evaluate(WIDEST)
+        assert width <= 420, f"{path}: {width} px wide: {widest}"
+    context.close()
+
+
+def test_sign_out_forgets_the_cookie(browser, console):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{console}/?token={TOKEN}")
+    page.get_by_test_id("totals").wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_text("no token: sign in").wait_for()
+    assert page.request.get(f"{console}/api/meta").status == 401
+    context.close()

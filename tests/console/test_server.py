@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -292,3 +293,39 @@ def test_stretto_doctor_says_whether_the_console_can_start(tmp_path: Path):
     assert all("  yes  " in row for row in rows.values()), rows
     assert done.stdout.splitlines()[-1] == "imported: []"
     assert can_start() == (True, "stretto-console can start")
+
+
+def test_sigterm_ends_the_event_streams_and_exits_cleanly(tmp_path: Path):
+    """Issue 43, 1: with a browser's event stream open, SIGTERM ends the stream and the
+    console exits without waiting out uvicorn's graceful timeout (it would then cancel the
+    stream with `Cancel 1 running task(s)` and tracebacks)."""
+    port = free_port()
+    console = subprocess.Popen(
+        [PYTHON, "-m", "stretto.console", "--data", str(tmp_path / "home")]
+        + ["--listen", f"127.0.0.1:{port}", "--token", TOKEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while main(["healthcheck", "--listen", f"127.0.0.1:{port}"]) != 0:
+            assert console.poll() is None, console.communicate()
+        lines: queue.Queue = queue.Queue()
+        listener = threading.Thread(
+            target=_listen, args=(base, lines, threading.Event()), daemon=True
+        )
+        listener.start()
+        _wait_for(lines, "retry:")  # the stream is open
+        console.terminate()
+        _, err = console.communicate(timeout=60)
+        listener.join(timeout=60)
+        assert not listener.is_alive()  # the stream ended: the server closed it
+    finally:
+        if console.poll() is None:
+            console.kill()
+            console.communicate()
+    # uvicorn ends by raising the signal it caught again, as a process killed by it would
+    assert console.returncode in (0, -signal.SIGTERM), err
+    assert "graceful shutdown exceeded" not in err and "Traceback" not in err, err
+    assert "CancelledError" not in err, err

@@ -1,13 +1,13 @@
 // A flow's life on its page: the committed versions (flow-log), the report of the flow staged
 // beside it (stage), and the drift series of its domain's sessions (drift).
-import { api, el, fill, fmt, problem, when } from "../app.js";
+import { api, el, fill, fmt, problem, thead, when } from "../app.js";
 
 let chart = null;
 
 function versionsBox(data) {
   if (!data.versions.length) return el("p", { class: "muted" }, "No committed versions: `stretto flow-commit` keeps each version it serves.");
   return el("table", { "data-testid": "versions" },
-    el("tr", {}, ["version", "when", "action", "note", "needs review", "content"].map((h) => el("th", {}, h))),
+    thead(["version", "when", "action", "note", "needs review", "content"]),
     data.versions.map((v) => el("tr", {},
       el("td", {}, v.version === data.served ? `${v.version} (served)` : String(v.version)), el("td", {}, when(v.unix_ms)),
       el("td", {}, v.action === "rollback" ? `rollback to ${v.to}` : "commit"), el("td", {}, v.note),
@@ -33,7 +33,7 @@ function stagedBox(data) {
     el("p", {}, `${r.staged}, scored on the last ${t.sessions} sessions: ${verdict}; `,
       el("strong", {}, t.better ? "the staged flow is better." : "not shown better.")),
     el("table", {},
-      el("tr", {}, ["flow", "lookups", "used", "detours", "served"].map((h) => el("th", {}, h))),
+      thead(["flow", "lookups", "used", "detours", "served"]),
       ["committed", "staged"].map((part) => el("tr", {},
         el("td", {}, part), el("td", {}, fmt(t[part].lookups)), el("td", {}, share(t[part])),
         el("td", {}, fmt(t[part].detours)), el("td", {}, fmt(t[part].served))))),
@@ -81,6 +81,43 @@ function drawDrift(data, canvas) {
   });
 }
 
+// The drift series is computed in the background: its progress is asked for until it is done
+// (or too large, or failed), and no longer once the page shows something else.
+const DRIFT_POLL_MS = 700;
+
+function driftProgress(d) {
+  const share = d.total ? ` (${d.done} of ${d.total})` : "";
+  return el("div", { "data-testid": "drift-progress", role: "status" },
+    el("p", { class: "muted" }, `Computing the drift series in the background: ${d.step}${share}…`),
+    el("progress", { max: d.total || 1, value: d.done, "aria-label": "drift computed" }));
+}
+
+async function followDrift(path, box, canvas) {
+  for (;;) {
+    let d;
+    try {
+      d = await api(path);
+    } catch (e) {
+      fill(box, problem(e));
+      return;
+    }
+    if (d.state === "done") {
+      fill(box, driftBox(d, canvas));
+      drawDrift(d, canvas);
+      return;
+    }
+    if (d.state === "too_large" || d.state === "failed") {
+      const large = d.state === "too_large";
+      fill(box, el("div", { class: large ? "box notice" : "box problems", "data-testid": large ? "drift-too-large" : "drift-failed" },
+        el("strong", {}, large ? "Too large to compute here: " : "Problem: "), d.error));
+      return;
+    }
+    fill(box, driftProgress(d));
+    await new Promise((done) => setTimeout(done, DRIFT_POLL_MS));
+    if (!box.isConnected) return;  // the page changed: stop asking
+  }
+}
+
 // The three parts, each filled when its answer comes (one failing leaves the others).
 export function lifeSection(flowApi) {
   const versions = el("div", {}, el("p", { class: "muted" }, "Reading the versions…"));
@@ -89,7 +126,7 @@ export function lifeSection(flowApi) {
   const canvas = el("canvas", { id: "drift-chart" });
   api(`${flowApi}/versions`).then((d) => fill(versions, versionsBox(d))).catch((e) => fill(versions, problem(e)));
   api(`${flowApi}/staged`).then((d) => fill(staged, stagedBox(d))).catch((e) => fill(staged, problem(e)));
-  api(`${flowApi}/drift`).then((d) => { fill(drift, driftBox(d, canvas)); drawDrift(d, canvas); }).catch((e) => fill(drift, problem(e)));
+  followDrift(`${flowApi}/drift`, drift, canvas);
   return el("div", {},
     el("h2", {}, "Versions"), versions,
     el("h2", {}, "Staged"), staged,

@@ -1,4 +1,4 @@
-import { ApiError, api, el, fill, flowHref, fmt, go, meta, on, page, problem, when } from "../app.js";
+import { api, ApiError, el, fill, flowHref, fmt, go, localTable, meta, on, page, problem, thead, when } from "../app.js";
 import { lifeSection } from "./flowlife.js";
 
 const flowApi = (name) => `/api${flowHref(name)}`;
@@ -12,6 +12,7 @@ export async function flowsPage() {
   const to = pick("diff-to", valid[valid.length - 1]?.name);
   const threshold = el("input", { type: "number", min: 0, max: 1, step: 0.05, value: 0.3, id: "diff-threshold" });
   const out = el("div", { "data-testid": "diff" });
+  const table = flowsTable(data.items);
   const compare = async () => {
     fill(out, el("p", { class: "muted" }, "Comparing…"));
     try {
@@ -33,22 +34,32 @@ export async function flowsPage() {
   };
   fill(page, 
     el("h1", {}, "Flows"),
-    el("table", { "data-testid": "flows" },
-      el("tr", {}, ["flow", "status", "domain", "sites", "learned from", "compiled", "promotion", "problem"].map((h) => el("th", {}, h))),
-      data.items.map((f) => el("tr", { class: "clickable", onclick: () => go(flowHref(f.name)) },
-        el("td", {}, el("a", { href: flowHref(f.name) }, f.name)),
-        el("td", { "data-testid": "flow-status" }, roleBadge(f)),
-        el("td", {}, f.domain ?? "—"), el("td", {}, fmt(f.sites)),
-        el("td", {}, f.valid ? `${fmt(f.sessions)} sessions` : "—"), el("td", {}, when(f.compiled_unix_ms)),
-        el("td", {}, f.promoted ? "promoted sites only" : f.valid ? "acts everywhere" : "—"),
-        el("td", { class: "problem" }, f.error || "")))),
+    table,
     el("h2", {}, "Compare two flows"),
     valid.length < 2 ? el("p", { class: "muted" }, "Two valid flows are needed.") :
-      el("div", { class: "row" }, "from", from, "to", to, "threshold", threshold,
+      el("div", { class: "row" }, el("label", {}, "from ", from), el("label", {}, "to ", to), el("label", {}, "threshold ", threshold),
         el("button", { onclick: compare, "data-testid": "compare" }, "Compare")),
     out,
   );
-  on("changed", () => flowsPage().catch((e) => fill(page, problem(e))));
+  // a live refresh redraws the rows alone: what is typed, picked and focused stays
+  on("changed", () => api("/api/flows").then((d) => table.update(d.items)).catch((e) => fill(out, problem(e))));
+}
+
+const STATUS = { served: 0, staged: 1 };
+
+function flowsTable(items) {
+  const columns = [
+    ["flow", (f) => f.name], ["status", (f) => STATUS[f.role] ?? 2], ["domain", (f) => f.domain],
+    ["sites", (f) => f.sites], ["learned from", (f) => f.sessions], ["compiled", (f) => f.compiled_unix_ms],
+    ["promotion", null], ["problem", (f) => f.error || ""],
+  ];
+  return localTable({ "data-testid": "flows" }, columns, items, (f) => el("tr", { class: "clickable", onclick: () => go(flowHref(f.name)) },
+    el("td", {}, el("a", { href: flowHref(f.name) }, f.name)),
+    el("td", { "data-testid": "flow-status" }, roleBadge(f)),
+    el("td", {}, f.domain ?? "—"), el("td", {}, fmt(f.sites)),
+    el("td", {}, f.valid ? `${fmt(f.sessions)} sessions` : "—"), el("td", {}, when(f.compiled_unix_ms)),
+    el("td", {}, f.promoted ? "promoted sites only" : f.valid ? "acts everywhere" : "—"),
+    el("td", { class: "problem" }, f.error || "")), { what: "flow" });
 }
 
 // served: flows/<domain>.flow.json, what the proxy serves; staged: `stretto stage`'s
@@ -103,7 +114,7 @@ function drawGraph(container, hover, data) {
 
 function sitesTable(summary) {
   return el("table", { "data-testid": "sites" },
-    el("tr", {}, ["after", "threshold", "lookup", "seen", "reach", "binding chance", "score", "at this threshold", "promotion"].map((h) => el("th", {}, h))),
+    thead(["after", "threshold", "lookup", "seen", "reach", "binding chance", "score", "at this threshold", "promotion"]),
     summary.sites.flatMap((s) => (s.lookups.length ? s.lookups : [null]).map((lk, i) => el("tr", {},
       el("td", {}, i === 0 ? s.site : ""), el("td", {}, i === 0 ? fmt(s.threshold) : ""),
       el("td", {}, lk ? lk.tool : "—"), el("td", {}, lk ? fmt(lk.seen) : ""), el("td", {}, lk ? fmt(lk.reach) : ""),

@@ -1,4 +1,4 @@
-import { api, el, fill, fmt, meta, on, page, problem, when } from "../app.js";
+import { api, el, fill, fmt, localTable, meta, on, page, problem, when } from "../app.js";
 
 // What each job asks for: [field, label, kind]; kinds: flow, folder, text, number, check.
 const FORMS = {
@@ -77,14 +77,15 @@ export async function jobsPage() {
       fill(message, problem(error));
     }
   } }, "Start");
-  const table = el("table", { "data-testid": "jobs" });
+  const columns = [["job", (j) => j.id], ["state", (j) => j.state], ["started", (j) => j.started_unix_ms], ["finished", (j) => j.finished_unix_ms]];
+  const jobRow = (j) => el("tr", { class: "clickable", onclick: () => { current = j.id; showJob(detail, j.id); } },
+    el("td", {}, j.id), el("td", {}, el("span", { class: `badge ${j.state === "succeeded" ? "ok" : j.state}` }, j.state)),
+    el("td", {}, when(j.started_unix_ms)), el("td", {}, when(j.finished_unix_ms)));
+  const table = localTable({ "data-testid": "jobs" }, columns, list.items, jobRow, { what: "job" });
   let current = list.running ? list.running.id : list.items[0]?.id;
   const refresh = async () => {
     const now = await api("/api/jobs");
-    fill(table, el("tr", {}, ["job", "state", "started", "finished"].map((h) => el("th", {}, h))),
-      now.items.map((j) => el("tr", { class: "clickable", onclick: () => { current = j.id; showJob(detail, j.id); } },
-        el("td", {}, j.id), el("td", {}, el("span", { class: `badge ${j.state === "succeeded" ? "ok" : j.state}` }, j.state)),
-        el("td", {}, when(j.started_unix_ms)), el("td", {}, when(j.finished_unix_ms)))));
+    table.update(now.items);
     if (current) await showJob(detail, current);
   };
   fill(page, el("h1", {}, "Jobs"),

@@ -1,4 +1,4 @@
-import { api, el, fill, flowHref, fmt, go, meta, on, page, problem } from "../app.js";
+import { api, el, fill, flowHref, fmt, go, meta, on, page, problem, thead } from "../app.js";
 
 let chart = null;
 
@@ -51,7 +51,7 @@ export async function overviewPage() {
     el("div", { class: "chart" }, canvas),
     el("h2", {}, "By domain"),
     el("table", { "data-testid": "by-domain" },
-      el("tr", {}, ["domain", "sessions", "calls", "lookups", "answered", "asked again", "served flow", "turns saved (replay)", "detours"].map((h) => el("th", {}, h))),
+      thead(["domain", "sessions", "calls", "lookups", "answered", "asked again", "served flow", "turns saved (replay)", "detours"]),
       data.by_domain.map((d) => el("tr", {},
         el("td", {}, d.domain), el("td", {}, fmt(d.sessions)), el("td", {}, fmt(d.calls)), el("td", {}, fmt(d.lookups)),
         el("td", {}, fmt(d.lookups_answered)), el("td", {}, fmt(d.lookups_used)),
