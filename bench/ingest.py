@@ -107,7 +107,9 @@ class PeakMemory:
 def side_ours(home: Path) -> dict:
     from warehouse import store, workers
     from warehouse.discover import discover
+    from warehouse.ingestrun import ingest_plan
     from warehouse.layout import Layout
+    from warehouse.steps import derive_steps
 
     layout = Layout.at(home)
     with PeakMemory() as memory:
@@ -115,10 +117,10 @@ def side_ours(home: Path) -> dict:
         # discovery (hashing), the batches, the atomic moves and the commit, as a run does
         with workers.worker_pool() as pool:
             plan = discover(layout, store.known_state(layout), pool=pool)
-            _, stats = store.ingest_run(layout, plan, "bench", pool=pool)
+            _, stats = ingest_plan(layout, plan, "bench", pool=pool)
         seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
         started = time.perf_counter()
-        steps = store.derive_steps(layout, "bench-steps")
+        steps = derive_steps(layout, "bench-steps")
         steps_seconds = time.perf_counter() - started
     return {
         "seconds": seconds,

@@ -15,6 +15,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Executor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ from typing import Protocol
 
 from stretto.logs.pseudonyms import RedactError
 from stretto.logs.sessionlog import LogError
-from warehouse import discover, redacted, store, workers
-from warehouse.ingest import OUTPUT_TABLES, IngestStats
+from warehouse import discover, redacted, registry, steps, store, workers
+from warehouse.ingest import OUTPUT_TABLES, IngestStats, ingest_files
 from warehouse.layout import Layout
 from warehouse.storage import StorageError
 
@@ -126,6 +127,32 @@ class IngestReport:
         return self.stats.lines_quarantined / read if read else 0.0
 
 
+def ingest_plan(
+    layout: Layout,
+    plan: discover.Plan,
+    ingest_id: str,
+    on_batch: Callable[[IngestStats], None] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+    pool: Executor | None = None,
+) -> tuple[discover.Plan, IngestStats]:
+    """One ingest run, with the lock held: undo what a crashed run left, read the planned
+    files (planned again if another run committed since), commit; on `pool`, the run's
+    worker processes (warehouse/workers.py), if given. The plan it followed and what it
+    read."""
+    for crashed in store.recover(layout):
+        say(f"removed the uncommitted files of the crashed run {crashed}")
+    store.delete_dropped(layout)
+    if len(registry.commit_names(layout)) != plan.commits:  # another run committed since
+        plan = discover.discover(layout, store.known_state(layout), logs=plan.logs, pool=pool)
+    store.begin_run(layout, ingest_id)
+    stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch, pool=pool)
+    if stats.logs or plan.known:
+        store.commit_run(layout, ingest_id, stats.logs + plan.known, stats.data)
+    else:
+        store.abandon_run(layout, ingest_id)
+    return plan, stats
+
+
 def run(
     layout: Layout,
     redaction: redacted.Redaction | None = None,
@@ -152,7 +179,7 @@ def run(
                 ingest_id = new_ingest_id()
                 tally = progress(len(plan.read)) if progress else None
                 with phase("ingesting"):
-                    plan, stats = store.ingest_run(
+                    plan, stats = ingest_plan(
                         layout,
                         plan,
                         ingest_id,
@@ -194,13 +221,13 @@ class StepsReport:
 def derive_steps(
     layout: Layout, wait_seconds: float = 0.0, say: Callable[[str], None] = _ignore
 ) -> StepsReport:
-    """Derive the steps of the sessions that have none yet (store.derive_steps), with the lock
-    held (awaited up to `wait_seconds`, `say` hearing the wait). IngestRefused for an expected
-    failure."""
+    """Derive the steps of the sessions that have none yet (warehouse.steps.derive_steps),
+    with the lock held (awaited up to `wait_seconds`, `say` hearing the wait). IngestRefused
+    for an expected failure."""
     try:
         with store.ingest_lock(layout, wait_seconds, say):
             steps_id = new_ingest_id()
-            written = store.derive_steps(layout, steps_id)
+            written = steps.derive_steps(layout, steps_id)
     except (store.WarehouseBusy, StorageError) as exc:
         raise IngestRefused(str(exc)) from None
     with store.reading(layout, views=False) as read:

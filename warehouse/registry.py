@@ -18,7 +18,8 @@ Rows of a registry file (`kind`):
   file is deleted once the commit is written.
 - `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
 - `derived`: an ingest run (its id in `note`) whose current sessions a steps run derived the
-  `table_name` table for (store.derive_steps): the next steps run does not look at it again.
+  `table_name` table for (warehouse.steps.derive_steps): the next steps run does not look at
+  it again.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The warehouse's catalogue (views over the committed Parquet files), the lock that keeps
-ingest runs one at a time, crash recovery, steps, and queries.
+ingest runs one at a time, the runs' commits, crash recovery, and queries.
 
 Readers never hold a file the writer needs: every stretto reader builds its views in an
 in-memory DuckDB from the registry (`open_catalogue`), and `stretto.duckdb` — the same views
@@ -15,7 +15,6 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Executor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -25,16 +24,12 @@ import pyarrow.compute as pc
 
 from stretto.home import make_private, private_dirs, private_tree
 from warehouse import registry
-from warehouse.discover import Plan, discover
 from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
-from warehouse.ingest import IngestStats, ingest_files, limit_memory, write_parquet
 from warehouse.layout import PARTITION_KEYS, PERSONAL_COMMENT, PERSONAL_DATA, TABLES, Layout
-from warehouse.sql import statements
 from warehouse.storage import committed, sql_text
 
 # Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
-STEPS_MEMORY = "1500MB"  # DuckDB's share when deriving steps (the process adds ~0.5 GB)
 
 
 class WarehouseBusy(RuntimeError):
@@ -164,32 +159,6 @@ def close_run(layout: Layout, run_id: str, written: list[dict], retired: list[st
         abandon_run(layout, run_id)
 
 
-def ingest_run(
-    layout: Layout,
-    plan: Plan,
-    ingest_id: str,
-    on_batch: Callable[[IngestStats], None] | None = None,
-    say: Callable[[str], None] = lambda message: None,
-    pool: Executor | None = None,
-) -> tuple[Plan, IngestStats]:
-    """One ingest run, with the lock held: undo what a crashed run left, read the planned
-    files (planned again if another run committed since), commit; on `pool`, the run's
-    worker processes (warehouse/workers.py), if given. The plan it followed and what it
-    read."""
-    for crashed in recover(layout):
-        say(f"removed the uncommitted files of the crashed run {crashed}")
-    delete_dropped(layout)
-    if len(registry.commit_names(layout)) != plan.commits:  # another run committed since
-        plan = discover(layout, known_state(layout), logs=plan.logs, pool=pool)
-    begin_run(layout, ingest_id)
-    stats = ingest_files(plan.read, ingest_id, layout, on_batch=on_batch, pool=pool)
-    if stats.logs or plan.known:
-        commit_run(layout, ingest_id, stats.logs + plan.known, stats.data)
-    else:
-        abandon_run(layout, ingest_id)
-    return plan, stats
-
-
 def _empty_select(table: str) -> str:
     columns = [*TABLES[table], *PARTITION_KEYS]
     return (
@@ -311,48 +280,6 @@ def write_catalogue(layout: Layout) -> None:
 
 def known_state(layout: Layout) -> registry.State:
     return registry.state(layout)
-
-
-def derive_steps(layout: Layout, steps_id: str) -> int:
-    """Write and commit the steps of every current session that has none yet; how many
-    rows. Call with the ingest lock held."""
-    recover(layout)
-    done = write_steps(layout, steps_id)
-    if done is None:
-        return 0
-    written, data, runs = done
-    commit_run(layout, steps_id, [], data, derived=runs)
-    return written
-
-
-def write_steps(layout: Layout, steps_id: str) -> tuple[int, list[dict], list[str]] | None:
-    """The steps run before its commit: the steps of the current sessions of the ingest runs
-    no steps run has done, read from the data files committed since the first of them
-    (warehouse/sql/steps.sql) and written (not committed). How many rows, the registry rows
-    of the files, the ingest runs done; None when there is nothing to do."""
-    sql = dict(statements("steps"))
-    con = open_catalogue(layout, tables=())  # the registry's tables; the views come below
-    try:
-        con.execute(sql["steps_runs"])
-        runs = con.execute("SELECT ingest_id, commit_no FROM steps_runs").fetchall()
-        if not runs:
-            return None
-        since = min(commit for _, commit in runs)
-        for table in ("sessions", "context", "calls", "steps"):
-            con.execute(f"CREATE TEMP VIEW {table} AS {table_select(con, layout, table, since)}")
-        con.execute(sql["pending_steps"])
-        pending = con.execute("SELECT count(*) FROM pending_steps").fetchall()[0][0]
-        begin_run(layout, steps_id)
-        # every pending session's calls at once: unbounded, the windows held 11 GB at 1M
-        # sessions (docs/scaling.md); DuckDB spills past the limit instead
-        limit_memory(con, STEPS_MEMORY, layout.staging / steps_id / "spill")
-        written, data = 0, list[dict]()
-        if pending:
-            tag = f"{steps_id}-steps"
-            written, data = write_parquet(con, sql["steps"], "steps", layout, steps_id, tag)
-    finally:
-        con.close()
-    return written, data, sorted(run for run, _ in runs)
 
 
 def _check_read_only(sql: str) -> None:

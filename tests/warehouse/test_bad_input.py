@@ -19,6 +19,7 @@ from tests.warehouse.faults import FAULTS, HEADER, PING, header
 from tests.warehouse.helpers import ingest, rows
 from warehouse import store
 from warehouse.discover import discover
+from warehouse.ingestrun import ingest_plan
 from warehouse.layout import Layout
 
 
@@ -238,7 +239,7 @@ def test_fuzz_any_bytes_ingest_balanced(files: list[bytes]) -> None:
         for content in files:
             (home / f"logs/f/{uuid.uuid4().hex}.jsonl").write_bytes(content)
         layout = Layout.at(home)
-        plan, stats = store.ingest_run(layout, discover(layout, store.known_state(layout)), "fz")
+        plan, stats = ingest_plan(layout, discover(layout, store.known_state(layout)), "fz")
         assert stats.balanced
         # each file is read (every line counted) or known (its content, or a longer version
         # of it, is read: same bytes twice, or a log and its start)
@@ -254,5 +255,5 @@ def test_fuzz_any_bytes_ingest_balanced(files: list[bytes]) -> None:
             assert messages == ingested - sessions  # each ingested line but the header
         finally:
             con.close()
-        again, stats = store.ingest_run(layout, discover(layout, store.known_state(layout)), "fz2")
+        again, stats = ingest_plan(layout, discover(layout, store.known_state(layout)), "fz2")
         assert stats.files == 0 and again.unchanged == len(files)

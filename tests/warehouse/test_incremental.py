@@ -17,8 +17,9 @@ from tests.conftest import REFERENCE_HOME
 from tests.warehouse.helpers import rows
 from warehouse import registry, store
 from warehouse.discover import discover
-from warehouse.ingestrun import DRIFT, contract_drift
+from warehouse.ingestrun import DRIFT, contract_drift, ingest_plan
 from warehouse.layout import TABLES, Layout
+from warehouse.steps import derive_steps, write_steps
 
 DAY0_MS = 1_767_225_600_000  # 2026-01-01 UTC
 STEPS = "SELECT * EXCLUDE (ingest_id) FROM steps ORDER BY session, step"
@@ -26,8 +27,8 @@ STEPS = "SELECT * EXCLUDE (ingest_id) FROM steps ORDER BY session, step"
 
 def run(layout: Layout, run_id: str) -> int:
     """One ingest run and its steps; how many steps rows it wrote."""
-    store.ingest_run(layout, discover(layout, store.known_state(layout)), run_id)
-    return store.derive_steps(layout, f"{run_id}-steps")
+    ingest_plan(layout, discover(layout, store.known_state(layout)), run_id)
+    return derive_steps(layout, f"{run_id}-steps")
 
 
 def grow(log: Path) -> None:
@@ -55,7 +56,7 @@ def test_steps_are_derived_only_for_the_new_run_and_equal_a_full_recompute(tmp_p
     shutil.copytree(REFERENCE_HOME / "logs/retail", home / "logs/retail")
     grown = sorted((home / "logs/shop").glob("*.jsonl"))[0]
     grow(grown)
-    store.ingest_run(layout, discover(layout, store.known_state(layout)), "second")
+    ingest_plan(layout, discover(layout, store.known_state(layout)), "second")
     new = rows(home, "SELECT domain FROM sessions WHERE ingest_id = 'second' ORDER BY 1")
     assert [r["domain"] for r in new] == ["retail", "shop"]  # the grown session's new content
     # the first run's files are out of reach: deriving the second run's steps never opens them
@@ -66,7 +67,7 @@ def test_steps_are_derived_only_for_the_new_run_and_equal_a_full_recompute(tmp_p
     for source, target in moved:
         target.parent.mkdir(parents=True, exist_ok=True)
         source.rename(target)
-    done = store.write_steps(layout, "second-steps")
+    done = write_steps(layout, "second-steps")
     for source, target in moved:
         target.rename(source)
     assert done is not None
@@ -83,7 +84,7 @@ def test_steps_are_derived_only_for_the_new_run_and_equal_a_full_recompute(tmp_p
     )
     # nothing left to do: no rows, no commit
     commits = len(registry.commit_names(layout))
-    assert store.derive_steps(layout, "third-steps") == 0
+    assert derive_steps(layout, "third-steps") == 0
     assert len(registry.commit_names(layout)) == commits
     # the same as a home that ingested the same logs at once
     whole = tmp_path / "whole"
@@ -107,9 +108,9 @@ def test_a_warehouse_from_before_the_marks_is_looked_over_once(tmp_path: Path) -
     assert len(unmarked) < len(table)  # the marks were there; now gone, as in an old registry
     pq.write_table(registry.pa.Table.from_pylist(unmarked, schema=registry.SCHEMA), path)
     commits = len(registry.commit_names(layout))
-    assert store.derive_steps(layout, "upgrade-steps") == 0
+    assert derive_steps(layout, "upgrade-steps") == 0
     assert len(registry.commit_names(layout)) == commits + 1  # the marks, no data
-    assert store.derive_steps(layout, "again-steps") == 0
+    assert derive_steps(layout, "again-steps") == 0
     assert len(registry.commit_names(layout)) == commits + 1
     assert rows(home, STEPS) == before
 

@@ -23,6 +23,7 @@ from warehouse import store
 from warehouse.discover import discover
 from warehouse.ingest import limit_memory
 from warehouse.layout import Layout
+from warehouse.steps import derive_steps
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
 
@@ -367,7 +368,7 @@ def test_batches_in_parallel_workers_give_the_same_tables(tmp_path: Path, monkey
         stats = engine.ingest_files(plan.read, "parallel", layout, pool=pool, workers=2)
     assert stats.files == 8 and stats.balanced
     store.commit_run(layout, "parallel", stats.logs, stats.data)
-    store.derive_steps(layout, "parallel-steps")
+    derive_steps(layout, "parallel-steps")
     assert mismatches(home) == []
     assert rows(home, "SELECT count(DISTINCT session) AS n FROM calls") == [{"n": 8}]
 

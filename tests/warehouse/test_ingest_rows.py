@@ -19,6 +19,7 @@ from tests.conftest import REFERENCE_HOME
 from tests.warehouse.faults import FAULTS, header
 from warehouse import store
 from warehouse.discover import discover
+from warehouse.ingestrun import ingest_plan
 from warehouse.layout import Layout
 
 RECORDED = Path(__file__).with_name("ingest_rows.json")
@@ -245,7 +246,7 @@ def write_corpus(logs: Path) -> None:
 
 def table_digests(home: Path) -> dict:
     layout = Layout.at(home)
-    _, stats = store.ingest_run(layout, discover(layout, store.known_state(layout)), "rows")
+    _, stats = ingest_plan(layout, discover(layout, store.known_state(layout)), "rows")
     out: dict = {
         "lines": [
             stats.lines_read,
