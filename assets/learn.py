@@ -16,7 +16,7 @@ from stretto.logs.episode import Episode, in_start_order, read_episode
 from stretto.logs.rewards import read_rewards, with_rewards
 from stretto.model.defaults import SURPRISE_WINDOW
 from stretto.model.flow import FlowError, load_flow, load_manifest, write_flow
-from stretto.offline.review import diff, diff_markdown
+from stretto.offline.flowdiff import diff, diff_markdown
 from stretto.offline.stage import mark_staged
 from stretto.offline.versions import staged_path
 from warehouse import store

@@ -20,8 +20,8 @@ from stretto.model.flow import FlowError, load_flow, validate
 from stretto.model.named import named_other
 from stretto.offline.calibrate import MIN_SLOPE, cross_fitted_rows, fit_map
 from stretto.offline.crossfit import fold, task_of
+from stretto.offline.flowdiff import diff
 from stretto.offline.replay import replay
-from stretto.offline.review import diff
 from tests.conftest import REFERENCE_HOME, TAU2
 
 SHOP_LOGS = REFERENCE_HOME / "logs/shop"
