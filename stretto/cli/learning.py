@@ -448,7 +448,8 @@ def _read_tau2(paths: list[str], tools: Any, domain: str | None) -> list:
 
 def _import_tau2(args: argparse.Namespace) -> int:
     """Write each simulation of τ²-bench results files as a session log."""
-    from stretto.logs.tau2 import load_tools, write_logs
+    from stretto.logs.tau2 import write_logs
+    from stretto.logs.tau2_inputs import load_tools
 
     tools = load_tools(args.tools)
     files = _read_tau2(args.results, tools, args.domain)
@@ -469,7 +470,8 @@ def _compile(args: argparse.Namespace) -> int:
     import dataclasses
     import hashlib
 
-    from stretto.logs.tau2 import load_tools, read_split, write_logs
+    from stretto.logs.tau2 import write_logs
+    from stretto.logs.tau2_inputs import load_tools, read_split
 
     arbiter, problem = _arbiter_config(args)
     problem = problem or _costs_problem(args)

@@ -12,7 +12,8 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.logs.merged import read_episodes
-from stretto.logs.tau2 import load_tools, read_results
+from stretto.logs.tau2 import read_results
+from stretto.logs.tau2_inputs import load_tools
 from stretto.model.binding import OTHER, PICKED, Rules, SessionState, chance, pick
 from stretto.model.calibrate import Calibration
 from stretto.model.decide import Decider
