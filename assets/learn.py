@@ -18,9 +18,9 @@ from assets.resources import StrettoHome
 from stretto.logs.rewards import read_rewards
 from stretto.model.defaults import SURPRISE_WINDOW
 from stretto.model.flow import load_manifest
+from stretto.offline.flowdiff import diff_markdown
 from stretto.offline.gate import GateError
 from stretto.offline.learn_arbiter import ArbiterOptions
-from stretto.offline.review import diff_markdown
 from stretto.offline.stage import place_relearned
 from warehouse import store
 from warehouse.layout import Layout

@@ -22,7 +22,7 @@ from assets.partitions import domains
 from assets.resources import StrettoHome
 from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow, write_flow
-from stretto.offline.review import diff, diff_markdown
+from stretto.offline.flowdiff import diff, diff_markdown
 from stretto.offline.search import (
     Search,
     markdown,

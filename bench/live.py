@@ -52,7 +52,8 @@ from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from proxy.splice import APPENDIX  # noqa: E402
 from stretto.logs.episode import Assistant, Episode, User, episode_from_log  # noqa: E402
 from stretto.logs.sessionlog import parse_session_log  # noqa: E402
-from stretto.logs.tau2 import load_tools, read_results, read_split  # noqa: E402
+from stretto.logs.tau2 import read_results  # noqa: E402
+from stretto.logs.tau2_inputs import load_tools, read_split  # noqa: E402
 from stretto.offline.walk import call_key  # noqa: E402
 from stretto.stdio_client import ClientError, StdioClient  # noqa: E402
 

@@ -59,7 +59,8 @@ from bench.replay import COSTS, THETA, domain_files  # noqa: E402
 from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from stretto.logs.episode import Episode, episode_from_log  # noqa: E402
 from stretto.logs.sessionlog import parse_session_log  # noqa: E402
-from stretto.logs.tau2 import ResultsFile, load_tools, read_results, read_split  # noqa: E402
+from stretto.logs.tau2 import ResultsFile, read_results  # noqa: E402
+from stretto.logs.tau2_inputs import load_tools, read_split  # noqa: E402
 from stretto.model.flow import load_flow, write_flow  # noqa: E402
 
 CACHE = Path(os.environ.get("STRETTO_QUALITY_CACHE", Path.home() / ".cache" / "stretto-quality"))

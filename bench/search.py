@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.replay import COSTS, THETA, compile_flow, domain_files  # noqa: E402
 from bench.tau2data import add_option, choose, tau2  # noqa: E402
-from stretto.logs.tau2 import episodes_from_results, read_split  # noqa: E402
+from stretto.logs.tau2 import episodes_from_results  # noqa: E402
+from stretto.logs.tau2_inputs import read_split  # noqa: E402
 from stretto.offline import search as after  # noqa: E402
 
 

@@ -36,7 +36,7 @@ def check_flow(args) -> str | None:
         flow = load_flow(os.path.expanduser(args.flow))
     except FlowError as exc:
         return str(exc)
-    from proxy.serve import serving_problem
+    from proxy.arbiter import serving_problem
 
     return serving_problem(flow, args.flow_decider, args.oracle)
 
@@ -84,7 +84,8 @@ class FlowLoader:
         except FlowError as exc:
             self.failure = (EXIT_USAGE, str(exc))
             return
-        from proxy.serve import FlowServer, serving_arbiter, serving_problem
+        from proxy.arbiter import serving_arbiter, serving_problem
+        from proxy.serve import FlowServer
         from stretto.model.surprise import gate_from_flow
 
         problem = serving_problem(flow, args.flow_decider, args.oracle)

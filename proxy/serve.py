@@ -14,7 +14,7 @@ every later result of the agent's is forwarded as it is, with one hand-back line
 giving the gate's reason.
 
 With the arbiter decider (the default for a flow with an arbiter) each decision asks a
-System-One model (stretto.oracle; imported only then, and it loads no numpy). The model never
+System-One model (proxy.arbiter opens it: stretto.oracle, imported only then). The model never
 holds the agent's answer past `--oracle-timeout`: a run's questions share that much time, each
 is asked on a thread and given up when the time is spent, and the decision hands back with
 `the System-One model failed: …` — the agent then gets the server's bytes.
@@ -27,18 +27,14 @@ import sys
 import threading
 import time
 
+from proxy.arbiter import ServingArbiter
 from proxy.guard import flow_refusal, schema_refusal, server_refusal
 from proxy.recorder import parse_json_line
 from proxy.splice import SpliceError, append_content, encoded, lookups_item
 from proxy.wire import id_key, messages
 from stretto.logs.episode import context_message, response_outcome
 from stretto.logs.toollist import ToolInfo, tools_from_result
-from stretto.model.decide import (
-    Decider,
-    SplitMix64,
-    decider_problem,
-    default_decider,
-)
+from stretto.model.decide import Decider, SplitMix64
 from stretto.model.decide import explore as explore_options
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.model.session import SessionView
@@ -49,79 +45,6 @@ PATIENCE_S = 60.0  # a lookup (or the proxy's own tools/list) not answered by th
 LIST_PAGES = 50  # the proxy's own tools/list follows nextCursor this many pages at most
 # over stdio a proxy sees one server: another server's lookup is logged, as a shadow decision
 OTHER_SERVER = "another server's lookup (over stdio each proxy makes its own server's only)"
-QUESTIONS = 300  # --flow-questions: the arbiter's questions per session
-
-
-class ServingArbiter:
-    """The arbiter as one session serves it: its judge (stretto.oracle.judge.ArbiterJudge),
-    the Conversation the judge is shown, the run's share of time for questions, and the
-    session's question cap."""
-
-    def __init__(self, judge, conversation, timeout_s: float, questions: int) -> None:
-        self.judge, self.conversation = judge, conversation
-        self.timeout_s, self.questions = timeout_s, questions
-        self.asked = 0
-
-
-def serving_problem(flow: dict, decider: str | None, oracle: str | None = None) -> str | None:
-    """Why this flow cannot be served with `decider` (None: the flow's default) and the
-    runner `oracle` names, or None. A flow with an arbiter has it checked beyond the schema
-    (stretto.oracle.arbiter)."""
-    if "arbiter" in flow:
-        from stretto.oracle.arbiter import ArbiterError, arbiter_from_json
-
-        try:
-            arbiter_from_json(flow["arbiter"])
-        except ArbiterError as exc:
-            return str(exc)
-    problem = decider_problem(flow, decider or default_decider(flow))
-    if problem:
-        return f"--flow-decider {decider}: {problem}" if decider else problem
-    if oracle is not None and (decider or default_decider(flow)) == "arbiter":
-        from stretto.oracle.errors import UnknownRunner
-        from stretto.oracle.runners import parse_uri
-
-        try:
-            parse_uri(oracle)
-        except UnknownRunner as exc:
-            return str(exc)
-    return None
-
-
-def serving_arbiter(
-    flow: dict,
-    *,
-    decider: str | None,
-    oracle: str | None,
-    cache: str | None,
-    base_url: str | None,
-    log: str | None,
-    timeout_ms: int,
-    questions: int,
-    session: str,
-    task: str | None,
-) -> ServingArbiter | None:
-    """The session's arbiter when it is served with one (the flow's default when it has
-    one), else None. `oracle`: the runner's URI (default the flow's arbiter's model);
-    `replay` answers from the cache only. UnknownRunner (an OracleError) for a bad URI."""
-    if (decider or default_decider(flow)) != "arbiter":
-        return None
-    from stretto.oracle.judge import ArbiterJudge
-    from stretto.oracle.oracle import open_oracle
-    from stretto.oracle.state import Conversation
-
-    model = flow["arbiter"]["model"]
-    opened = open_oracle(
-        oracle or model,
-        cache=os.path.expanduser(cache) if cache else None,
-        base_url=base_url,
-        timeout=timeout_ms / 1000,
-        retries=0,  # waiting out a 429 would hold the agent's answer
-        log=os.path.expanduser(log) if log else None,
-        replayed=model,
-    )
-    judge = ArbiterJudge(flow, opened, session=session, task=task)
-    return ServingArbiter(judge, Conversation(), timeout_ms / 1000, questions)
 
 
 class _Waiter:

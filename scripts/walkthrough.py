@@ -34,7 +34,7 @@ AGENT_MODEL = "scripted-notes-agent"
 LOOKED_UP = re.compile(r'^read_text_file \{"path":"((?:[^"\\]|\\.)*)"\}:', re.MULTILINE)
 
 sys.path.insert(0, str(ROOT))
-from stretto.cli.learnfolder import learn_cache  # noqa: E402
+from pipeline.learnfolder import learn_cache  # noqa: E402
 from stretto.home import Paths  # noqa: E402
 from stretto.logs.episode import read_episode  # noqa: E402
 from stretto.logs.sessionlog import list_session_logs  # noqa: E402

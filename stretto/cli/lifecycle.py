@@ -328,7 +328,7 @@ def _register_versions(commands: Commands) -> None:
 
 def _flow_commit(args: argparse.Namespace) -> int:
     from stretto.offline import versions
-    from stretto.offline.review import diff_markdown
+    from stretto.offline.flowdiff import diff_markdown
 
     try:
         entry = versions.commit(args.flow, args.note)
@@ -362,7 +362,7 @@ def _flow_log(args: argparse.Namespace) -> int:
 
 def _flow_rollback(args: argparse.Namespace) -> int:
     from stretto.offline import versions
-    from stretto.offline.review import diff_markdown
+    from stretto.offline.flowdiff import diff_markdown
 
     try:
         entry = versions.rollback(args.flow, args.to)

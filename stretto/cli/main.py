@@ -12,10 +12,19 @@ import signal
 import sys
 
 from stretto import __version__
-from stretto.cli import learning, lifecycle, offline, review, serving, setup, warehouse
+from stretto.cli import (
+    learning,
+    lifecycle,
+    offline,
+    redacting,
+    review,
+    serving,
+    setup,
+    warehouse,
+)
 from stretto.usage import Parser, parse
 
-FAMILIES = (warehouse, learning, review, offline, lifecycle, serving, setup)
+FAMILIES = (warehouse, learning, redacting, review, offline, lifecycle, serving, setup)
 
 
 def build_parser() -> argparse.ArgumentParser:

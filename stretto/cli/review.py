@@ -51,7 +51,7 @@ def register(commands: Commands) -> None:
 def _flow_show(args: argparse.Namespace) -> int:
     import json
 
-    from stretto.offline.review import markdown, summary
+    from stretto.offline.flowshow import markdown, summary
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
@@ -64,7 +64,7 @@ def _flow_show(args: argparse.Namespace) -> int:
 
 def _flow_diff(args: argparse.Namespace) -> int:
     from stretto.model.flow import FlowError
-    from stretto.offline.review import diff, diff_markdown
+    from stretto.offline.flowdiff import diff, diff_markdown
     from stretto.oracle.arbiter import load_flow
 
     try:

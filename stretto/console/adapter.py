@@ -37,8 +37,8 @@ from stretto.model.binding import value_text  # noqa: F401 - re-exported
 from stretto.model.decide import DEFAULT_THRESHOLD  # noqa: F401 - re-exported
 from stretto.model.flow import FlowError, load_flow  # noqa: F401 - re-exported
 from stretto.offline import drift as offline_drift
+from stretto.offline import flowdiff, flowshow, promote, search, stage, versions
 from stretto.offline import replay as offline_replay
-from stretto.offline import review, search, stage, versions
 from stretto.offline.walk import BOUND, agent_made
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
@@ -109,16 +109,16 @@ def used_later(
 def flow_summary(flow: dict, threshold: float) -> dict:
     """`stretto flow-show --format json` as data: sites, lookups (each with its verdict and
     `looks_up`), bindings, promotion."""
-    return review.summary(flow, threshold)
+    return flowshow.summary(flow, threshold)
 
 
 def promotion_evidence(entry: dict | None) -> str:
-    return review.promotion_evidence(entry)
+    return promote.promotion_evidence(entry)
 
 
 def flow_diff(old: dict, new: dict) -> tuple[list[str], list[str]]:
     """(changes that need review, other changes)."""
-    return review.diff(old, new)
+    return flowdiff.diff(old, new)
 
 
 def replay_totals(flow: dict, episodes: list[Episode], threshold: float) -> dict:

@@ -1,7 +1,7 @@
 """`stretto redact`: a pseudonymised copy of a folder of session logs (and the flow log beside
-each), from which learning learns the same flow (docs/formats.md §11). What is a value and what
-it becomes is stretto.logs.pseudonyms; this module reads the folder twice (the census, then
-the rewrite) and writes the copy, each file whole and private.
+each), from which learning learns the same flow (docs/formats.md §11). What is a value is
+stretto.logs.redactwalk, what it becomes stretto.logs.pseudonyms; this module reads the
+folder twice (the census, then the rewrite) and writes the copy, each file whole and private.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from stretto.logs.pseudonyms import (
     Count,
     Pseudonyms,
     RedactError,
-    Walk,
     dumps,
     fold,
 )
+from stretto.logs.redactwalk import Walk
 from stretto.logs.sessionlog import (
     LogError,
     SessionLog,

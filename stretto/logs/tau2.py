@@ -8,6 +8,9 @@ server's answer. `stretto import-tau2` writes these logs; `stretto compile` and 
 read them in memory with the same reader (`episodes_from_results`), so every command sees a
 simulation the same way.
 
+τ²-bench's split and tools files (and the reader of every τ²-bench file, gzip-compressed or
+not) are stretto.logs.tau2_inputs's.
+
 What is left out: the scripted greeting (the first message, from the assistant, with no
 calls and no cost), the customer's own tool calls and their results (telecom's phone tools,
 requestor `user`), and results that answer no call.
@@ -15,12 +18,10 @@ requestor `user`), and results that answer no call.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Any, TypeGuard
 from stretto.home import make_private, private_dirs
 from stretto.logs.episode import Episode, episode_from_log
 from stretto.logs.sessionlog import LogError, parse_session_log
+from stretto.logs.tau2_inputs import agent_tools, json_kind, load_json, load_tools
 from stretto.vocabulary import LOG_VERSION, PROTOCOL_VERSION, SAME_TURN_MS
 
 CLIENT_NAME = "tau2-bench"
@@ -38,16 +40,6 @@ ROLES = ("assistant", "user", "tool")
 # The text of an assistant message that also made calls: kept in the first call's `_meta`,
 # because a `context` line from the assistant would read as a reply (an LLM turn of its own).
 CONTENT_META = "tau2/content"
-
-# Python annotations of τ²-bench tool parameters -> JSON Schema types.
-_SIMPLE_TYPES = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "dict": "object",
-    "list": "array",
-}
 
 
 @dataclass
@@ -79,157 +71,6 @@ class ResultsFile:
     @property
     def user_calls(self) -> int:
         return sum(s.user_calls for s in self.simulations)
-
-
-# reading the inputs --------------------------------------------------------------------------
-
-GZIP_MAGIC = b"\x1f\x8b"  # how a gzip file starts (RFC 1952)
-
-
-def _load_json(path: Path) -> tuple[Any, bytes]:
-    """A JSON file's value and its bytes; a gzip-compressed file (e.g. `runs.json.gz`) is read
-    as the JSON it holds, so its bytes — and the sessions' names made from them — are those
-    of the uncompressed file."""
-    try:
-        data = path.read_bytes()
-        if data[:2] == GZIP_MAGIC:
-            data = gzip.decompress(data)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise LogError(path, None, f"not a readable gzip file ({exc})") from None
-    except OSError as exc:
-        raise LogError(path, None, f"cannot read: {exc.strerror or exc}") from exc
-    try:
-        return json.loads(data), data
-    except (ValueError, RecursionError) as exc:
-        raise LogError(path, None, f"not JSON ({exc})") from None
-
-
-def _json_kind(value: Any) -> str:
-    kinds: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
-    return kinds.get(type(value), "a scalar")
-
-
-def read_split(path: str | Path) -> dict[str, set[str]]:
-    """A τ²-bench split file (`{"train": [task ids], "test": [...], ...}`): each split's task
-    ids, as text."""
-    path = Path(path)
-    value, _ = _load_json(path)
-    if not isinstance(value, dict):
-        raise LogError(
-            path,
-            None,
-            f'not a τ²-bench split file: expected an object {{"train": [task ids], "test": '
-            f"[task ids]}}, got {_json_kind(value)}",
-        )
-    for name in ("train", "test"):
-        if name not in value:
-            raise LogError(path, None, "missing; this is not a τ²-bench split file", name)
-    splits: dict[str, set[str]] = {}
-    for name, ids in value.items():
-        if not isinstance(ids, list) or not all(isinstance(i, str | int) for i in ids):
-            raise LogError(path, None, "expected a list of task ids", name)
-        splits[name] = {str(i) for i in ids}
-    return splits
-
-
-def load_tools(tools: str | Path | dict) -> dict[str, list[dict]]:
-    """A τ²-bench tools file (`{"domains": {domain: {"tools": [...]}}}`, e.g.
-    tau2_tools.json) or its content: each domain's tool entries."""
-    path = Path(tools) if isinstance(tools, str | Path) else Path("<tools>")
-    value = _load_json(path)[0] if isinstance(tools, str | Path) else tools
-    domains = value.get("domains") if isinstance(value, dict) else None
-    if not isinstance(domains, dict):
-        raise LogError(path, None, "missing; this is not a τ²-bench tools file", "domains")
-    out: dict[str, list[dict]] = {}
-    for domain, entry in domains.items():
-        entries = entry.get("tools") if isinstance(entry, dict) else None
-        if not isinstance(entries, list):
-            raise LogError(path, None, "expected a list of tools", f"domains.{domain}.tools")
-        for index, tool in enumerate(entries):
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                where = f"domains.{domain}.tools[{index}].name"
-                raise LogError(path, None, "expected a tool with a name", where)
-            if tool.get("type", "generic") not in ("read", "write", "generic"):
-                where = f"domains.{domain}.tools[{index}].type"
-                raise LogError(path, None, "expected read, write or generic", where)
-        out[domain] = entries
-    return out
-
-
-def _annotation_type(annotation: Any) -> str | list[str] | None:
-    """The JSON type of a parameter's Python annotation; None when it is not plain."""
-    if not isinstance(annotation, str):
-        return None
-    text = annotation.replace(" ", "")
-    wrapped = re.fullmatch(r"(Optional|Union)\[(.*)\]", text)
-    members = _split_union(wrapped.group(2)) if wrapped else _split_union(text)
-    if wrapped and wrapped.group(1) == "Optional":
-        members.append("None")
-    kinds: list[str] = []
-    for member in members:
-        if member == "None":
-            continue
-        head = re.match(r"(\w+)", member)
-        name = head.group(1).lower() if head else ""
-        kind = _SIMPLE_TYPES.get(name)
-        if kind is None:
-            return None  # a class or alias of the domain's: its shape is not known here
-        if kind not in kinds:
-            kinds.append(kind)
-    if not kinds:
-        return None
-    return kinds[0] if len(kinds) == 1 else kinds
-
-
-def _split_union(text: str) -> list[str]:
-    """Top-level members of `a|b` or `a,b` (inside Union[...]), brackets respected."""
-    members, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        elif char in "|," and depth == 0:
-            members.append(text[start:index])
-            start = index + 1
-    members.append(text[start:])
-    return [m for m in members if m]
-
-
-def mcp_tool(entry: dict) -> dict:
-    """A τ²-bench tool entry as an MCP tool of a `tools/list` answer: `readOnlyHint` true for a
-    read, false for a write, none for a generic tool (our `generic` kind)."""
-    properties: dict[str, dict] = {}
-    required: list[str] = []
-    for param in entry.get("params") or []:
-        if not isinstance(param, dict) or not isinstance(param.get("name"), str):
-            continue
-        spec: dict[str, Any] = {}
-        kind = _annotation_type(param.get("annotation"))
-        if kind is not None:
-            spec["type"] = kind
-        if isinstance(param.get("description"), str) and param["description"]:
-            spec["description"] = param["description"]
-        if param.get("required"):
-            required.append(param["name"])
-        elif param.get("default") is not None:
-            spec["default"] = param["default"]
-        properties[param["name"]] = spec
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    tool: dict[str, Any] = {"name": entry["name"]}
-    if isinstance(entry.get("summary"), str) and entry["summary"]:
-        tool["description"] = entry["summary"]
-    tool["inputSchema"] = schema
-    if entry.get("type") in ("read", "write"):
-        tool["annotations"] = {"readOnlyHint": entry["type"] == "read"}
-    return tool
-
-
-def agent_tools(entries: list[dict]) -> list[dict]:
-    """The MCP tools the agent may call: the domain's tools of requestor `assistant`."""
-    return [mcp_tool(e) for e in entries if (e.get("requestor") or "assistant") == "assistant"]
 
 
 # converting a results file -------------------------------------------------------------------
@@ -478,13 +319,13 @@ def read_results(
     tool kinds for the `tools/list` answer; None writes no `tools/list` exchange. `domain`:
     refuse a results file of another domain (and name it, should the file not)."""
     path = Path(path)
-    value, data = _load_json(path)
+    value, data = load_json(path)
     if not isinstance(value, dict):
         raise LogError(
             path,
             None,
             f"not a τ²-bench results file: expected an object with `info` and `simulations`, "
-            f"got {_json_kind(value)}",
+            f"got {json_kind(value)}",
         )
     if not isinstance(value.get("simulations"), list):
         raise LogError(

@@ -472,3 +472,41 @@ def promote_flow(
         rounds=promotion.rounds,
     )
     return PromoteRun(promoted, promotion, target, report, warnings)
+
+
+# --- the record read back: where the flow acts, and why, in words (flow-show, flow-diff,
+# staging and the console say it the same way)
+
+
+def acts_at(flow: dict, site: str) -> bool:
+    """Whether the flow's promotion lets it act at a site: it has no promotion record, or the
+    record promotes the site (elsewhere it decides in shadow)."""
+    record = flow.get("promoted")
+    return record is None or bool(record["sites"].get(site, {}).get("promoted"))
+
+
+def promotion_evidence(entry: dict | None) -> str:
+    """A site's promotion evidence in words."""
+    if not entry:
+        return "not scored"
+    if not entry["lookups"]:
+        return f"{entry['decisions']} decisions, no lookup it would make"
+    return (
+        f"the agent later made {entry['used']} of the {entry['lookups']} lookups it would make "
+        f"({entry['used'] / entry['lookups']:.0%}), lower bound {entry['lower']:.2f}, "
+        f"{entry['tasks']} tasks"
+    )
+
+
+def promotion_summary(record: dict | None) -> str:
+    """The promotion record in one line: how many sites are promoted, and at which bar."""
+    if record is None:
+        return "no promotion record (acts at every site)"
+    bar = record["bar"]
+    promoted = sorted(s for s, e in record["sites"].items() if e["promoted"])
+    return (
+        f"{len(promoted)} of {len(record['sites'])} sites promoted"
+        + (f" ({', '.join(promoted)})" if promoted else "")
+        + f" at threshold {theta_text(bar['threshold'])}, used ≥ {bar['min_used']:g}, "
+        f"lower bound ≥ {bar['min_lower']:g}, ≥ {bar['min_tasks']} tasks"
+    )

@@ -560,7 +560,7 @@ def load_episodes(
 
         episodes = episodes_from_results(results or [])
     if split:
-        from stretto.logs.tau2 import read_split
+        from stretto.logs.tau2_inputs import read_split
 
         tasks = read_split(split)[part]
         episodes = [e for e in episodes if e.task_id in tasks]

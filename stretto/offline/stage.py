@@ -38,9 +38,9 @@ from stretto.logs.episode import Assistant, Episode, ToolResult, in_start_order
 from stretto.model.binding import same_arguments, value_text
 from stretto.model.flow import FlowError, dumps, load_flow, write_flow
 from stretto.offline import versions
+from stretto.offline.flowdiff import diff, diff_markdown
 from stretto.offline.gate import learn_gate
-from stretto.offline.promote import Z, score, wilson_lower
-from stretto.offline.review import acts_at, diff, diff_markdown
+from stretto.offline.promote import Z, acts_at, score, wilson_lower
 from stretto.offline.versions import digest, staged_path, write_atomically
 
 Learner = Callable[[list[Episode]], dict]

@@ -8,7 +8,7 @@ Beside a flow `<name>.flow.json` its history lives in `<name>.history/`:
 - `<N>.json`: the N-th entry of the log (1, 2, …): `{version, action: commit|rollback,
   sha256, unix_ms, note, parent, to?, review, other}` — `parent` the entry that was current
   before, `to` the entry a rollback restored, `review`/`other` what the change does
-  (stretto.offline.review.diff: changes that need review, and the rest).
+  (stretto.offline.flowdiff.diff: changes that need review, and the rest).
 
 The served flow is only ever replaced whole: written to a temporary file in its own folder,
 flushed to disk, renamed over it, and the folder flushed. A proxy reads its flow once, when
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from stretto.home import write_private
 from stretto.model.flow import FlowError, validate
-from stretto.offline.review import diff
+from stretto.offline.flowdiff import diff
 
 HISTORY = ".history"  # the folder of a flow's versions: <name>.history/
 

@@ -42,6 +42,7 @@ PLAIN = {
     "proxy.cjson",
     "proxy.cli",
     "proxy.options",
+    "proxy.outlet",
     "proxy.pump",
     "proxy.recorder",
     "proxy.redact",

@@ -478,7 +478,8 @@ def test_served_sessions_are_scored_with_a_warning(shop_flow_path: Path, tmp_pat
 
 
 def test_flow_diff_lists_promotions_and_demotions(shop: dict) -> None:
-    from stretto.offline.review import diff, summary
+    from stretto.offline.flowdiff import diff
+    from stretto.offline.flowshow import summary
 
     def entry(promoted: bool) -> dict:
         lower = wilson_lower(3, 3)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stretto.offline.review import diff
+from stretto.offline.flowdiff import diff
 from tests.builders import stretto
 
 

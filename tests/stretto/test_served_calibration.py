@@ -12,7 +12,8 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.logs.merged import read_episodes
-from stretto.logs.tau2 import load_tools, read_results
+from stretto.logs.tau2 import read_results
+from stretto.logs.tau2_inputs import load_tools
 from stretto.model.binding import OTHER, PICKED, Rules, SessionState, chance, pick
 from stretto.model.calibrate import Calibration
 from stretto.model.decide import Decider
@@ -20,8 +21,8 @@ from stretto.model.flow import FlowError, load_flow, validate
 from stretto.model.named import named_other
 from stretto.offline.calibrate import MIN_SLOPE, cross_fitted_rows, fit_map
 from stretto.offline.crossfit import task_of
+from stretto.offline.flowdiff import diff
 from stretto.offline.replay import replay
-from stretto.offline.review import diff
 from stretto.vocabulary import fold_of
 from tests.conftest import REFERENCE_HOME, TAU2
 

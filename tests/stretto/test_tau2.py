@@ -16,7 +16,8 @@ import pytest
 from stretto.logs.episode import Assistant, ToolResult, User, read_episode
 from stretto.logs.merged import read_episodes
 from stretto.logs.sessionlog import LogError, read_session_log
-from stretto.logs.tau2 import episodes_from_results, read_split
+from stretto.logs.tau2 import episodes_from_results
+from stretto.logs.tau2_inputs import read_split
 from stretto.model.flow import load_flow
 from tests.builders import stretto
 from tests.conftest import REFERENCE_HOME, TAU2
