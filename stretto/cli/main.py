@@ -13,6 +13,10 @@ import sys
 
 from stretto import __version__
 from stretto.cli import learning, lifecycle, offline, review, serving, setup, warehouse
+from stretto.cli.options import INTERRUPTED, OtherDomain
+from stretto.logs.sessionlog import LogError
+from stretto.model.flow import FlowError
+from stretto.progress import close_all
 from stretto.usage import Parser, parse
 
 FAMILIES = (warehouse, learning, review, offline, lifecycle, serving, setup)
@@ -49,11 +53,6 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
-    from stretto.cli.options import INTERRUPTED, OtherDomain
-    from stretto.logs.sessionlog import LogError
-    from stretto.model.flow import FlowError
-    from stretto.progress import close_all
-
     try:
         try:
             return args.run(args)
