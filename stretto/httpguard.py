@@ -31,6 +31,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
 HEADER_TIMEOUT_S = 10.0
 TOTAL = 512  # connections at once
 PER_CLIENT = 256  # ... from one address
@@ -117,7 +119,6 @@ def limits_for(descriptors: int, **given: Any) -> Limits:
 
 def guarded(limits: Limits) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (as `http="auto"` picks it) behind `limits`."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     class Guarded(_Guard):
         LIMITS = limits

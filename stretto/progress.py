@@ -68,7 +68,7 @@ _consoles: list = []
 def _console():
     """The one console every bar is drawn on (stderr), so that bars open at once stack."""
     if not _consoles:
-        from rich.console import Console
+        from rich.console import Console  # only to draw, as in Progress._start
 
         _consoles.append(Console(stderr=True, force_terminal=True))
     return _consoles[0]

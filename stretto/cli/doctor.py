@@ -5,13 +5,25 @@ convenience) does not. It only looks: nothing is created, not even the home."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from stretto.console.doctor import checks as console_checks
 from stretto.home import Paths
+from stretto.model.flow import FlowError, load_flow
+from stretto.oracle.errors import OracleError
+from stretto.oracle.http import HttpOptions
+from stretto.oracle.oracle import Oracle
+from stretto.oracle.questions import probe_request
+from stretto.oracle.runners import RunnerOptions, open_runner
+from stretto.oracle.runners.base import Context
+from warehouse import store
+from warehouse.layout import TABLES, Layout
+from warehouse.storage import StorageError
 
 PACKAGES = ["dagster", "dagster-webserver", "duckdb", "polars", "pyarrow", "numpy", "jsonschema"]
 PROJECT = Path(__file__).resolve().parents[2]
@@ -93,10 +105,6 @@ def _home(home: Path) -> Row:
 
 def _warehouse(home: Path) -> Row:
     """Readable, with every view a query may name."""
-    from warehouse import store
-    from warehouse.layout import TABLES, Layout
-    from warehouse.storage import StorageError
-
     layout = Layout.at(home)
     where = layout.url or layout.database  # an object store's: $STRETTO_WAREHOUSE
     try:
@@ -133,8 +141,6 @@ def _warehouse(home: Path) -> Row:
 
 def _flows(home: Path) -> list[Row]:
     """Each flow under HOME/flows/ validates, as the proxy would load it."""
-    from stretto.model.flow import FlowError, load_flow
-
     folder = Paths(home).flows
     files = sorted(folder.glob("*.flow.json")) if folder.is_dir() else []
     if not files:
@@ -156,15 +162,6 @@ def _runners(home: Path, given: list[str], network: bool) -> list[Row]:
     """Each System-One runner configured — named by a flow's arbiter under HOME/flows/, or
     given with --oracle — is reachable, has the model, has its key (never printed); with
     `network`, answers one question (not cached: doctor changes nothing)."""
-    import json
-
-    from stretto.oracle.errors import OracleError
-    from stretto.oracle.http import HttpOptions
-    from stretto.oracle.oracle import Oracle
-    from stretto.oracle.questions import probe_request
-    from stretto.oracle.runners import RunnerOptions, open_runner
-    from stretto.oracle.runners.base import Context
-
     folder = Paths(home).flows
     named: dict[str, str] = {uri: "--oracle" for uri in given}
     for path in sorted(folder.glob("*.flow.json")) if folder.is_dir() else []:
@@ -218,7 +215,7 @@ def _dagster() -> list[Row]:
     config = Path(home) / "dagster.yaml"
     if not config.exists():
         return [*rows, ("dagster.yaml", WARN, f"{config} is missing: {how}")]
-    import yaml  # dagster's own dependency
+    import yaml  # only with a dagster.yaml to read: yaml is dagster's dependency, not ours
 
     try:
         settings = yaml.safe_load(config.read_text()) or {}
@@ -233,9 +230,7 @@ def _dagster() -> list[Row]:
 def _console() -> list[Row]:
     """Whether stretto-console can start: its own checks (they look for its packages, pages
     and front-end libraries without importing them); warnings, as only the console needs them."""
-    from stretto.console.doctor import checks
-
-    return [(what, ok or WARN, detail) for what, ok, detail in checks()]
+    return [(what, ok or WARN, detail) for what, ok, detail in console_checks()]
 
 
 def render(rows: list[Row]) -> str:

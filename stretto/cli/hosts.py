@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -150,8 +151,6 @@ def printed(host: str, name: str, entry: dict) -> dict:
 
 def parse_servers(specs: list[str]) -> dict[str, list[str]]:
     """`--server NAME=COMMAND` (the command as a shell would split it), each name once."""
-    import shlex
-
     servers: dict[str, list[str]] = {}
     for spec in specs:
         name, sep, command = spec.partition("=")

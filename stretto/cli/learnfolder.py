@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from stretto.cli.options import log_domains, say
-from stretto.home import Paths, private_dirs
+from stretto.home import Paths, make_private, private_dirs
+from stretto.logs.rewards import read_rewards
 
 
 def resolved(path: str | Path) -> Path:
@@ -73,8 +74,7 @@ def learn_folder(
 def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Path) -> int:
     """Write the traces of an OpenTelemetry export as session logs in `folder`, saying what
     was read and left out; how many sessions."""
-    from stretto.home import make_private
-    from stretto.logs.otel import read_otel, write_logs
+    from stretto.logs.otel import read_otel, write_logs  # --otel only: the OTLP reader, ~40 ms
 
     result = read_otel(export, manifest, domain)
     private_dirs(folder)
@@ -87,8 +87,6 @@ def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Pa
 def learning_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """--half-life and --rewards (and --surprise, --surprise-window where the command has
     them) as the flow asset's config, checked first; None after saying what is wrong."""
-    from stretto.logs.rewards import read_rewards
-
     options: dict[str, Any] = {}
     if args.half_life is not None:
         if not args.half_life > 0 or args.half_life == float("inf"):

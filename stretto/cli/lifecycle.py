@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from stretto.cli.learnfolder import learning_options, resolved
 from stretto.cli.options import (
     Commands,
     add_decider,
@@ -19,6 +20,10 @@ from stretto.cli.options import (
     paths,
     say,
 )
+from stretto.logs.rewards import read_rewards
+from stretto.logs.sessionlog import LogError
+from stretto.model.flow import FlowError, load_flow, load_manifest
+from stretto.offline import drift as drifting
 
 
 def register(commands: Commands) -> None:
@@ -31,9 +36,7 @@ def register(commands: Commands) -> None:
 
 
 def _register_drift(commands: Commands) -> None:
-    from stretto.offline.drift import Settings
-
-    defaults = Settings()
+    defaults = drifting.Settings()
     drift = command(
         commands,
         "drift",
@@ -101,26 +104,22 @@ def _register_drift(commands: Commands) -> None:
 
 def _drift(args: argparse.Namespace) -> int:
     """Exit 1 while sounding, 0 when quiet, 2 on any error (as flow-diff)."""
-    from stretto.logs.sessionlog import LogError
-    from stretto.model.flow import FlowError, load_flow
-    from stretto.offline.drift import Settings, drift, markdown, write_report
-
     try:
         flow = load_flow(args.flow)
         if args.decider == "reach" and not flow.get("reach"):
             raise ValueError(f"{args.flow}: this flow has no reach counts; use --decider habit")
         episodes = _drift_episodes(args, flow)
-        settings = Settings(args.hazard, args.window, args.threshold, args.hold)
-        result = drift(flow, episodes, args.decider, settings)
+        settings = drifting.Settings(args.hazard, args.window, args.threshold, args.hold)
+        result = drifting.drift(flow, episodes, args.decider, settings)
         folder = _report_folder(args, flow["manifest"]["domain"], "drift")
-        write_report(result, folder)
+        drifting.write_report(result, folder)
     except (LogError, FlowError, ValueError, OSError) as exc:
         say(_message(exc))
         return 2
     if args.json:
         print(json.dumps(result.as_json(), indent=1, ensure_ascii=False))
     else:
-        sys.stdout.write(markdown(result))
+        sys.stdout.write(drifting.markdown(result))
     if result.sounding:
         alarm = result.alarms[-1]
         say(
@@ -137,16 +136,16 @@ def _drift_episodes(args: argparse.Namespace, flow: dict) -> list:
     if args.split and not args.results:
         raise ValueError("--split goes with --results")
     if args.otel:
-        from stretto.logs.otel import episodes_from_otel
+        from stretto.logs.otel import episodes_from_otel  # --otel only: the OTLP reader
 
         episodes = episodes_from_otel(args.otel, flow["manifest"], domain)
     elif args.results:
-        from stretto.offline.replay import load_episodes
+        from stretto.offline.replay import load_episodes  # --results only: replay's ~100 ms
 
         episodes = load_episodes(None, args.results, args.split, "test")
         check_domain(flow, args.flow, episodes=episodes)
     else:
-        from stretto.logs.merged import read_episodes
+        from stretto.logs.merged import read_episodes  # session logs only (~30 ms)
 
         check_domain(flow, args.flow, sessions=args.sessions)
         episodes = read_episodes(args.sessions)
@@ -208,12 +207,10 @@ def _register_stage(commands: Commands) -> None:
 
 
 def _stage(args: argparse.Namespace) -> int:
+    # entry point: only `stretto stage` runs the pipeline (Dagster, DuckDB, polars)
     from assets.ingest import INGEST_ASSETS
     from pipeline.learnfolder import cache_layout
     from pipeline.run import failure_message, materialize
-    from stretto.cli.learnfolder import learning_options, resolved
-    from stretto.logs.rewards import read_rewards
-    from stretto.model.flow import load_flow, load_manifest
     from stretto.offline import stage as staging
     from warehouse.learn import LearnError, learner, warehouse_episodes
 
@@ -327,6 +324,7 @@ def _register_versions(commands: Commands) -> None:
 
 
 def _flow_commit(args: argparse.Namespace) -> int:
+    # entry point: the versioned flows and their review (~40 ms), for flow-commit only
     from stretto.offline import versions
     from stretto.offline.flowdiff import diff_markdown
 
@@ -344,7 +342,7 @@ def _flow_commit(args: argparse.Namespace) -> int:
 
 
 def _flow_log(args: argparse.Namespace) -> int:
-    from stretto.offline import versions
+    from stretto.offline import versions  # entry point: the versioned flows, for flow-log only
 
     try:
         if args.json:
@@ -361,6 +359,7 @@ def _flow_log(args: argparse.Namespace) -> int:
 
 
 def _flow_rollback(args: argparse.Namespace) -> int:
+    # entry point: the versioned flows and their review (~40 ms), for flow-rollback only
     from stretto.offline import versions
     from stretto.offline.flowdiff import diff_markdown
 

@@ -12,16 +12,11 @@ import signal
 import sys
 
 from stretto import __version__
-from stretto.cli import (
-    learning,
-    lifecycle,
-    offline,
-    redacting,
-    review,
-    serving,
-    setup,
-    warehouse,
-)
+from stretto.cli import learning, lifecycle, offline, redacting, review, serving, setup, warehouse
+from stretto.cli.options import INTERRUPTED, OtherDomain
+from stretto.logs.sessionlog import LogError
+from stretto.model.flow import FlowError
+from stretto.progress import close_all
 from stretto.usage import Parser, parse
 
 FAMILIES = (warehouse, learning, redacting, review, offline, lifecycle, serving, setup)
@@ -58,11 +53,6 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2
-    from stretto.cli.options import INTERRUPTED, OtherDomain
-    from stretto.logs.sessionlog import LogError
-    from stretto.model.flow import FlowError
-    from stretto.progress import close_all
-
     try:
         try:
             return args.run(args)

@@ -23,8 +23,11 @@ from stretto.cli.options import (
     paths,
     say,
 )
-from stretto.model.decide import served_threshold
+from stretto.model.decide import decider_problem, served_threshold
 from stretto.model.defaults import PER_CALL, PER_SESSION, THRESHOLD
+from stretto.model.flow import load_flow as load_flow_file
+from stretto.model.flow import write_flow
+from stretto.progress import Progress
 
 AS_SERVED = "default: as served (the flow's arbiter, else reach if the flow has it, else habit)"
 REPLAYED = (
@@ -83,13 +86,12 @@ def _register_audit(commands: Commands) -> None:
 
 def _decider_problem(args: argparse.Namespace, flow: dict, decider: str | None) -> str | None:
     """Why the command cannot decide with `decider`, or with the oracle it was given."""
-    from stretto.model.decide import decider_problem
-
     problem = decider_problem(flow, decider) if decider else None
     return problem or (oracle_problem(args.oracle) if args.oracle else None)
 
 
 def _audit(args: argparse.Namespace) -> int:
+    # entry point: the audit, the merged logs and the arbiter's runners, for audit only
     from stretto.logs.merged import read_episodes
     from stretto.offline.audit import audit, markdown, write_tables
     from stretto.oracle.arbiter import load_flow
@@ -187,6 +189,7 @@ def _register_evaluate(commands: Commands) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    # entry point: the estimators and the arbiter's runners, for evaluate only
     from stretto.offline import evaluate as ev
     from stretto.oracle.arbiter import load_flow
 
@@ -278,7 +281,7 @@ def _register_replay(commands: Commands) -> None:
 def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
     """The episodes to walk, all of the flow's domain (as `compile` refuses results files of
     another domain): a flow's counts say nothing about another domain's tools."""
-    from stretto.offline.replay import NoEpisodes, load_episodes
+    from stretto.offline.replay import NoEpisodes, load_episodes  # replay and search only
 
     try:
         episodes = load_episodes(args.sessions, args.results, args.split, part)
@@ -292,9 +295,9 @@ def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    # entry point: the walk and the arbiter's runners (~150 ms), for replay only
     from stretto.offline.replay import markdown, replay, write_tables
     from stretto.oracle.arbiter import load_flow
-    from stretto.progress import Progress
 
     flow = load_flow(args.flow)
     problem = _decider_problem(args, flow, args.decider)
@@ -358,10 +361,9 @@ def _register_search(commands: Commands) -> None:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from stretto.model.flow import write_flow
+    # entry point: the search and the arbiter's runners (~150 ms), for search only
     from stretto.offline.search import Search, markdown, report_json, with_thresholds
     from stretto.oracle.arbiter import load_flow
-    from stretto.progress import Progress
 
     flow = load_flow(args.flow)
     try:
@@ -452,7 +454,7 @@ def _register_promote(commands: Commands) -> None:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    from stretto.model.flow import load_flow
+    # entry point: promotion and its oracle (~120 ms), for promote only
     from stretto.offline.promote import Bar, promote_flow, promoted_sites
 
     bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)  # None: the flow's
@@ -460,7 +462,7 @@ def _promote(args: argparse.Namespace) -> int:
     if problem:
         say(problem)
         return 1
-    check_domain(load_flow(args.flow), args.flow, sessions=args.shadow)
+    check_domain(load_flow_file(args.flow), args.flow, sessions=args.shadow)
     try:
         done = promote_flow(
             args.flow,

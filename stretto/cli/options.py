@@ -1,5 +1,6 @@
-"""What the commands share: how a command is declared (description, examples), and the
-options several commands take, each defined once."""
+"""What the commands share: how a command is declared (description, examples), the
+options several commands take, each defined once, and how they print (a line on stderr, a
+text table)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ import sys
 import textwrap
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from stretto.home import Paths
 from stretto.logs.sessionlog import is_session_log
 from stretto.model.defaults import COSTS, ORACLE_TIMEOUT_MS, THRESHOLD
+from stretto.oracle.errors import UnknownRunner
+from stretto.progress import close_all
 
 DECIDERS = ("arbiter", "reach", "habit")
 HELP_WIDTH = 80  # descriptions are wrapped here; the examples are printed as written
@@ -26,6 +29,7 @@ HELP_WIDTH = 80  # descriptions are wrapped here; the examples are printed as wr
 Commands = argparse._SubParsersAction  # what add_subparsers() returns
 Run = Callable[[argparse.Namespace], int]
 T = TypeVar("T")
+GAP = "  "  # between the columns of a text table
 INTERRUPTED = 128 + 2  # the status of a process ended by SIGINT, as shells give it
 
 
@@ -195,6 +199,7 @@ def oracle_cache(args: argparse.Namespace) -> Path:
 
 def offline_oracle(args: argparse.Namespace):
     """The offline tools' oracle options (`--oracle`, default replay: the cache only)."""
+    # commands that ask an oracle only: judging loads the HTTP runners (~100 ms at --help)
     from stretto.offline.judging import OracleOptions
 
     return OracleOptions(
@@ -209,7 +214,7 @@ def oracle_problem(uri: str | None) -> str | None:
     """Why an --oracle URI names no runner, or None."""
     if uri is None:
         return None
-    from stretto.oracle.errors import UnknownRunner
+    # commands given --oracle only: the runners load the HTTP client (~90 ms at --help)
     from stretto.oracle.runners import parse_uri
 
     try:
@@ -304,8 +309,6 @@ def interruptible(work: Callable[[], T], said: str) -> T:
     try:
         thread.join()
     except KeyboardInterrupt:
-        from stretto.progress import close_all
-
         with contextlib.suppress(Exception):  # the terminal gets its cursor back
             close_all()
         print(f"stretto: {said}", file=sys.stderr, flush=True)
@@ -318,3 +321,17 @@ def interruptible(work: Callable[[], T], said: str) -> T:
 def say(message: str) -> None:
     """One line on stderr, as every message of the command is written."""
     print(f"stretto: {message}", file=sys.stderr)
+
+
+def aligned(header: Sequence[str], rows: Iterable[Sequence[str]], rule: bool = False) -> list[str]:
+    """The lines of a text table: the header (with `rule`, a line of dashes under it), then the
+    rows; each column padded to its widest cell."""
+    rows = list(rows)
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+    lines = [
+        GAP.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    if rule:
+        lines.insert(1, GAP.join("-" * w for w in widths))
+    return lines

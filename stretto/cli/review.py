@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from stretto.cli.options import Commands, add_threshold, command, say
+from stretto.model.flow import FlowError
 
 
 def register(commands: Commands) -> None:
@@ -49,8 +51,7 @@ def register(commands: Commands) -> None:
 
 
 def _flow_show(args: argparse.Namespace) -> int:
-    import json
-
+    # entry point: the review and the arbiter's check (~70 ms), for flow-show only
     from stretto.offline.flowshow import markdown, summary
     from stretto.oracle.arbiter import load_flow
 
@@ -63,7 +64,7 @@ def _flow_show(args: argparse.Namespace) -> int:
 
 
 def _flow_diff(args: argparse.Namespace) -> int:
-    from stretto.model.flow import FlowError
+    # entry point: the review and the arbiter's check (~70 ms), for flow-diff only
     from stretto.offline.flowdiff import diff, diff_markdown
     from stretto.oracle.arbiter import load_flow
 

@@ -17,6 +17,7 @@ from stretto.cli.options import (
     oracle_problem,
     say,
 )
+from stretto.model.decide import decider_problem
 
 
 def register(commands: Commands) -> None:
@@ -73,7 +74,7 @@ def register(commands: Commands) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from stretto.model.decide import decider_problem
+    # entry point: the decision server and the arbiter's runners, for serve only
     from stretto.offline.serve import Decisions, DecisionServer, ServeOptions, parse_listen
     from stretto.oracle.arbiter import load_flow
 

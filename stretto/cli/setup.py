@@ -4,10 +4,13 @@ doctor (is this installation ready, stretto.cli.doctor)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
-from stretto.cli.hosts import HOSTS
+from stretto.cli import hosts
 from stretto.cli.options import DECIDERS, Commands, add_home, command, paths, say
+from stretto.model.flow import load_flow
 
 
 def register(commands: Commands) -> None:
@@ -32,7 +35,7 @@ def register(commands: Commands) -> None:
             "--server 'docs=node /srv/docs-server.js'",
         ],
     )
-    init.add_argument("--host", choices=tuple(HOSTS), default="claude-desktop")
+    init.add_argument("--host", choices=tuple(hosts.HOSTS), default="claude-desktop")
     init.add_argument(
         "--name",
         help="the server's name and domain (default: the flow's domain, else from its command)",
@@ -107,11 +110,6 @@ def register(commands: Commands) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from stretto.cli import hosts
-
     server = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         several = hosts.parse_servers(args.server)
@@ -144,8 +142,6 @@ def _init(args: argparse.Namespace) -> int:
     flow = None
     name = args.name
     if args.flow:
-        from stretto.model.flow import load_flow
-
         served = load_flow(args.flow)  # refuse a bad flow before configuring a host to serve it
         flow = str(Path(args.flow).expanduser().resolve())
         name = name or served["manifest"]["domain"]
@@ -202,6 +198,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    # entry point: only `stretto doctor` loads the warehouse and the oracle to check them
     from stretto.cli.doctor import WARN, checks, render
 
     rows = checks(paths(args).home, args.oracle, args.network)

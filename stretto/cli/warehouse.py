@@ -1,26 +1,26 @@
-"""The commands over session logs and the warehouse: sessions, ingest, sql.
-
-Tables are printed through polars: an aligned text table, CSV (nested values as JSON) or
-JSON (null for NaN and infinities)."""
+"""The commands over session logs and the warehouse: sessions, ingest, sql (its result
+printed by stretto.cli.queryresult)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
 
-from stretto.cli.options import Commands, add_home, add_wait, command, interruptible, say
+from stretto.cli.learnfolder import otel_logs
+from stretto.cli.options import (
+    Commands,
+    add_home,
+    add_wait,
+    aligned,
+    command,
+    interruptible,
+    say,
+)
+from stretto.logs.domain import DomainError, check_domain
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
-
-if TYPE_CHECKING:
-    import polars as pl
-    import pyarrow as pa
-
-MAX_CELL = 60  # a table cell longer than this is cut, with an ellipsis
-GAP = "  "  # between the columns of a table
+from stretto.logs.sessionlog import list_session_logs, read_session_log
+from stretto.model.flow import load_manifest
 
 
 def register(commands: Commands) -> None:
@@ -146,8 +146,7 @@ def add_warehouse(parser: argparse.ArgumentParser) -> None:
 
 def _sessions(args: argparse.Namespace) -> int:
     """Summarize each session log in a folder: what the reader makes of it."""
-    from stretto.logs.episode import User, episode_from_log
-    from stretto.logs.sessionlog import list_session_logs, read_session_log
+    from stretto.logs.episode import User, episode_from_log  # entry point: sessions only
 
     rows = []
     for path in list_session_logs(args.dir):
@@ -173,6 +172,7 @@ def _sessions(args: argparse.Namespace) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     """Run the ingest assets in this process (the same code the Dagster UI runs)."""
+    # entry point: only `stretto ingest` runs the pipeline (Dagster, DuckDB, polars)
     from assets.ingest import INGEST_ASSETS
     from pipeline.run import failure_message, materialize, output_metadata
     from warehouse.layout import Layout
@@ -228,6 +228,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _retain(layout, days: int, wait: float) -> int:
     """Drop the warehouse's data older than `days`, with the ingest lock held."""
+    # `ingest --retain-days` only: the warehouse's store loads DuckDB and pyarrow
     from warehouse import retention, store
     from warehouse.ingestrun import new_ingest_id
     from warehouse.storage import StorageError
@@ -244,10 +245,6 @@ def _retain(layout, days: int, wait: float) -> int:
 
 def _write_otel(args: argparse.Namespace, logs) -> bool:
     """`ingest --otel`: the export's traces as session logs under HOME/logs/<domain>/."""
-    from stretto.cli.learnfolder import otel_logs
-    from stretto.logs.domain import DomainError, check_domain
-    from stretto.model.flow import load_manifest
-
     manifest = load_manifest(args.manifest) if args.manifest else None
     try:
         domain = check_domain(args.domain or (manifest or {}).get("domain") or "otel")
@@ -261,8 +258,10 @@ def _write_otel(args: argparse.Namespace, logs) -> bool:
 
 
 def _sql(args: argparse.Namespace) -> int:
+    # entry point: only `stretto sql` loads DuckDB, and polars to print the result
     import duckdb
 
+    from stretto.cli.queryresult import render
     from warehouse import store
     from warehouse.layout import Layout
     from warehouse.storage import StorageError
@@ -277,138 +276,3 @@ def _sql(args: argparse.Namespace) -> int:
         return 1
     sys.stdout.write(render(table, args.format))
     return 0
-
-
-# --- printing a query's result ------------------------------------------------------------
-
-
-def render(table: pa.Table, fmt: str = "table") -> str:
-    """A query's result (a pyarrow Table) as `table`, `csv` or `json` text."""
-    frame = _frame(table)
-    if fmt == "json":
-        # one object a line: valid JSON that still reads well; polars writes NaN as null
-        rows = frame.with_columns(_json_ready(frame)).write_ndjson().splitlines()
-        return "[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n"
-    if fmt == "csv":
-        return frame.with_columns(_text(frame, nested_only=True)).write_csv()
-    cells = _cells(frame)
-    lines = aligned(cells.columns, cells.rows(), rule=True)
-    lines.append(f"({frame.height} row{'s' if frame.height != 1 else ''})")
-    return "\n".join(lines) + "\n"
-
-
-def aligned(header: Sequence[str], rows: Iterable[Sequence[str]], rule: bool = False) -> list[str]:
-    """The lines of a text table: the header (with `rule`, a line of dashes under it), then the
-    rows; each column padded to its widest cell."""
-    rows = list(rows)
-    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
-    lines = [
-        GAP.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    if rule:
-        lines.insert(1, GAP.join("-" * w for w in widths))
-    return lines
-
-
-def _cells(frame: pl.DataFrame) -> pl.DataFrame:
-    """A table's cells: every value as text (nested ones as JSON), nulls empty, newlines shown
-    as \\n, cells longer than MAX_CELL cut with an ellipsis."""
-    import polars as pl
-
-    text = frame.select(_text(frame)).with_columns(
-        pl.all().fill_null("").str.replace_all("\n", "\\n", literal=True)
-    )
-    return text.select(
-        pl.when(pl.col(n).str.len_chars() > MAX_CELL)
-        .then(pl.col(n).str.slice(0, MAX_CELL - 1) + "…")
-        .otherwise(pl.col(n))
-        .alias(n)
-        for n in text.columns
-    )
-
-
-def _frame(table: pa.Table) -> pl.DataFrame:
-    """The Arrow table as a DataFrame: repeated column names numbered (`a`, `a_1`); a map as
-    its JSON text (polars cannot write maps with other keys than strings), and a column of a
-    type polars cannot take (an interval, a union) as its values' text."""
-    import polars as pl
-    import pyarrow as pa
-
-    columns, seen = [], set()
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        unique, n = name, 0
-        while unique in seen:
-            n += 1
-            unique = f"{name}_{n}"
-        seen.add(unique)
-        if pa.types.is_map(column.type):
-            texts = [
-                None if v is None else _json({str(k): x for k, x in v}) for v in column.to_pylist()
-            ]
-            columns.append(pl.Series(unique, texts, pl.String))
-            continue
-        try:
-            series = pl.Series(unique, column)
-        except pl.exceptions.PolarsError:
-            texts = [None if v is None else str(v) for v in column.to_pylist()]
-            series = pl.Series(unique, texts, pl.String)
-        columns.append(series)
-    return pl.DataFrame(columns)
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _json_ready(frame: pl.DataFrame) -> list[pl.Expr]:
-    """Decimals as numbers (DuckDB's sums are decimals) and bytes as text, which polars'
-    JSON writer would otherwise print as strings or refuse."""
-    import polars as pl
-
-    return [
-        pl.col(name).cast(_plain_type(dtype))
-        if dtype != pl.Binary
-        else pl.col(name).map_elements(_bytes_text, return_dtype=pl.String)
-        for name, dtype in frame.schema.items()
-    ]
-
-
-def _plain_type(dtype: Any) -> pl.DataType:
-    import polars as pl
-
-    if isinstance(dtype, pl.Decimal):
-        return pl.Int64() if dtype.scale == 0 else pl.Float64()
-    if isinstance(dtype, pl.List):
-        return pl.List(_plain_type(dtype.inner))
-    if isinstance(dtype, pl.Struct):
-        return pl.Struct({f.name: _plain_type(f.dtype) for f in dtype.fields})
-    return dtype
-
-
-def _bytes_text(value: bytes) -> str:
-    return value.decode("utf-8", "replace")
-
-
-def _text(frame: pl.DataFrame, nested_only: bool = False) -> list[pl.Expr]:
-    """Each column as text: lists, structs and maps as JSON (null stays null), the others as
-    polars writes them; with `nested_only`, the other columns as they are."""
-    import polars as pl
-
-    exprs = []
-    for name, dtype in frame.schema.items():
-        column = pl.col(name).cast(_plain_type(dtype))
-        if dtype.is_nested():
-            # polars encodes structs as JSON; a list is encoded as the one field of a struct
-            encoded = pl.struct(column.alias("v")).struct.json_encode()
-            exprs.append(
-                pl.when(column.is_null())
-                .then(None)
-                .otherwise(encoded.str.slice(len('{"v":')).str.strip_suffix("}"))
-                .alias(name)
-            )
-        elif dtype == pl.Binary:
-            exprs.append(column.map_elements(_bytes_text, return_dtype=pl.String))
-        elif not nested_only:
-            exprs.append(column.cast(pl.String))
-    return exprs

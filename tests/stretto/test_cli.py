@@ -22,7 +22,7 @@ import pytest
 from stretto import __version__
 from stretto.cli import main
 from stretto.cli.main import build_parser
-from stretto.cli.warehouse import MAX_CELL, render
+from stretto.cli.queryresult import MAX_CELL, render
 from stretto.home import Paths
 from tests.conftest import REFERENCE_HOME, TAU2
 
