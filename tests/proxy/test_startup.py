@@ -65,7 +65,7 @@ FLOW_PACKAGES = {
     *("_ast", "_bisect", "_bz2", "_collections", "_compression", "_datetime", "_decimal"),
     *("_functools", "_heapq", "_json", "_lzma", "_opcode", "_operator", "_random", "_sha512"),
     *("_socket", "_sre", "_string", "_struct", "_typing", "_uuid", "_weakrefset", "__future__"),
-    *("ast", "atexit", "attr", "attrs", "binascii", "bisect", "bz2", "collections"),
+    *("array", "ast", "atexit", "attr", "attrs", "binascii", "bisect", "bz2", "collections"),
     *("contextlib", "copy", "copyreg", "dataclasses", "datetime", "decimal", "dis", "enum"),
     *("errno", "fnmatch", "fractions", "functools", "heapq", "idna", "importlib", "inspect"),
     *("ipaddress", "itertools", "json", "jsonpath_ng", "jsonschema", "jsonschema_specifications"),
