@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stretto.home import private_dirs, write_private
-from stretto.logs.episode import Assistant, ToolResult
 from stretto.model.decide import Decider
 from stretto.model.habit import seen
 from stretto.model.program import FlowDistributions
@@ -146,6 +145,9 @@ class Scored:
 def step_tools(episode: Episode) -> list[str]:
     """Per step of the agent's after a tool result, the tool it followed (the "unknown"
     series' raw data: it depends on the session only, not on the flow)."""
+    # `stretto --help` loads drift: the log's types only when reading sessions
+    from stretto.logs.episode import Assistant, ToolResult
+
     tools: list[str] = []
     events = episode.events
     for i, event in enumerate(events):
