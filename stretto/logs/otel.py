@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stretto.home import private_dirs, write_private
 from stretto.logs.episode import Episode, episode_from_log
 from stretto.logs.otlp import Span, read_spans
 from stretto.logs.sessionlog import parse_session_log
@@ -404,8 +405,6 @@ def read_otel(
 def write_logs(result: OtelImport, out: str | Path) -> list[Path]:
     """Write each trace's log to `out/<session>.jsonl` (a file already holding the same log
     is left as it is, so importing again changes nothing); the paths."""
-    from stretto.home import private_dirs, write_private
-
     out = private_dirs(Path(out), own=False)
     written = []
     for converted in result.sessions:

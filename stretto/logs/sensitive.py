@@ -32,6 +32,9 @@ whether a text holds any; `redact_secrets(text, mark)` replaces each secret.
 
 from __future__ import annotations
 
+import math
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
@@ -124,7 +127,7 @@ _compiled: dict[str, re.Pattern[str]] = {}
 def _pattern(expression: str) -> re.Pattern[str]:
     found = _compiled.get(expression)
     if found is None:
-        import re
+        import re  # proxy: re on a rule's first use, not at start
 
         found = _compiled[expression] = re.compile(expression, re.DOTALL)
     return found
@@ -132,8 +135,6 @@ def _pattern(expression: str) -> re.Pattern[str]:
 
 def entropy(text: str) -> float:
     """Shannon entropy in bits per character."""
-    import math
-
     counts: dict[str, int] = {}
     for char in text:
         counts[char] = counts.get(char, 0) + 1
@@ -167,8 +168,6 @@ def _high_entropy(candidate: str) -> bool:
 def _runs(text: str) -> list[tuple[int, int]]:
     """(start, end) of each run of 20 or more base64 characters, with up to two `=` of
     padding after it."""
-    import sys
-
     if "re" in sys.modules:  # as good as loaded: the expression is faster than the loop
         runs = _pattern(r"[A-Za-z0-9+/_-]{20,}={0,2}").finditer(text)
         return [(m.start(), m.end()) for m in runs]
@@ -224,7 +223,7 @@ def _iban(text: str) -> bool:
 
 
 def _ipv6(text: str) -> bool:
-    import ipaddress
+    import ipaddress  # proxy: only an IPv6-like text needs it
 
     if text.count(":") < 2 or sum(c.isalnum() for c in text) < 2:
         return False

@@ -71,6 +71,7 @@ def compile_path(path: str) -> Steps:
     -> ("orders", None, "id"). A binding path is the root followed by members (`.name`,
     `."any key"`) and `[*]` (every element of an array); anything else — an index, a slice,
     `..`, a filter — is refused. Each path is read once per process."""
+    # proxy: only a flow with bindings needs jsonpath-ng
     from jsonpath_ng.exceptions import JSONPathError
     from jsonpath_ng.jsonpath import Child, Fields, Root, Wildcard
 

@@ -143,7 +143,7 @@ def write_flow(flow: dict, path: str | Path) -> None:
 
 @cache
 def _validator():
-    import jsonschema
+    import jsonschema  # proxy and `stretto --help` load this; jsonschema on validating
 
     schema = json.loads(SCHEMA_PATH.read_text())
     return jsonschema.Draft202012Validator(schema)

@@ -7,6 +7,7 @@ action -> count. A history shorter than two steps is padded with START.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 START = "<start>"
@@ -80,8 +81,7 @@ def prequential_loglik(counts: Mapping, alphas, vocab_size: int):
     """The online log-likelihood of the steps for each α: each step predicted from the steps
     before it, then observed. `counts` holds, per step, n(c_j) and n(c_j, a) over the earlier
     steps at levels 0–2 (`n0, na0, n1, na1, n2, na2`)."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor  # proxy: it loads the models, never the fit
 
     import numpy as np
 
@@ -116,7 +116,7 @@ def prequential_loglik(counts: Mapping, alphas, vocab_size: int):
 def fit_alpha(counts: Mapping, vocab_size: int) -> dict:
     """The posterior median of α on a grid of log α (deterministic): prior log α ~ N(0, 2),
     likelihood the prequential log-likelihood of the steps."""
-    import numpy as np
+    import numpy as np  # proxy: it loads the models, never the fit
 
     if not len(counts.get("n0", [])):
         return {"alpha": 1.0, "method": "default (no steps)"}

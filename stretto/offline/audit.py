@@ -25,12 +25,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from stretto.logs.episode import Assistant, Episode
 from stretto.model.decide import Decider, Judged, default_decider
 from stretto.model.program import STANDARD_PROGRAM, FlowDistributions, Score, run
 from stretto.offline import calibration, frames
 from stretto.offline.judging import Judges, OracleOptions, judges_for
+from stretto.offline.plots import reliability_diagram
 from stretto.offline.walk import BOUND, Point, agent_made, walk, write_tools
 from stretto.vocabulary import FLOOR, RESPOND
 
@@ -365,10 +367,6 @@ TABLES: dict[str, frames.Schema] = {
 
 def write_tables(result: Audit, folder) -> list:
     """The audit's tables as Parquet, and the reliability diagram; the paths written."""
-    from pathlib import Path
-
-    from stretto.offline.plots import reliability_diagram
-
     folder = Path(folder)
     rows = {
         "decisions": result.decisions,

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from stretto.logs.episode import Episode
 from stretto.model.calibrate import logit
 from stretto.offline.crossfit import Learner, cross_fit
@@ -88,8 +90,6 @@ class _Design:
     """The rows as a matrix: intercept, logit(s), then one column per offset."""
 
     def __init__(self, rows: Sequence[dict]) -> None:
-        import numpy as np
-
         self.keys: list[tuple[str, str, str]] = sorted(
             {("sites", r["site"], r["tool"]) for r in rows}
             | {("mentions", r["tool"], r.get("mention") or "none") for r in rows}
@@ -106,8 +106,6 @@ class _Design:
 
 def _fit(x, y, penalty: float):
     """Newton's method on the penalized log-likelihood; the slope held at MIN_SLOPE or more."""
-    import numpy as np
-
     k = x.shape[1]
     ridge = np.full(k, penalty)
     ridge[:2] = PRIOR  # the intercept and slope, towards the identity map (0, 1)
@@ -131,8 +129,6 @@ def _fit(x, y, penalty: float):
 
 
 def _log_loss(x, y, w) -> float:
-    import numpy as np
-
     z = np.clip(x @ w, -30, 30)
     return float(np.sum(np.logaddexp(0, z) - y * z))
 
@@ -146,8 +142,6 @@ def choose_penalty(rows: Sequence[dict]) -> float:
     present = sorted(set(groups))
     if len(present) < 2:
         return PENALTIES[len(PENALTIES) // 2]
-    import numpy as np
-
     groups_array = np.array([present.index(g) for g in groups])
     present = list(range(len(present)))
     losses = []

@@ -29,7 +29,7 @@ TAIL = 1e-20  # the oldest run hypotheses' mass dropped
 def prior(values: list[float]) -> tuple[float, float]:
     """(mean, scale) of a series' normal-gamma prior: its median, and a robust scale of its
     session-to-session changes."""
-    import numpy as np
+    import numpy as np  # `stretto --help` loads this (drift's Settings): numpy on detecting
 
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
@@ -43,7 +43,7 @@ def prior(values: list[float]) -> tuple[float, float]:
 def _log_t(x, mu, kappa, alpha, beta, gammas):
     """log of the normal-gamma's Student-t predictive at x (a value or an array, broadcast
     over runs); `gammas` is lgamma((ν + 1)/2) − lgamma(ν/2) at ν = 2α."""
-    import numpy as np
+    import numpy as np  # `stretto --help` loads this (drift's Settings): numpy on detecting
 
     nu = 2 * alpha
     var = beta * (kappa + 1) / (alpha * kappa)
@@ -59,7 +59,7 @@ class _Runs:
     row `lo` the newest run."""
 
     def __init__(self, dims: int, capacity: int) -> None:
-        import numpy as np
+        import numpy as np  # `stretto --help` loads this (drift's Settings): numpy on detecting
 
         self.lo = self.hi = capacity
         self.posterior = np.empty(capacity)
@@ -71,7 +71,7 @@ class _Runs:
 
     def prepend(self) -> None:
         """Room for a new run before the newest (the buffers grown when full)."""
-        import numpy as np
+        import numpy as np  # `stretto --help` loads this (drift's Settings): numpy on detecting
 
         if self.lo == 0:
             n = len(self)
@@ -92,7 +92,7 @@ def change_probabilities(
     """Per session: `change`, the probability that the current run began within the last
     `window` sessions (at least MIN_RUN ago, with MIN_BEFORE before it), and `began`, the
     likeliest first session of such a run."""
-    import numpy as np
+    import numpy as np  # `stretto --help` loads this (drift's Settings): numpy on detecting
 
     data = np.array([[np.nan if v is None else v for v in s] for s in values], dtype=float).T
     count, dims = data.shape if data.size else (0, len(values))

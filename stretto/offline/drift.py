@@ -28,10 +28,15 @@ run a dozen sessions after a change of habit would have said nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stretto.home import private_dirs, write_private
+from stretto.model.decide import Decider
+from stretto.model.habit import seen
+from stretto.model.program import FlowDistributions
 from stretto.offline import changepoints
 from stretto.offline.changepoints import MIN_RUN, TAIL, prior
 
@@ -140,6 +145,7 @@ class Scored:
 def step_tools(episode: Episode) -> list[str]:
     """Per step of the agent's after a tool result, the tool it followed (the "unknown"
     series' raw data: it depends on the session only, not on the flow)."""
+    # `stretto --help` loads drift: the log's types only when reading sessions
     from stretto.logs.episode import Assistant, ToolResult
 
     tools: list[str] = []
@@ -181,7 +187,7 @@ class Facts:
 
 
 def facts(episode: Episode) -> Facts:
-    from stretto.model.habit import seen
+    # `stretto --help` loads drift: the audit (oracle, http) on scoring
     from stretto.offline.audit import agents_step, decision_points
 
     # a history only as far as the habit and reach models read it (its last steps): the
@@ -197,9 +203,7 @@ def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
     """Each session scored from its facts as score() would from its log, each distinct
     decision point (as the models see it: habit.seen of its history) scored once; None for the
     arbiter (its judge reads the transcript)."""
-    from stretto.model.decide import Decider
-    from stretto.model.habit import seen
-    from stretto.model.program import FlowDistributions
+    # `stretto --help` loads drift: the audit on scoring
     from stretto.offline.audit import score_point
 
     scorer = Decider(flow, decider)
@@ -247,7 +251,7 @@ def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
 
 def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored, str]:
     """One session scored under the flow's decider (audit's scoring), and the decider's kind."""
-    from stretto.offline.audit import audit
+    from stretto.offline.audit import audit  # `stretto --help` loads drift: the audit on scoring
 
     scored = audit(flow, [episode], decider, served=False)
     totals = scored.totals()
@@ -470,7 +474,7 @@ def markdown(result: Drift) -> str:
 def plot(result: Drift, path) -> None:
     """The three series and the alarm's statistic, one panel each, with each alarm's change
     point marked and its sessions shaded (PNG)."""
-    import matplotlib
+    import matplotlib  # heavy: only the plot needs matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -497,9 +501,6 @@ def plot(result: Drift, path) -> None:
 def write_report(result: Drift, folder) -> list:
     """The report (`drift.md`), its data (`drift.json`) and the plot (`drift.png`) in
     `folder`, private: what `stretto drift` writes, and a pipeline check would."""
-    import json
-    from pathlib import Path
-
     folder = private_dirs(Path(folder), own=False)
     written = [folder / "drift.md", folder / "drift.json", folder / "drift.png"]
     write_private(written[0], markdown(result))

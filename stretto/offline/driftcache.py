@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stretto.home import private_dirs
 from stretto.offline.drift import Drift, Facts, Scored, Settings, detect, facts, score, score_facts
+from stretto.offline.versions import write_atomically
 
 if TYPE_CHECKING:
     from stretto.logs.episode import Episode
@@ -131,9 +133,6 @@ def load(path: Path, digest: str, decider: str) -> tuple[str | None, dict[str, S
 
 
 def save(path: Path, digest: str, decider: str, kind: str | None, values: dict[str, Scored]):
-    from stretto.home import private_dirs
-    from stretto.offline.versions import write_atomically
-
     sites: dict[str, int] = {}
     sessions = {key: _entry(one, sites) for key, one in values.items()}
     data = {
@@ -233,9 +232,6 @@ def load_facts(path: Path) -> dict[str, Facts]:
 
 
 def save_facts(path: Path, sessions: dict[str, Facts]) -> None:
-    from stretto.home import private_dirs
-    from stretto.offline.versions import write_atomically
-
     contexts: dict[tuple[str, ...], int] = {}
     entries = {
         key: [

@@ -36,7 +36,7 @@ def _dtype(pl, spec):
 
 def frame(rows: Sequence[dict], schema: Schema):
     """The rows as a DataFrame with exactly `schema`'s columns, in its order."""
-    import polars as pl
+    import polars as pl  # heavy: only a writer needs polars
 
     dtypes = {name: _dtype(pl, spec) for name, spec in schema.items()}
     return pl.DataFrame([{name: row.get(name) for name in dtypes} for row in rows], schema=dtypes)

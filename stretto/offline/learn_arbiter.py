@@ -21,11 +21,13 @@ from stretto.offline.judging import episode_task
 from stretto.offline.walk import Point, walk
 from stretto.oracle.arbiter import Arbiter, new_arbiter
 from stretto.oracle.budget import Estimate, check_budget
+from stretto.oracle.fit import fit_folds
 from stretto.oracle.judge import SiteAsker, SiteQuestion, site_lookups
 from stretto.oracle.oracle import Oracle, open_oracle, parse_price
 from stretto.oracle.questions import Predicate, load_predicates
 from stretto.oracle.scores import Case, actual_option, options_at
 from stretto.oracle.state import Conversation
+from stretto.progress import Progress
 
 DEFAULT_BUDGET = 1.0  # dollars
 
@@ -154,8 +156,6 @@ def learn_arbiter(flow: dict, held_out: Sequence[Episode], options: ArbiterOptio
     estimate = check_budget(
         oracle, [(a.question.request, a.question.context) for a in asked], options.budget
     )
-    from stretto.progress import Progress
-
     progress = Progress(len(asked), f"asking {oracle.model}", " decisions")
     cases = []
     try:
@@ -173,8 +173,6 @@ def learn_arbiter(flow: dict, held_out: Sequence[Episode], options: ArbiterOptio
             if not asked
             else "no decisions to fit the arbiter on: no answer was complete"
         )
-    from stretto.oracle.fit import fit_folds  # numpy: only when fitting
-
     tasks = len({episode_task(e) for e in held_out})
     arbiter = new_arbiter(
         model=oracle.model,

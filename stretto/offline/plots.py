@@ -22,7 +22,7 @@ OFF_AT = 1.05  # where a threshold above 1 (the site switched off) is drawn
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # heavy: only a plot needs matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stretto.logs.episode import Episode, ToolResult
+from stretto.logs.merged import read_episodes
 from stretto.model import defaults
 from stretto.model.decide import (
     DEFAULT_THRESHOLD,
@@ -41,6 +42,8 @@ from stretto.model.flow import write_flow
 from stretto.model.program import STANDARD_PROGRAM, Execute, FlowDistributions, run
 from stretto.offline.judging import Judges, OracleOptions, judges_for
 from stretto.offline.walk import BOUND, Point, agent_made, walk
+from stretto.oracle.arbiter import load_flow
+from stretto.progress import Progress
 
 Z = 1.6448536  # 90% two-sided
 PER_CALL = defaults.PER_CALL  # lookups after one call, as the proxy's --flow-per-call default
@@ -429,9 +432,6 @@ def promote_flow(
     write the flow with its record (to `out`, else in place). ValueError (FlowError,
     LogError) on bad input, naming the file or option (as the command's options when `cli`,
     else as the asset's config fields). `progress`: a progress bar per round on a terminal."""
-    from stretto.logs.merged import read_episodes
-    from stretto.oracle.arbiter import load_flow
-
     bar.check(cli)
     if per_call < 1:
         raise ValueError(f"the per-call cap wants a count ≥ 1, got {per_call}")
@@ -453,7 +453,6 @@ def promote_flow(
         )
     bars = None
     if progress:
-        from stretto.progress import Progress
 
         def bars(round_: int) -> Progress:
             return Progress(len(episodes), f"promote, round {round_}", " sessions")

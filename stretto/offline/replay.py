@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from stretto.logs.episode import Episode, ToolCall, ToolResult
+from stretto.logs.merged import read_episodes
+from stretto.logs.tau2 import episodes_from_results
+from stretto.logs.tau2_inputs import read_split
 from stretto.model import defaults
 from stretto.model.binding import parse_output
 from stretto.model.decide import Decider, SplitMix64
@@ -31,6 +35,7 @@ from stretto.offline import frames
 from stretto.offline.calibration import edges_text, measures
 from stretto.offline.ceiling import ceiling_turns
 from stretto.offline.judging import Judges, OracleOptions, judges_for
+from stretto.offline.plots import reliability_diagram
 from stretto.offline.walk import EXACT, Point, Reply, Turn, agent_made, call_key, walk, write_tools
 from stretto.vocabulary import fnv1a64
 
@@ -517,8 +522,6 @@ TABLES: dict[str, frames.Schema] = {
 def write_tables(result: Replay, folder) -> list:
     """The replay's tables as Parquet (episodes, totals, and with exploration the options,
     the calibration bins and the reliability diagram); the paths written."""
-    from pathlib import Path
-
     folder = Path(folder)
     data = result.as_json()
     rows = {"episodes": data["episodes"], "totals": [data["total"]]}
@@ -527,8 +530,6 @@ def write_tables(result: Replay, folder) -> list:
         rows["calibration"] = data["calibration"]["bins"]
     written = frames.write_tables({name: (rows[name], TABLES[name]) for name in rows}, folder)
     if result.explore is not None:
-        from stretto.offline.plots import reliability_diagram
-
         written.append(
             reliability_diagram(
                 rows["calibration"],
@@ -549,19 +550,13 @@ def load_episodes(
 ) -> list[Episode]:
     """The episodes a replay or search walks: a folder of session logs, or τ²-bench results
     files, kept to the split's `part` tasks ("train" or "test") when a split is given."""
-    from stretto.logs.merged import read_episodes
-
     if bool(sessions) == bool(results):
         raise NoEpisodes("give either a folder of session logs or τ²-bench results files")
     if sessions:
         episodes = read_episodes(sessions)
     else:
-        from stretto.logs.tau2 import episodes_from_results
-
         episodes = episodes_from_results(results or [])
     if split:
-        from stretto.logs.tau2_inputs import read_split
-
         tasks = read_split(split)[part]
         episodes = [e for e in episodes if e.task_id in tasks]
     if not episodes:

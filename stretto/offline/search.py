@@ -15,6 +15,7 @@ cheap on many sites.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from stretto.logs.episode import Episode
 from stretto.model import defaults
@@ -22,6 +23,7 @@ from stretto.model.decide import Decider
 from stretto.model.program import FlowDistributions
 from stretto.offline import frames
 from stretto.offline.judging import OracleOptions, judges_for
+from stretto.offline.plots import threshold_sweep
 from stretto.offline.replay import EpisodeCheck, replay_episode, totals
 
 LOW, STEP, LEVELS = 0.10, 0.05, 18
@@ -332,10 +334,6 @@ def write_tables(search: Search, chosen: Scored, folder) -> list:
     off), and whether it is the start, the chosen one, on the Pareto front), each site's
     sweep around the chosen setting (`sweep`), as Parquet; and `sweep.png`. The paths
     written."""
-    from pathlib import Path
-
-    from stretto.offline.plots import threshold_sweep
-
     folder = Path(folder)
     b, d = search.beta, search.delta
     start, front = setting_key(search.start), {setting_key(p.setting) for p in search.front()}

@@ -24,9 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from stretto.logs.sessionlog import LogError
+from stretto.logs.tau2_query import episode_from_messages
 from stretto.model import defaults
 from stretto.model.decide import Decider, SplitMix64, explore
 from stretto.offline.walk import Point, walk
+from stretto.oracle.arbiter import arbiter_from_json
+from stretto.oracle.judge import ArbiterJudge
+from stretto.oracle.oracle import open_oracle
+from stretto.oracle.state import Conversation
 from stretto.vocabulary import fnv1a64
 
 MAX_QUERY_BYTES = 16 << 20
@@ -73,9 +78,6 @@ class Decisions:
         self.decider = Decider(flow, options.decider, options.threshold)
         self.oracle = None
         if self.decider.kind == "arbiter":
-            from stretto.oracle.arbiter import arbiter_from_json
-            from stretto.oracle.oracle import open_oracle
-
             self.arbiter = arbiter_from_json(flow["arbiter"])
             self.oracle = open_oracle(
                 options.oracle or self.arbiter.model,
@@ -110,8 +112,6 @@ class Decisions:
         return answer
 
     def _decide(self, query: dict) -> dict:
-        from stretto.logs.tau2_query import episode_from_messages
-
         task = query["task_id"]
         try:
             episode = episode_from_messages(
@@ -124,9 +124,6 @@ class Decisions:
             raise BadQuery(str(exc)) from None
         judge, transcript = None, None
         if self.oracle is not None:
-            from stretto.oracle.judge import ArbiterJudge
-            from stretto.oracle.state import Conversation
-
             judge = ArbiterJudge(
                 self.flow, self.oracle, session=task, task=task, arbiter=self.arbiter
             )

@@ -23,6 +23,7 @@ from typing import Any
 from stretto.home import private_dirs
 from stretto.oracle.cache import AnswerCache
 from stretto.oracle.errors import Malformed, OracleError
+from stretto.oracle.http import HttpOptions
 from stretto.oracle.questions import NEXT
 from stretto.oracle.request import (
     Answers,
@@ -32,6 +33,7 @@ from stretto.oracle.request import (
     complete,
     top,
 )
+from stretto.oracle.runners import RunnerOptions, open_runner
 from stretto.oracle.runners.base import Context, Runner
 from stretto.oracle.state import clip
 
@@ -243,9 +245,6 @@ def open_oracle(
     $STRETTO_HOME/oracle-cache), records appended to `log`. Serving passes its
     `--oracle-timeout` and retries=0: an oracle never holds an answer past the timeout
     (retrying a 429 would)."""
-    from stretto.oracle.http import HttpOptions
-    from stretto.oracle.runners import RunnerOptions, open_runner
-
     http = HttpOptions()
     if timeout is not None:
         http.timeout = timeout

@@ -24,6 +24,7 @@ from stretto.logs.pairing import call_id_text
 from stretto.logs.sessionlog import read_session_log
 from stretto.logs.toollist import WRITE
 from stretto.offline.walk import BOUND, agent_made
+from stretto.progress import Progress
 
 TOLERANCE = 1e-9
 # The label of an option that does not bind: the flow could not have made it.
@@ -58,8 +59,6 @@ def label_folder(
     decisions. `kinds` (tool -> read/write/generic, e.g. a flow's manifest) says which calls
     are writes where a session's own tool listing does not. `progress`: a bar on stderr
     (default: when it is a terminal)."""
-    from stretto.progress import Progress
-
     folder = Path(folder)
     if not folder.is_dir():
         raise EvaluateError(f"{folder}: not a directory of session and flow logs")

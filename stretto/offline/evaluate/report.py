@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stretto.home import private_dirs, write_private
 from stretto.offline.evaluate.estimators import ESTIMATORS, NAMES, WEIGHTED
 from stretto.offline.evaluate.labelling import Labelled
 from stretto.offline.evaluate.target import METRICS
@@ -186,7 +187,7 @@ def estimate_rows(results: list[dict]) -> tuple[list[dict], list[dict]]:
 
 def table_schemas() -> dict[str, pl.Schema]:
     """Each table's columns and their types, so that an empty table keeps them."""
-    import polars as pl
+    import polars as pl  # heavy: only the tables need polars
 
     scope = {"target": pl.String, "decider": pl.String, "threshold": pl.Float64, "site": pl.String}
     return {
@@ -264,9 +265,7 @@ def table_schemas() -> dict[str, pl.Schema]:
 def write_tables(labelled: Labelled, results: list[dict], folder: Path | str) -> list[Path]:
     """decisions, options, estimates and diagnostics as Parquet, and the report as Markdown;
     the paths written."""
-    import polars as pl
-
-    from stretto.home import private_dirs, write_private
+    import polars as pl  # heavy: only the tables need polars
 
     folder = private_dirs(Path(folder), own=False)
     decisions, options = decision_rows(labelled)

@@ -54,6 +54,7 @@ def open_runner(
     flow's arbiter's) from the cache only."""
     scheme, model = parse_uri(uri)
     if scheme == REPLAY:
+        # by scheme: a runner is loaded when its scheme is used
         from stretto.oracle.runners.replay import ReplayRunner
 
         if not replayed:
