@@ -31,13 +31,14 @@ EXIT_PROXY_FAILED = 125
 def check_flow(args) -> str | None:
     """Why `args.flow` cannot be served, or None (`--listen` asks before it listens: each
     session's loader reads the flow again, and a bad one would refuse every session)."""
+    # proxy start-up: this module loads with the forwarding; the flow's model when it is read
     from stretto.model.flow import FlowError, load_flow
 
     try:
         flow = load_flow(os.path.expanduser(args.flow))
     except FlowError as exc:
         return str(exc)
-    from proxy.serve import serving_problem
+    from proxy.serve import serving_problem  # proxy start-up: the serving model, as above
 
     return serving_problem(flow, args.flow_decider, args.oracle)
 
@@ -77,6 +78,7 @@ class FlowLoader:
             self._wake()
 
     def _build(self) -> None:
+        # proxy start-up: the flow's model loads here, on the loader's thread
         from stretto.model.flow import FlowError, load_flow
 
         args, log = self.args, self._log
@@ -85,6 +87,7 @@ class FlowLoader:
         except FlowError as exc:
             self.failure = (EXIT_USAGE, str(exc))
             return
+        # proxy start-up: the serving model, on the loader's thread too
         from proxy.serve import FlowServer, serving_arbiter, serving_problem
         from stretto.model.surprise import gate_from_flow
 
