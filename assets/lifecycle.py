@@ -14,8 +14,11 @@ from assets.ingest import steps
 from assets.metadata import Timings, skipped
 from assets.resources import StrettoHome
 from stretto.home import Paths
+from stretto.logs.episode import read_episode
 from stretto.model.flow import FlowError, load_flow
-from stretto.offline.driftcache import Session
+from stretto.offline import stage as staging
+from stretto.offline.drift import write_report
+from stretto.offline.driftcache import Session, cached_drift, gather_facts
 from warehouse import store
 from warehouse.layout import Layout
 from warehouse.learn import LearnError, domains, learner, warehouse_episodes
@@ -73,10 +76,6 @@ def drift_cache(layout: Layout, domain: str, decider: str = "habit") -> Path:
 def drift_check(
     context: dg.AssetCheckExecutionContext, stretto: StrettoHome
 ) -> dg.AssetCheckResult:
-    from stretto.logs.episode import read_episode
-    from stretto.offline.drift import write_report
-    from stretto.offline.driftcache import cached_drift, gather_facts
-
     layout = stretto.layout()
     timings = Timings(context.log.info)
     per_domain: dict[str, dict] = {}
@@ -159,8 +158,6 @@ class StageConfig(dg.Config):
 def staged_flow(
     context: dg.AssetExecutionContext, config: StageConfig, stretto: StrettoHome
 ) -> dg.MaterializeResult:
-    from stretto.offline import stage as staging
-
     layout = stretto.layout()
     if not store.has_warehouse(layout):
         return skipped(context, f"no warehouse at {layout.warehouse} yet")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from warehouse import learn, store
 from warehouse.layout import Layout
 
 domains = dg.DynamicPartitionsDefinition(name="domain")
@@ -31,8 +32,6 @@ def split_key(key: str | dg.MultiPartitionKey) -> tuple[str, str]:
 
 def known_parts(layout: Layout) -> list[tuple[str, str]]:
     """(domain, day) of every part the warehouse holds sessions to learn from."""
-    from warehouse import learn, store
-
     try:
         return learn.domain_days(layout)
     except store.NoWarehouse:

@@ -168,6 +168,8 @@ def _no_room(error) -> str | None:
 def job_named(name: str) -> dg.JobDefinition:
     """One of the Definitions' jobs, by name: what a process that did not define it (a Dask
     worker) rebuilds it from."""
+    # entry point: a Dask worker rebuilds the job here; the commands that only materialize
+    # assets do not load every job's definitions
     from pipeline.definitions import defs
 
     return defs.resolve_job_def(name)

@@ -94,6 +94,6 @@ else:
 def _loads_deep(text: str) -> object:
     """Valid JSON nested deeper than the scanner's recursion goes (~1,000 levels) is JSON all
     the same: read without recursion (loaded only then: it imports `json`)."""
-    from stretto.logs.deepjson import loads_deep
+    from stretto.logs.deepjson import loads_deep  # proxy start-up: it imports json
 
     return loads_deep(text, allow_nan=False)

@@ -43,6 +43,8 @@ import sys
 import threading
 
 from proxy.fanmerge import cursors, encoded, initialized, renamed
+from proxy.flowfeed import FlowFeed
+from proxy.flowload import FlowLoader
 from proxy.piped import PipedSession
 from proxy.recorder import parse_json_line
 from proxy.wire import PROXY_ERROR_CODE, id_key, messages
@@ -52,8 +54,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from proxy.flowfeed import FlowFeed
-    from proxy.flowload import FlowLoader
     from proxy.servers_file import ServerEntry
 
 INVALID_PARAMS = -32602
@@ -479,9 +479,6 @@ class Fan:
     # the flow ------------------------------------------------------------------------------
 
     def _load_flow(self) -> None:
-        from proxy.flowfeed import FlowFeed
-        from proxy.flowload import FlowLoader
-
         first = next(iter(self.legs.values())).piped.session
         if first is None or first.log is None:
             return  # listen wants --record with --flow (proxy.options)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import json
 
+from stretto import __version__
+
 
 def encoded(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
@@ -47,8 +49,6 @@ def initialized(results: dict[str, dict]) -> dict:
     capabilities: dict = {}
     for result in results.values():
         union(capabilities, result.get("capabilities") or {})
-    from stretto import __version__
-
     merged: dict = {
         "protocolVersion": versions[0] if versions else None,
         "capabilities": capabilities,

@@ -30,13 +30,14 @@ SWITCH_S = 0.0005  # while loading: how long the loader may keep the forwarding 
 def check_flow(args) -> str | None:
     """Why `args.flow` cannot be served, or None (`--listen` asks before it listens: each
     session's loader reads the flow again, and a bad one would refuse every session)."""
+    # proxy start-up: this module loads with the forwarding; the flow's model when it is read
     from stretto.model.flow import FlowError, load_flow
 
     try:
         flow = load_flow(os.path.expanduser(args.flow))
     except FlowError as exc:
         return str(exc)
-    from proxy.arbiter import serving_problem
+    from proxy.arbiter import serving_problem  # proxy start-up: the serving model, as above
 
     return serving_problem(flow, args.flow_decider, args.oracle)
 
@@ -76,6 +77,7 @@ class FlowLoader:
             self._wake()
 
     def _build(self) -> None:
+        # proxy start-up: the flow's model loads here, on the loader's thread
         from stretto.model.flow import FlowError, load_flow
 
         args, log = self.args, self._log
@@ -84,6 +86,7 @@ class FlowLoader:
         except FlowError as exc:
             self.failure = (EXIT_USAGE, str(exc))
             return
+        # proxy start-up: the serving model, on the loader's thread too
         from proxy.arbiter import serving_arbiter, serving_problem
         from proxy.serve import FlowServer
         from stretto.model.surprise import gate_from_flow

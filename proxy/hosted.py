@@ -24,12 +24,10 @@ import sys
 import time
 from collections import deque
 
+from proxy.fan import Fan
 from proxy.piped import PipedSession
 from proxy.wire import id_key, is_request, messages
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from proxy.fan import Fan
+from stretto.logs.deepjson import loads_deep
 
 BACKLOG = 1000  # messages kept for a GET stream the host has not opened yet
 END = None  # put in a Reply's queue: the session is over
@@ -68,8 +66,6 @@ class HostedSession:
         self._backlog: deque[bytes] = deque(maxlen=BACKLOG)
         self.inner: PipedSession | Fan
         if servers:
-            from proxy.fan import Fan
-
             self.inner = Fan(session_id, args, servers, self.route, self._over)
         else:
             self.inner = PipedSession(session_id, args, command, self.route, self._over)
@@ -204,8 +200,6 @@ def _loads(body: bytes) -> object:
     try:
         return json.loads(body)
     except RecursionError:
-        from stretto.logs.deepjson import loads_deep
-
         return loads_deep(body.decode("utf-8"))
 
 

@@ -45,10 +45,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from proxy.cjson import loads_strict
+from proxy.flowload import check_flow
 from proxy.hosted import END, HostedSession, Reply
 from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
+from proxy.servers_file import ServersFileError, read_servers
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
-from stretto.home import default_home, private_dirs
+from stretto.home import default_home, private_dirs, read_secret
 from stretto.httpguard import BACKLOG, guarded, is_loopback, limits_for, raise_fd_limit
 
 MAX_SESSIONS = 64
@@ -79,8 +81,6 @@ def split_address(listen: str) -> tuple[str, int]:
 def read_token(path: str) -> str:
     """The bearer token in `path` (its first line, trimmed); ValueError when there is none, or
     when others than its owner may read or write the file (stretto.home.read_secret)."""
-    from stretto.home import read_secret
-
     token = read_secret(path, "--listen-token-file").strip()
     if not token or "\n" in token:
         raise ValueError(f"--listen-token-file {path}: wants one line, the token")
@@ -428,16 +428,12 @@ def serve(args, command: list[str]) -> int:
             return EXIT_USAGE
     servers = None
     if args.servers is not None:  # every server the file names, behind each MCP session
-        from proxy.servers_file import ServersFileError, read_servers
-
         try:
             servers = read_servers(os.path.expanduser(args.servers))
         except ServersFileError as exc:
             _say(str(exc))
             return EXIT_USAGE
     if args.flow:
-        from proxy.flowload import check_flow
-
         problem = check_flow(args)
         if problem:
             _say(problem)

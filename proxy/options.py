@@ -327,7 +327,7 @@ def dest(option: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import argparse
+    import argparse  # proxy start-up: only --help and a usage error build the parser
 
     p = argparse.ArgumentParser(
         prog="stretto-proxy",

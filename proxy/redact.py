@@ -68,7 +68,7 @@ _PATTERNS = {
 def _pattern(name: str) -> re.Pattern[str]:
     found = _compiled.get(name)
     if found is None:
-        import re
+        import re  # proxy start-up: loaded with the first pattern a value needs
 
         found = _compiled[name] = re.compile(_PATTERNS[name], re.DOTALL)
     return found
@@ -145,7 +145,7 @@ def redact_text(text: str) -> str:
     """Free text (a value, a JSON document, a URL, a connection string) with secrets hidden."""
     stripped = text.strip()
     if stripped.startswith(("{", "[")):
-        import json
+        import json  # proxy start-up: loaded with the first JSON argument
 
         try:
             document = json.loads(stripped)
@@ -170,7 +170,8 @@ def redact_text(text: str) -> str:
         text = _pattern("scheme").sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     if len(text) < _SHORTEST_SECRET:
         return text
-    from stretto.logs.sensitive import redact_secrets  # the rule set `stretto redact` uses
+    # the rule set `stretto redact` uses; proxy start-up: loaded with the first long value
+    from stretto.logs.sensitive import redact_secrets
 
     return redact_secrets(text, REDACTED)
 

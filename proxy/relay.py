@@ -205,7 +205,7 @@ class Relay:
 
     def expect_flow(self) -> None:
         """A flow is loading: keep what it must be shown until `attach_flow`."""
-        from proxy.flowfeed import FlowFeed
+        from proxy.flowfeed import FlowFeed  # proxy start-up: only with --flow
 
         self.feed = FlowFeed(self.to_host)
 

@@ -15,6 +15,11 @@ import sys
 import time
 
 from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
+from proxy.pump import Pump
+from proxy.recorder import SessionLog, host_session_id
+from proxy.redact import redact_command, redact_url
+from proxy.relay import Relay
+from proxy.upstream_stdio import StdioServer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,12 +105,10 @@ def open_session(
     http: HttpUpstream | None = None
     try:
         if args.upstream:
-            from proxy.upstream_http import HttpUpstream
+            from proxy.upstream_http import HttpUpstream  # proxy start-up: http.client, --upstream
 
             server = http = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
         else:
-            from proxy.upstream_stdio import StdioServer
-
             server = StdioServer(command, server_env)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
@@ -116,9 +119,6 @@ def open_session(
 
     log = None
     if args.record:
-        from proxy.recorder import SessionLog, host_session_id
-        from proxy.redact import redact_command, redact_url
-
         logged = [redact_url(args.upstream)] if args.upstream else redact_command(command)
         try:
             log = SessionLog(
@@ -140,6 +140,7 @@ def open_session(
             say(f"recording to {log.path}")
 
     if args.retain_days is not None:  # the server is starting meanwhile
+        # proxy start-up: only with --retain-days
         from proxy.retention import sweep
         from stretto.oracle.cache import default_cache_dir
 
@@ -149,12 +150,9 @@ def open_session(
 
     context = None
     if args.context:
-        from proxy.context import ContextFeed
+        from proxy.context import ContextFeed  # proxy start-up: only with --context
 
         context = ContextFeed(os.path.expanduser(args.context))
-
-    from proxy.pump import Pump
-    from proxy.relay import Relay
 
     relay = Relay(server, log, context, to_host=lambda line: pump.to_host(line))
     relay.hold_server_lines = bool(args.flow and not args.flow_shadow)
@@ -167,7 +165,7 @@ def open_session(
             http.stream_big_answers(pump.stream_to_host, relay.forwarded_from_server)
     loader = None
     if args.flow:
-        from proxy.flowload import FlowLoader
+        from proxy.flowload import FlowLoader  # proxy start-up: only with --flow
 
         relay.expect_flow()
         loader = FlowLoader(args, relay, pump.to_server, log, pump.wake)

@@ -8,6 +8,7 @@ carries the messages the server starts on its own.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import queue
 import sys
@@ -74,8 +75,6 @@ class HttpUpstream:
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._headers = dict(headers)
         if parts.username:
-            import base64
-
             token = f"{parts.username}:{parts.password or ''}".encode()
             self._headers.setdefault("Authorization", "Basic " + base64.b64encode(token).decode())
         self._session_id: str | None = None

@@ -26,6 +26,7 @@ import pyarrow as pa
 from stretto.logs.hostsession import Log, Units, plan
 from warehouse.layout import Layout
 from warehouse.sql import statements
+from warehouse.store import table_select
 
 __all__ = ["Log", "Units", "apply", "logs_to_learn", "plan"]
 
@@ -73,8 +74,6 @@ def logs_to_learn(con, sessions: list[str]) -> list[Log]:
 def apply(con, layout: Layout, units: Units, rewards: Mapping[str, float] | None = None) -> None:
     """Rewrite the renamed logs' rows as their units' and point the views at them. A unit's
     reward is its logs' least (each log's from `rewards` when it names the log)."""
-    from warehouse.store import table_select
-
     members: dict[str, list] = {
         "session": [],
         "unit": [],

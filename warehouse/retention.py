@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 
-from warehouse import registry
+from warehouse import registry, store
 from warehouse.layout import Layout
 
 _DAY = re.compile(r"(?:^|/)day=(\d{4}-\d{2}-\d{2})(?:/|$)")
@@ -60,8 +60,6 @@ def old_files(layout: Layout, before: date) -> list[dict]:
 def drop_older(layout: Layout, days: int, run_id: str, today: date | None = None) -> Dropped:
     """Drop the data older than `days` days in one commit; what went. Call with the ingest
     lock held."""
-    from warehouse import store
-
     store.recover(layout)
     dropped = Dropped(cutoff(days, today))
     old = old_files(layout, dropped.before)

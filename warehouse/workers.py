@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from multiprocessing import resource_tracker
 
 # STRETTO_INGEST_WORKERS overrides the number of processes.
 WORKERS = int(os.environ.get("STRETTO_INGEST_WORKERS") or min(4, os.cpu_count() or 1))
@@ -40,8 +41,6 @@ def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker (the pool would) with its warnings off: when
     Ctrl-C ends an ingest at once (stretto.cli.options.interruptible) it still removes the
     pool's semaphores, and would say so on the command's stderr, a warning per run."""
-    from multiprocessing import resource_tracker
-
     saved = os.environ.get("PYTHONWARNINGS")
     os.environ["PYTHONWARNINGS"] = "ignore::UserWarning"
     try:
