@@ -1,4 +1,4 @@
-"""Asset: a domain's flow audited on sessions it never saw (stretto.offline.audit), with its
+"""Asset: a domain's flow audited on sessions it never saw (stretto.offline.reports.audit), with its
 tables and plot."""
 
 from pathlib import Path
@@ -12,8 +12,8 @@ from assets.reports import AFTER_EACH_FLOW, missing, served_flow
 from assets.resources import StrettoHome
 from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow
-from stretto.offline.audit import audit as run_audit
-from stretto.offline.audit import markdown, write_tables
+from stretto.offline.reports.audit import audit as run_audit
+from stretto.offline.reports.audit import markdown, write_tables
 
 
 def _number(value: float | None) -> dg.MetadataValue:
@@ -59,7 +59,8 @@ def audit(context: dg.AssetExecutionContext, config: AuditConfig, stretto: Stret
             "reliability": image(folder / "reliability.png", "reliability"),
             "agreement": totals["agreement"],
             "nats per decision": totals["nats_per_decision"],
-            # null when no lookup was served; ECE over the spec's bins (stretto.offline.calibration)
+            # null when no lookup was served; ECE over the spec's bins
+            # (stretto.offline.reports.reliability)
             "ece": _number(totals["ece"]),
             "brier": _number(totals["brier"]),
             "auc": _number(totals["auc"]),

@@ -1,7 +1,7 @@
 """Assets: session logs -> the warehouse's tables (sessions, messages, calls, context, tools,
 quarantine) -> steps.
 
-Thin on purpose: a run is warehouse.ingestrun's (discovery, the lock, the workers, the commit;
+Thin on purpose: a run is warehouse.ingest.run's (discovery, the lock, the workers, the commit;
 the SQL in warehouse/, the turn rule in stretto/), and so is its report; these turn the report
 into what a person wants to see in the Dagster UI: counts, each table's columns with what they
 mean, its first rows, and checks (lines read = ingested + quarantined + dropped, the
@@ -23,11 +23,12 @@ from assets.partitions import known_parts, register
 from assets.resources import StrettoHome
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
 from stretto.progress import Progress
-from warehouse import ingestrun, store
-from warehouse.ingest import OUTPUT_TABLES
-from warehouse.ingestrun import IngestRefused, pending, plan_digest
+from warehouse import store
+from warehouse.ingest import run as ingestrun
+from warehouse.ingest.batches import OUTPUT_TABLES
+from warehouse.ingest.redacted import Redaction
+from warehouse.ingest.run import IngestRefused, pending, plan_digest
 from warehouse.layout import Layout
-from warehouse.redacted import Redaction
 
 GROUP = "warehouse"
 TABLE_DESCRIPTIONS = {
@@ -50,7 +51,8 @@ def _failure(exc: Exception) -> dg.Failure:
 
 
 class IngestConfig(dg.Config):
-    """`stretto ingest --redact`: ingest a pseudonymised copy of the logs (warehouse/redacted.py;
+    """`stretto ingest --redact`: ingest a pseudonymised copy of the logs
+    (warehouse/ingest/redacted.py;
     the salt is read from the environment variable `salt_env`, never given here)."""
 
     redact: bool = False
@@ -156,7 +158,7 @@ def nothing_to_check(specs: list[dg.AssetCheckSpec], reason: str):
 
 
 def rows_preview(rows: list[dict]) -> dg.MetadataValue:
-    """A table's first rows (warehouse.ingestrun.first_rows) as the UI shows them."""
+    """A table's first rows (warehouse.ingest.run.first_rows) as the UI shows them."""
     return preview(rows, list(rows[0]) if rows else [])
 
 
@@ -179,7 +181,7 @@ class _Ingesting:
 
 @dg.multi_asset(outs=TABLE_OUTS, deps=["logs"], check_specs=CHECKS, can_subset=False)
 def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stretto: StrettoHome):
-    """Ingest the new and changed logs (warehouse.ingestrun.run) into the tables."""
+    """Ingest the new and changed logs (warehouse.ingest.run.run) into the tables."""
     layout = stretto.layout()
     reason = ingestrun.nothing_to_read(layout)
     if reason:

@@ -2,7 +2,8 @@
 (with an arbiter when an oracle or an arbiter file is configured).
 
 Thin: the flow is learned by assets/relearn.py (the warehouse's habit, the offline arbiter and
-gate) and put in place, served or staged, by stretto.offline.stage.place_relearned; here the
+gate) and put in place, served or staged, by stretto.offline.lifecycle.stage.place_relearned; here
+the
 config becomes their plain options and their results become Dagster's metadata and checks."""
 
 import time
@@ -18,13 +19,13 @@ from assets.resources import StrettoHome
 from stretto.logs.rewards import read_rewards
 from stretto.model.defaults import SURPRISE_WINDOW
 from stretto.model.flow import load_manifest
-from stretto.offline.flowdiff import diff_markdown
-from stretto.offline.gate import GateError
-from stretto.offline.learn_arbiter import ArbiterOptions
-from stretto.offline.stage import place_relearned
+from stretto.offline.fits.gate import GateError
+from stretto.offline.fits.learn_arbiter import ArbiterOptions
+from stretto.offline.lifecycle.flowdiff import diff_markdown
+from stretto.offline.lifecycle.stage import place_relearned
 from warehouse import store
+from warehouse.counts.learn import HabitOptions, LearnError, learn_flow
 from warehouse.layout import Layout
-from warehouse.learn import HabitOptions, LearnError, learn_flow
 
 GROUP = "learning"
 

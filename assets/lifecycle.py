@@ -16,12 +16,12 @@ from assets.resources import StrettoHome
 from stretto.home import Paths
 from stretto.logs.episode import read_episode
 from stretto.model.flow import FlowError, load_flow
-from stretto.offline import stage as staging
-from stretto.offline.drift import write_report
-from stretto.offline.driftcache import Session, cached_drift, gather_facts
+from stretto.offline.lifecycle import stage as staging
+from stretto.offline.lifecycle.drift import write_report
+from stretto.offline.lifecycle.driftcache import Session, cached_drift, gather_facts
 from warehouse import store
+from warehouse.counts.learn import LearnError, domains, learner, warehouse_episodes
 from warehouse.layout import Layout
-from warehouse.learn import LearnError, domains, learner, warehouse_episodes
 
 
 def served_flows(layout: Layout) -> dict[str, Path]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from warehouse import learn, store
+from warehouse import store
+from warehouse.counts import learn
 from warehouse.layout import Layout
 
 domains = dg.DynamicPartitionsDefinition(name="domain")
@@ -50,7 +51,7 @@ def log_part(path: str) -> tuple[str, str] | None:
     domain, else `mcp`; the UTC day it started); None for a log that is not one to learn from
     (no readable header, an invalid domain, a reward under 1)."""
     from stretto.logs.domain import is_valid_domain
-    from warehouse.partcount import SUCCESS_REWARD
+    from warehouse.counts.partcount import SUCCESS_REWARD
 
     try:
         with open(path, "rb") as log:

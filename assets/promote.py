@@ -1,4 +1,5 @@
-"""Asset: a flow promoted from shadow-mode sessions (stretto.offline.promote), with its report."""
+"""Asset: a flow promoted from shadow-mode sessions (stretto.offline.lifecycle.promote),
+with its report."""
 
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from assets.partitions import domains
 from assets.reports import AFTER_EACH_FLOW, missing, served_flow
 from assets.resources import StrettoHome
 from stretto.home import private_dirs
-from stretto.offline.promote import Bar, promote_flow, promoted_sites, rows
+from stretto.offline.lifecycle.promote import Bar, promote_flow, promoted_sites, rows
 
 
 class PromotionConfig(dg.Config):

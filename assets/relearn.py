@@ -1,7 +1,7 @@
 """A domain's flow as the `flow` asset learns it, where the warehouse and the offline rules
-meet: the habit from the warehouse's sessions (warehouse.learn.learn_domain), then the
-arbiter, fitted on the held-out tasks' sessions (stretto.offline.learn_arbiter) or taken from
-another flow, and the surprise gate, cross-fitted on the same sessions (stretto.offline.gate).
+meet: the habit from the warehouse's sessions (warehouse.counts.learn.learn_domain), then the
+arbiter, fitted on the held-out tasks' sessions (stretto.offline.fits.learn_arbiter) or taken from
+another flow, and the surprise gate, cross-fitted on the same sessions (stretto.offline.fits.gate).
 
 It lives in assets/ because warehouse/ and stretto/offline/ never import each other
 (docs/architecture.md): an asset or a command joins them. It imports no dagster, so it takes
@@ -17,19 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stretto.logs.episode import read_episode
-from stretto.offline.gate import learn_gate
-from stretto.offline.learn_arbiter import ArbiterOptions, learn_arbiter
+from stretto.offline.fits.gate import learn_gate
+from stretto.offline.fits.learn_arbiter import ArbiterOptions, learn_arbiter
 from stretto.oracle.arbiter import take_arbiter
 from stretto.oracle.errors import OracleError
 from stretto.oracle.split import learn_split
-from warehouse.layout import Layout
-from warehouse.learn import (
+from warehouse.counts.learn import (
     HabitOptions,
     learn_domain,
     learner,
     sessions_by_task,
     warehouse_episodes,
 )
+from warehouse.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ def learn_domain_flow(
     warn: Callable[[str], None] = lambda message: None,
 ) -> dict:
     """The `domain` flow learned from the warehouse: its habit, with `arbiter` an arbiter,
-    with `gate` a surprise gate. Raises warehouse.learn.LearnError (nothing to learn from),
-    ArbiterFailed, stretto.offline.gate.GateError (too few or too short sessions)."""
+    with `gate` a surprise gate. Raises warehouse.counts.learn.LearnError (nothing to learn from),
+    ArbiterFailed, stretto.offline.fits.gate.GateError (too few or too short sessions)."""
     if arbiter is None:
         learned = learn_domain(layout, domain, habit, say=say, warn=warn)  # warn: unmerged logs
     else:

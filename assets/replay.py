@@ -1,4 +1,4 @@
-"""Asset: a domain's recorded episodes replayed with its flow (stretto.offline.replay), the
+"""Asset: a domain's recorded episodes replayed with its flow (stretto.offline.reports.replay), the
 benchmark's tables."""
 
 from pathlib import Path
@@ -11,7 +11,7 @@ from assets.partitions import domains
 from assets.reports import AFTER_EACH_FLOW, missing, served_flow
 from assets.resources import StrettoHome
 from stretto.model.flow import load_flow
-from stretto.offline.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
+from stretto.offline.reports.replay import NoEpisodes, load_episodes, markdown, replay, write_tables
 
 
 class ReplayConfig(dg.Config):

@@ -1,5 +1,5 @@
 """Asset: per-site thresholds searched by replaying a domain's recorded sessions
-(stretto.offline.search), written for review under reports/<domain>/ — never beside the
+(stretto.offline.reports.search), written for review under reports/<domain>/ — never beside the
 served flow, so a relearn never mistakes it for a domain's flow.
 
 Not every night: each search leaves what it searched on (`search_basis.json` in its folder:
@@ -22,8 +22,8 @@ from assets.partitions import domains
 from assets.resources import StrettoHome
 from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow, write_flow
-from stretto.offline.flowdiff import diff, diff_markdown
-from stretto.offline.search import (
+from stretto.offline.lifecycle.flowdiff import diff, diff_markdown
+from stretto.offline.reports.search import (
     Search,
     markdown,
     searchable_sites,

@@ -2,7 +2,7 @@
 to its series, against the baseline of `stretto drift`'s own work (drift.drift) on the same
 sessions in this process.
 
-The home is tests/console/test_browser_large.py's: 30 shop sessions a flow is learned from
+The home is tests/stretto/console/test_browser_large.py's: 30 shop sessions a flow is learned from
 and one generated session of about `--calls` calls. The console is served by uvicorn as
 stretto-console serves it; the drift endpoint is asked every 50 ms until it answers 200
 (each answer before is a 202 with the progress), and meanwhile /api/health is timed: the
@@ -39,9 +39,9 @@ def main() -> int:
 
     from stretto.console.state import Options
     from stretto.logs.episode import read_episodes
-    from stretto.offline.drift import drift
-    from tests.console import test_browser_large as large
-    from tests.console.conftest import served
+    from stretto.offline.lifecycle.drift import drift
+    from tests.stretto.console import test_browser_large as large
+    from tests.stretto.console.conftest import served
 
     large.CALLS = args.calls
     work = Path(tempfile.mkdtemp(prefix="stretto-bench-console-drift-"))

@@ -1,9 +1,10 @@
 """What serving a flow costs the proxy: the time it spends deciding after each agent call.
 
-A flow of 30 tools (counts learned by warehouse.learn from synthetic sessions; every read
+A flow of 30 tools (counts learned by warehouse.counts.learn from synthetic sessions; every read
 binds its `id` from earlier results) is served over sessions of 200 agent calls. After each
 call, the proxy's own run is timed — stretto.model.program with the Execute handler, the
-decider (stretto.model.decide) and the binding (stretto.model.binding), as proxy/serve.py runs
+decider (stretto.model.decide) and the binding (stretto.model.binding), as
+proxy/serve/flowserver.py runs
 them — with every
 lookup answered at once from a canned result, so the server's time is excluded. The
 baseline, in the same run: the proxy's plain forwarding of the same call (its request and
@@ -36,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proxy.recorder import SessionLog  # noqa: E402
+from proxy.record.recorder import SessionLog  # noqa: E402
 from proxy.relay import Relay  # noqa: E402
 from stretto.model.binding import SessionState  # noqa: E402
 from stretto.model.decide import Decider  # noqa: E402
@@ -71,7 +72,7 @@ def learn_flow(sessions: int, calls: int) -> dict:
 
     from stretto.model.flow import build_flow
     from stretto.model.habit import fit_alpha
-    from warehouse.learn import count_steps
+    from warehouse.counts.learn import count_steps
 
     rng = random.Random(1)
     rows = []
@@ -205,7 +206,7 @@ def serve_sessions(flow: dict, args, oracle=None) -> tuple[list[float], list[flo
 def arbiter_runs(flow: dict, args) -> None:
     """The arbiter decider asking live oracles, then from the cache."""
     from stretto.oracle.oracle import open_oracle
-    from tests.oracle.apiserver import ApiServer, look_up_first, openai_chat
+    from tests.stretto.oracle.apiserver import ApiServer, look_up_first, openai_chat
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ApiServer() as stand_in:

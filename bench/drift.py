@@ -22,7 +22,8 @@ cache, and warm / cold.
     .venv/bin/python bench/drift.py [--sessions 3000] [--keep DIR] [--json FILE]
 
 `--sizes 100,400,800,2000`: instead, `stretto drift`'s work (drift.drift) on one session of
-about that many calls (tests/stretto/lifecycle.py's shop sessions, a flow learned from 30 of
+about that many calls (tests/stretto/offline/lifecycle/lifecycle.py's shop sessions, a flow learned
+from 30 of
 them), per size: the seconds, against the seconds reading the session alone (the baseline
 measured in the same run); with `--old-tree DIR` (a checkout of an older commit, e.g.
 `git worktree add /tmp/old main`) also that tree's drift on the same files, in a child process,
@@ -129,7 +130,7 @@ _OLD = """
 import json, sys, time
 from pathlib import Path
 from stretto.logs.merged import read_episodes
-from stretto.offline.drift import drift
+from stretto.offline.lifecycle.drift import drift
 flow = json.loads(Path(sys.argv[1]).read_text())
 episodes = read_episodes(sys.argv[2])
 started = time.perf_counter()
@@ -143,8 +144,8 @@ def sizes(targets: list[int], old_tree: Path | None, old_max: int) -> list[dict]
     import subprocess
 
     from stretto.logs.merged import read_episodes
-    from stretto.offline.drift import drift
-    from tests.stretto.lifecycle import learn_folder, write_sessions
+    from stretto.offline.lifecycle.drift import drift
+    from tests.stretto.offline.lifecycle.lifecycle import learn_folder, write_sessions
 
     work = Path(tempfile.mkdtemp(prefix="stretto-bench-drift-sizes-"))
     rows = []
@@ -202,8 +203,8 @@ BEFORE = AFTER = 12
 
 def detection(series: int) -> dict:
     from stretto.logs.merged import read_episodes
-    from stretto.offline.drift import Settings, drift
-    from tests.stretto.lifecycle import learn_folder, write_tickets
+    from stretto.offline.lifecycle.drift import Settings, drift
+    from tests.stretto.offline.lifecycle.lifecycle import learn_folder, write_tickets
 
     work = Path(tempfile.mkdtemp(prefix="stretto-bench-drift-detect-"))
     out: dict = {}

@@ -105,11 +105,12 @@ class PeakMemory:
 
 
 def side_ours(home: Path) -> dict:
-    from warehouse import store, workers
-    from warehouse.discover import discover
-    from warehouse.ingestrun import ingest_plan
+    from warehouse import store
+    from warehouse.ingest import workers
+    from warehouse.ingest.discover import discover
+    from warehouse.ingest.run import ingest_plan
+    from warehouse.ingest.steps import derive_steps
     from warehouse.layout import Layout
-    from warehouse.steps import derive_steps
 
     layout = Layout.at(home)
     with PeakMemory() as memory:

@@ -1,6 +1,6 @@
 """Where one ingest batch's CPU goes: each statement of warehouse/sql/ingest.sql, the Python
 passes (turns, tool lists) and each table's Parquet write, timed in this process on one
-thread through the workers' own `ingest_batch` (warehouse/ingest.py, its `run_step` hook).
+thread through the workers' own `ingest_batch` (warehouse/ingest/batches.py, its `run_step` hook).
 
 Reads the first `--files` session logs of an archive (bench/ingest.py `--keep DIR` leaves one;
 without it, a small one is generated), runs the batch `--repeat` times and prints each step's
@@ -31,8 +31,9 @@ def cpu_seconds() -> float:
 
 
 def profile_batch(files, layout, tag: str, times: dict[str, list[float]]) -> None:
-    """One batch through warehouse.ingest.ingest_batch itself, each step's CPU into `times`."""
-    from warehouse import ingest
+    """One batch through warehouse.ingest.batches.ingest_batch itself, each step's CPU into
+    `times`."""
+    from warehouse.ingest import batches as ingest
 
     def timed(name: str, step: Callable[[], object]) -> None:
         started = cpu_seconds()
@@ -52,7 +53,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from warehouse import store
-    from warehouse.discover import discover
+    from warehouse.ingest.discover import discover
     from warehouse.layout import Layout
 
     work = Path(tempfile.mkdtemp(prefix="stretto-bench-batch-"))

@@ -68,7 +68,7 @@ def side_ours(path: Path) -> dict:
     import duckdb
 
     from stretto.model.habit import fit_alpha
-    from warehouse.learn import count_steps
+    from warehouse.counts.learn import count_steps
 
     started = time.perf_counter()
     con = duckdb.connect()

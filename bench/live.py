@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.tau2data import add_option, choose, tau2  # noqa: E402
-from proxy.splice import APPENDIX  # noqa: E402
+from proxy.serve.splice import APPENDIX  # noqa: E402
 from stretto.logs.episode import Assistant, Episode, User, episode_from_log  # noqa: E402
 from stretto.logs.sessionlog import parse_session_log  # noqa: E402
 from stretto.logs.tau2 import read_results  # noqa: E402
@@ -150,7 +150,7 @@ def _parses(text: str) -> bool:
 
 
 def appended(text: str) -> list[Found]:
-    """The lookups of the proxy's appended block (proxy/splice.py: the APPENDIX line, then per
+    """The lookups of the proxy's appended block (proxy/serve/splice.py: the APPENDIX line, then per
     lookup `\\n\\n<tool> <arguments as JSON>[ (error)]:\\n<its result's text>`)."""
     if not text.startswith(APPENDIX):
         return []

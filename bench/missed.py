@@ -29,8 +29,8 @@ from bench.tau2data import add_option, choose  # noqa: E402
 from stretto.logs.episode import Assistant  # noqa: E402
 from stretto.model.decide import Decider  # noqa: E402
 from stretto.model.program import FlowDistributions  # noqa: E402
-from stretto.offline.ceiling import ceiling_turns  # noqa: E402
-from stretto.offline.replay import PER_CALL, PER_EPISODE, EpisodeReplay  # noqa: E402
+from stretto.offline.reports.ceiling import ceiling_turns  # noqa: E402
+from stretto.offline.reports.replay import PER_CALL, PER_EPISODE, EpisodeReplay  # noqa: E402
 from stretto.offline.walk import call_key  # noqa: E402
 
 REASONS = ("no decision", "not an option", "other values", "bound, below θ", "bound, above θ")

@@ -3,7 +3,7 @@ and bench/replay.py judge them by.
 
 A `Run` holds, per (agent, task), the summed counts of a flow's replay of the test episodes
 (turns, turns saved, detours, ceiling turns, episodes) and of its option rows per calibration
-bin (stretto.offline.calibration.EDGES), so that every measure of any resample of tasks is a
+bin (stretto.offline.reports.reliability.EDGES), so that every measure of any resample of tasks is a
 sum: one matrix product per measure for all the draws. A task's episodes (its trials, and the
 agents when pooled) travel together; two runs judged against each other share every resample.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stretto.offline.calibration import EDGES, auc
-from stretto.offline.replay import EpisodeCheck, replay
+from stretto.offline.reports.reliability import EDGES, auc
+from stretto.offline.reports.replay import EpisodeCheck, replay
 
 NBINS = len(EDGES) - 1
 # per task: turns, turns saved, detours, ceiling turns, episodes, options, Brier sum; then per
@@ -35,7 +35,7 @@ class Run:
 
 def replayed(domain, flow: dict, decider: str, threshold: float | None, oracle=None) -> Run:
     """A flow replaying the domain's test episodes (every option scored), summed by task.
-    `oracle` (stretto.offline.judging.OracleOptions): who answers the arbiter decider."""
+    `oracle` (stretto.offline.episode_judges.OracleOptions): who answers the arbiter decider."""
     episodes = [e for _, e in domain.test]
     result = replay(
         flow, episodes, decider=decider, threshold=threshold, explore=0.0, oracle=oracle

@@ -3,7 +3,8 @@ the τ²-bench test episodes by a paired bootstrap over tasks.
 
 Per domain, each variant's flow is learned from the successful training-task episodes (the
 logs `stretto compile` writes, learned through the same pipeline code, `learn_folder`), then
-the test episodes are replayed from the record (stretto.offline.replay, exploring at ε = 0 so
+the test episodes are replayed from the record (stretto.offline.reports.replay, exploring at ε = 0
+so
 that every option is scored). Each variant is printed against the baseline (the current flow
 served by reach at θ 0.3): share of the read-only ceiling, detours per episode, turns saved %,
 utility at the domain's costs, ECE and Brier of the served score, each as the variant's figure
@@ -254,7 +255,7 @@ def theta_star(domain: Domain) -> float:
 
 def session_events(episode: Episode) -> list[tuple]:
     """An episode's events as the binding's agreement replays them (what
-    warehouse.learn.session_events reads from the warehouse): user messages, each LLM turn's
+    warehouse.counts.learn.session_events reads from the warehouse): user messages, each LLM turn's
     calls, results."""
     from stretto.logs.episode import Assistant, ToolResult, User
 
@@ -324,8 +325,8 @@ def calibration_episodes(domain: Domain, ids: list[str]) -> list[Episode]:
 
 def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
     """`inner`'s flow with a calibration map fitted on cross-fitted replays of the training
-    episodes of the tasks learned from (stretto.offline.calibrate)."""
-    from stretto.offline.calibrate import cross_fitted_rows, fit_map
+    episodes of the tasks learned from (stretto.offline.fits.calibrate)."""
+    from stretto.offline.fits.calibrate import cross_fitted_rows, fit_map
     from stretto.vocabulary import FOLDS
 
     def make(domain: Domain, ids: list[str]) -> dict:
@@ -346,7 +347,7 @@ def calibrated(inner: Learner, penalty: float | None = None) -> Learner:
 def searched(inner: Learner) -> Learner:
     """`inner`'s flow with per-site thresholds from `stretto search` (NSGA-II from θ*, at the
     domain's costs) on the successful training episodes it learned from."""
-    from stretto.offline.search import Search, with_thresholds
+    from stretto.offline.reports.search import Search, with_thresholds
 
     def make(domain: Domain, ids: list[str]) -> dict:
         flow = inner(domain, ids)

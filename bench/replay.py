@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from bench.tried import NOT_KEPT, NOT_TRIED, ROUND1, TRIED  # noqa: E402
 from stretto.model.flow import load_flow  # noqa: E402
-from stretto.offline.judging import OracleOptions  # noqa: E402
+from stretto.offline.episode_judges import OracleOptions  # noqa: E402
 
 DOCS = ROOT / "docs"
 STRETTO = str(Path(sys.executable).parent / "stretto")
@@ -126,9 +126,9 @@ def domain_section(
     """The domain's tables, and the figures the goals need (with `oracle`, an arbiter row
     too, and `unanswered`: its decisions the oracle could not answer)."""
     from bench import paired as p
-    from stretto.offline.calibration import reliability
-    from stretto.offline.plots import reliability_diagram
-    from stretto.offline.search import Search, with_thresholds
+    from stretto.offline.reports.plots import reliability_diagram
+    from stretto.offline.reports.reliability import reliability
+    from stretto.offline.reports.search import Search, with_thresholds
 
     domain = q.domain(name)
     files = domain_files(name)
@@ -303,7 +303,7 @@ def tried_section(draws: int, q) -> tuple[list[str], dict]:
 
 
 def curve_section(draws: int, plots: Path, q) -> tuple[list[str], dict]:
-    from stretto.offline.plots import learning_curve
+    from stretto.offline.reports.plots import learning_curve
 
     sizes = (5, 10, 20, 40, 10**9)
     lines = [
@@ -428,7 +428,8 @@ MODEL_NOTE = [
     "seeded draws from the flow's own habit, half their mass on one drawn option — they show "
     "that learning, cross-fitting, asking, caching and judging run end to end on τ²-bench, and "
     "say nothing about how a model would do. The runners for real models (ollama://, claude://, "
-    "openai://, jev://) are tested against local servers speaking their APIs (tests/oracle/), "
+    "openai://, jev://) are tested against local servers speaking their APIs "
+    "(tests/stretto/oracle/), "
     "which checks the requests and the reading of answers, not a model's judgement.",
     "",
     "What the proxy itself costs a host (start-up, per call, throughput, big lines): "

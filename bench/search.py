@@ -1,6 +1,7 @@
 """The threshold search, before and after, side by side in one run: τ²-bench retail's flow
 (`stretto compile` on its training tasks, as bench/replay.py learns it) searched with reach on
-its successful training episodes at retail's costs, by this tree's stretto.offline.search and
+its successful training episodes at retail's costs, by this tree's stretto.offline.reports.search
+and
 by the one at git revision --before (default: main), each run --runs times, alternating.
 
 Prints each run's wall and CPU seconds, episode replays and settings scored, the median
@@ -28,13 +29,13 @@ from bench.replay import COSTS, THETA, compile_flow, domain_files  # noqa: E402
 from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from stretto.logs.tau2 import episodes_from_results  # noqa: E402
 from stretto.logs.tau2_inputs import read_split  # noqa: E402
-from stretto.offline import search as after  # noqa: E402
+from stretto.offline.reports import search as after  # noqa: E402
 
 
 def search_module_at(revision: str, folder: Path):
-    """stretto/offline/search.py as it was at `revision`, imported beside this tree's."""
+    """stretto/offline/reports/search.py as it was at `revision`, imported beside this tree's."""
     text = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{revision}:stretto/offline/search.py"],
+        ["git", "-C", str(ROOT), "show", f"{revision}:stretto/offline/reports/search.py"],
         capture_output=True,
         text=True,
         check=True,

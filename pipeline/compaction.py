@@ -1,10 +1,11 @@
-"""The compaction job (warehouse/compact.py) and its weekly schedule (off by default)."""
+"""The compaction job (warehouse/upkeep/compact.py) and its weekly schedule (off by default)."""
 
 import dagster as dg
 
 from assets.resources import StrettoHome
-from warehouse import compact, store
-from warehouse.ingestrun import new_ingest_id
+from warehouse import store
+from warehouse.ingest.run import new_ingest_id
+from warehouse.upkeep import compact
 
 
 @dg.op(description="Rewrite each partition's current rows into one file; drop replaced files.")

@@ -5,8 +5,8 @@ The folder is ingested into a warehouse of its own (under HOME/cache/learn/, kep
 learning again is incremental) and the pipeline's `flow` asset learns the flow from it, so the
 commands and the Dagster UI learn with the same code. Calibrating (`--calibrate`) cross-fits
 on that same warehouse: each fold's flow is learned from the other folds' sessions without a
-pipeline run or an ingest of its own (warehouse.learn.learner, as the surprise gate's folds
-are), and the fold's episodes are replayed with it (stretto.offline.calibrate).
+pipeline run or an ingest of its own (warehouse.counts.learn.learner, as the surprise gate's folds
+are), and the fold's episodes are replayed with it (stretto.offline.fits.calibrate).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from stretto.home import Paths, private_dirs
 from stretto.logs.episode import episode_from_log
 from stretto.logs.sessionlog import is_session_log, read_session_log
 from stretto.model.flow import load_flow, load_manifest, write_flow
-from stretto.offline.calibrate import calibration_map
+from stretto.offline.fits.calibrate import calibration_map
+from warehouse.counts.learn import learner
 from warehouse.layout import UNDER_HOME, Layout
-from warehouse.learn import learner
 
 
 class LearnFolderError(RuntimeError):
@@ -102,7 +102,7 @@ def calibrate_folder(
     from the successful sessions of the others as the flow was (with its `manifest` and
     `constants`: a fold that did not know the manifest's reads would make no lookup to
     score), and write it into the flow as its `calibration.reach`. The map written;
-    stretto.offline.calibrate.CalibrateError (nothing written) when there is nothing to
+    stretto.offline.fits.calibrate.CalibrateError (nothing written) when there is nothing to
     calibrate against."""
     folder = Path(sessions).expanduser().resolve()
     episodes = [

@@ -14,7 +14,7 @@ import dagster as dg
 from assets.metadata import EVERY_ASSET
 from assets.partitions import domains, known_parts, register
 from assets.resources import StrettoHome
-from warehouse.storage import StorageError
+from warehouse.datastore import StorageError
 
 # What a full disk, a file-size limit or a quota make Python (ENOSPC, EFBIG, EDQUOT), DuckDB and
 # pyarrow say: an expected failure, told in one line, not a bug's stack.

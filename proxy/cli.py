@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
 
     if args.listen:  # hosts over HTTP: a session like this one per MCP session
-        from proxy.listen import serve  # entry point: only --listen loads uvicorn, starlette
+        from proxy.listen.endpoint import (
+            serve,  # entry point: only --listen loads uvicorn, starlette
+        )
 
         return serve(args, command)
 

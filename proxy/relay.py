@@ -1,12 +1,12 @@
 """What the proxy keeps of each line that passes: the log, the requests still waiting for an
 answer, the conversation, and what the flow is shown.
 
-The bytes themselves are moved by proxy.pump (or, with `--upstream`, by the HTTP client):
+The bytes themselves are moved by proxy.transport.pump (or, with `--upstream`, by the HTTP client):
 every line is forwarded with the bytes it arrived with, and parsed only to log it and to
 remember which of the host's requests still wait for an answer, so that if the server goes
 away each of them gets an error instead of hanging the host.
 
-What the flow is shown goes through proxy.flowfeed, which keeps it in order while the flow
+What the flow is shown goes through proxy.serve.flowfeed, which keeps it in order while the flow
 loads or a run decides.
 """
 
@@ -16,7 +16,7 @@ import _thread
 import sys
 import time
 
-from proxy.recorder import Parsed, parse_json_line
+from proxy.record.recorder import Parsed, parse_json_line
 from proxy.wire import error_line, id_key, is_request, is_response, messages, write_all
 
 BIG_LINE = 1 << 20  # from_server lets the host have a line this long before it parses it
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from proxy.context import ContextFeed
-    from proxy.flowfeed import FlowFeed
-    from proxy.recorder import SessionLog
+    from proxy.record.context import ContextFeed
+    from proxy.record.recorder import SessionLog
+    from proxy.serve.flowfeed import FlowFeed
 
 
 class Relay:
@@ -205,7 +205,7 @@ class Relay:
 
     def expect_flow(self) -> None:
         """A flow is loading: keep what it must be shown until `attach_flow`."""
-        from proxy.flowfeed import FlowFeed  # proxy start-up: only with --flow
+        from proxy.serve.flowfeed import FlowFeed  # proxy start-up: only with --flow
 
         self.feed = FlowFeed(self.to_host)
 

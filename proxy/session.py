@@ -1,7 +1,7 @@
 """One stdio session of the proxy, started and run: `open_session` starts the server, its
 log, the relay, the loop and the flow; `Session.run` forwards until the host or the server ends
 it. `stretto-proxy` runs one on its own stdio (proxy.cli); `--listen` runs one per MCP session
-on a pair of pipes (proxy.piped).
+on a pair of pipes (proxy.listen.piped).
 
 Kept light on purpose, as proxy.cli is: the host waits for the first bytes, so the upstream,
 the recorder, retention and the flow are imported when a session needs them
@@ -15,16 +15,16 @@ import sys
 import time
 
 from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
-from proxy.pump import Pump
-from proxy.recorder import SessionLog, host_session_id
-from proxy.redact import redact_command, redact_url
+from proxy.record.recorder import SessionLog, host_session_id
+from proxy.record.redact import redact_command, redact_url
 from proxy.relay import Relay
-from proxy.upstream_stdio import StdioServer
+from proxy.transport.pump import Pump
+from proxy.transport.upstream_stdio import StdioServer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from proxy.upstream_http import HttpUpstream
-    from proxy.upstream_stdio import StdioServer
+    from proxy.transport.upstream_http import HttpUpstream
+    from proxy.transport.upstream_stdio import StdioServer
 
 # Exit statuses of the proxy itself (otherwise it exits with the server's status).
 
@@ -100,12 +100,14 @@ def open_session(
     """Start the server and everything that records and serves its session, the host on
     `host_in`/`host_out`; or, when it cannot start, (exit status, why) (said on stderr).
     `host_session`: the log header's (with --listen, the MCP session); else the process's
-    (proxy.recorder.host_session_id). `server_env`: added to the server's environment."""
+    (proxy.record.recorder.host_session_id). `server_env`: added to the server's environment."""
     server: HttpUpstream | StdioServer
     http: HttpUpstream | None = None
     try:
         if args.upstream:
-            from proxy.upstream_http import HttpUpstream  # proxy start-up: http.client, --upstream
+            from proxy.transport.upstream_http import (
+                HttpUpstream,  # proxy start-up: http.client, --upstream
+            )
 
             server = http = HttpUpstream(args.upstream, _upstream_headers(args.upstream_header))
         else:
@@ -141,7 +143,7 @@ def open_session(
 
     if args.retain_days is not None:  # the server is starting meanwhile
         # proxy start-up: only with --retain-days
-        from proxy.retention import sweep
+        from proxy.record.retention import sweep
         from stretto.oracle.cache import default_cache_dir
 
         cache = os.path.expanduser(args.oracle_cache) if args.oracle_cache else None
@@ -150,7 +152,7 @@ def open_session(
 
     context = None
     if args.context:
-        from proxy.context import ContextFeed  # proxy start-up: only with --context
+        from proxy.record.context import ContextFeed  # proxy start-up: only with --context
 
         context = ContextFeed(os.path.expanduser(args.context))
 
@@ -165,7 +167,7 @@ def open_session(
             http.stream_big_answers(pump.stream_to_host, relay.forwarded_from_server)
     loader = None
     if args.flow:
-        from proxy.flowload import FlowLoader  # proxy start-up: only with --flow
+        from proxy.serve.flowload import FlowLoader  # proxy start-up: only with --flow
 
         relay.expect_flow()
         loader = FlowLoader(args, relay, pump.to_server, log, pump.wake)

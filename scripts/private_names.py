@@ -1,7 +1,7 @@
 """No private names across modules: `make lint` runs this over the five packages.
 
 A name that starts with one underscore is its module's own; a module that imports another's
-(`from warehouse.learn import _levels`, or `audit._score(...)` on an imported module) ties
+(`from warehouse.counts.learn import _levels`, or `audit._score(...)` on an imported module) ties
 itself to what that module may change freely. A name other modules need is made public, with
 a docstring. Each use is printed as `path:line: module.name`, and the exit status is 1; none,
 0. Tests are not read: a test may import a private name to test that very function.

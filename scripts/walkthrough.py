@@ -138,11 +138,11 @@ def start_afresh(where: Home) -> str | None:
 
 def forget_ingested(home: Path) -> None:
     """Take the sessions an earlier walkthrough ingested (its agent's) out of the home's
-    warehouse, with the ingest lock held (warehouse/forget.py)."""
+    warehouse, with the ingest lock held (warehouse/upkeep/forget.py)."""
     from warehouse import registry, store
-    from warehouse.forget import forget_sessions
-    from warehouse.ingestrun import new_ingest_id
+    from warehouse.ingest.run import new_ingest_id
     from warehouse.layout import Layout
+    from warehouse.upkeep.forget import forget_sessions
 
     layout = Layout.at(home)
     if not registry.commit_names(layout):  # no warehouse, or nothing committed

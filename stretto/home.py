@@ -74,7 +74,7 @@ class Paths:
 
     def staged_flow(self, domain: str) -> Path:
         """The relearned flow staged beside the served one until it is reviewed
-        (stretto.offline.versions.staged_path of `flow(domain)`)."""
+        (stretto.offline.lifecycle.versions.staged_path of `flow(domain)`)."""
         return self.flow(domain, "staged")
 
     @property

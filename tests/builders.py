@@ -279,7 +279,7 @@ KEY = "ts-test-key-42"  # the API key the jev:// tests' server accepts
 
 
 def systemone(seen):
-    """The `POST /v1/systemone` route of a local API server (tests/oracle/apiserver.py): the
+    """The `POST /v1/systemone` route of a local API server (tests/stretto/oracle/apiserver.py): the
     first criterion at 0.7, a `noul` question at 0.8; 401 without the key."""
     if seen.headers.get("authorization") != f"Bearer {KEY}":
         return 401, {}, {"error": {"type": "authentication_error", "message": "invalid API key"}}

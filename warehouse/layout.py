@@ -11,7 +11,7 @@ tables' columns.
 Every path the warehouse stores is relative to the home, so a home can be moved or copied.
 
 The committed data (parquet/ and registry/) may live at an object-store URL instead
-(`s3://bucket/prefix`: `--warehouse URL`, else $STRETTO_WAREHOUSE; warehouse/storage.py); its
+(`s3://bucket/prefix`: `--warehouse URL`, else $STRETTO_WAREHOUSE; warehouse/datastore.py); its
 paths are then relative to that URL, and the rest (staging, the lock, stretto.duckdb, the
 counts) stays under HOME/warehouse/.
 
@@ -160,7 +160,7 @@ def warehouse_url(given: str | None = None) -> str:
 @dataclass(frozen=True)
 class Layout(Paths):
     """The home's paths (stretto.home) and the warehouse's own under `warehouse/`; `url`, when
-    not empty, the object store holding the committed data (warehouse/storage.py)."""
+    not empty, the object store holding the committed data (warehouse/datastore.py)."""
 
     url: str = ""
 

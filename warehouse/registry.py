@@ -4,7 +4,7 @@ A run writes its Parquet data files first (each whole, by rename), then commits 
 its registry file (again whole, by rename). Readers build everything they show from the
 committed registry files, so a run that crashed before its commit is invisible, and the next
 run removes what it left (store.recover). Every path is stored relative to the home (or,
-for a warehouse at an object-store URL, to that URL: warehouse/storage.py).
+for a warehouse at an object-store URL, to that URL: warehouse/datastore.py).
 
 Rows of a registry file (`kind`):
 - `log`: a log file the run looked at: path, size, mtime, content hash, session id, and
@@ -16,9 +16,9 @@ Rows of a registry file (`kind`):
 - `dropped`: a Parquet file a retention run (`stretto ingest --retain-days`) took out of the
   warehouse: its table, path and row count; no reader reads it from that commit on, and the
   file is deleted once the commit is written.
-- `retired`: a data file a compaction replaced (warehouse/compact.py): no longer read.
+- `retired`: a data file a compaction replaced (warehouse/upkeep/compact.py): no longer read.
 - `derived`: an ingest run (its id in `note`) whose current sessions a steps run derived the
-  `table_name` table for (warehouse.steps.derive_steps): the next steps run does not look at
+  `table_name` table for (warehouse.ingest.steps.derive_steps): the next steps run does not look at
   it again.
 """
 
@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 import duckdb
 import pyarrow as pa
 
+from warehouse.datastore import committed
 from warehouse.layout import Layout
 from warehouse.sql import statements
-from warehouse.storage import committed
 
 SCHEMA = pa.schema(
     [

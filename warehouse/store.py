@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 
 from stretto.home import make_private, private_dirs, private_tree
 from warehouse import registry
+from warehouse.datastore import committed, sql_text
 from warehouse.files import fault, fsync_path, remove_stale_temps, temp_beside
 from warehouse.layout import PARTITION_KEYS, PERSONAL_COMMENT, PERSONAL_DATA, TABLES, Layout
-from warehouse.storage import committed, sql_text
 
 # Statements a query may be: everything else could write (COPY, EXPORT, ATTACH, SET, ...).
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}

@@ -31,7 +31,7 @@ def calibrate(
     nothing was (the flow is then left as it was: not an error)."""
     # the pipeline loads Dagster: only the commands that learn pay for it
     from pipeline.learnfolder import calibrate_folder
-    from stretto.offline.calibrate import CalibrateError
+    from stretto.offline.fits.calibrate import CalibrateError
 
     try:
         table = calibrate_folder(

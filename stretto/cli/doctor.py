@@ -22,8 +22,8 @@ from stretto.oracle.questions import probe_request
 from stretto.oracle.runners import RunnerOptions, open_runner
 from stretto.oracle.runners.base import Context
 from warehouse import store
+from warehouse.datastore import StorageError
 from warehouse.layout import TABLES, Layout
-from warehouse.storage import StorageError
 
 PACKAGES = ["dagster", "dagster-webserver", "duckdb", "polars", "pyarrow", "numpy", "jsonschema"]
 PROJECT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stretto.cli.calibrating import CALIBRATE_HELP, calibrate
-from stretto.cli.learnfolder import (
+from stretto.cli.learning_options import (
     MKDIR_HELP,
     domain_matches,
     learn_folder,

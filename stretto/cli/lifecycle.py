@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from stretto.cli.learnfolder import learning_options, resolved
+from stretto.cli.learning_options import learning_options, resolved
 from stretto.cli.options import (
     Commands,
     add_decider,
@@ -23,7 +23,7 @@ from stretto.cli.options import (
 from stretto.logs.rewards import read_rewards
 from stretto.logs.sessionlog import LogError
 from stretto.model.flow import FlowError, load_flow, load_manifest
-from stretto.offline import drift as drifting
+from stretto.offline.lifecycle import drift as drifting
 
 
 def register(commands: Commands) -> None:
@@ -140,7 +140,7 @@ def _drift_episodes(args: argparse.Namespace, flow: dict) -> list:
 
         episodes = episodes_from_otel(args.otel, flow["manifest"], domain)
     elif args.results:
-        from stretto.offline.replay import load_episodes  # --results only: replay's ~100 ms
+        from stretto.offline.reports.replay import load_episodes  # --results only: replay's ~100 ms
 
         episodes = load_episodes(None, args.results, args.split, "test")
         check_domain(flow, args.flow, episodes=episodes)
@@ -211,8 +211,8 @@ def _stage(args: argparse.Namespace) -> int:
     from assets.ingest import INGEST_ASSETS
     from pipeline.learnfolder import cache_layout
     from pipeline.run import failure_message, materialize
-    from stretto.offline import stage as staging
-    from warehouse.learn import LearnError, learner, warehouse_episodes
+    from stretto.offline.lifecycle import stage as staging
+    from warehouse.counts.learn import LearnError, learner, warehouse_episodes
 
     options = learning_options(args)
     if options is None:
@@ -325,8 +325,8 @@ def _register_versions(commands: Commands) -> None:
 
 def _flow_commit(args: argparse.Namespace) -> int:
     # entry point: the versioned flows and their review (~40 ms), for flow-commit only
-    from stretto.offline import versions
-    from stretto.offline.flowdiff import diff_markdown
+    from stretto.offline.lifecycle import versions
+    from stretto.offline.lifecycle.flowdiff import diff_markdown
 
     try:
         entry = versions.commit(args.flow, args.note)
@@ -342,7 +342,9 @@ def _flow_commit(args: argparse.Namespace) -> int:
 
 
 def _flow_log(args: argparse.Namespace) -> int:
-    from stretto.offline import versions  # entry point: the versioned flows, for flow-log only
+    from stretto.offline.lifecycle import (
+        versions,  # entry point: the versioned flows, for flow-log only
+    )
 
     try:
         if args.json:
@@ -360,8 +362,8 @@ def _flow_log(args: argparse.Namespace) -> int:
 
 def _flow_rollback(args: argparse.Namespace) -> int:
     # entry point: the versioned flows and their review (~40 ms), for flow-rollback only
-    from stretto.offline import versions
-    from stretto.offline.flowdiff import diff_markdown
+    from stretto.offline.lifecycle import versions
+    from stretto.offline.lifecycle.flowdiff import diff_markdown
 
     try:
         entry = versions.rollback(args.flow, args.to)

@@ -93,7 +93,7 @@ def _decider_problem(args: argparse.Namespace, flow: dict, decider: str | None) 
 def _audit(args: argparse.Namespace) -> int:
     # entry point: the audit, the merged logs and the arbiter's runners, for audit only
     from stretto.logs.merged import read_episodes
-    from stretto.offline.audit import audit, markdown, write_tables
+    from stretto.offline.reports.audit import audit, markdown, write_tables
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
@@ -281,7 +281,7 @@ def _register_replay(commands: Commands) -> None:
 def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
     """The episodes to walk, all of the flow's domain (as `compile` refuses results files of
     another domain): a flow's counts say nothing about another domain's tools."""
-    from stretto.offline.replay import NoEpisodes, load_episodes  # replay and search only
+    from stretto.offline.reports.replay import NoEpisodes, load_episodes  # replay and search only
 
     try:
         episodes = load_episodes(args.sessions, args.results, args.split, part)
@@ -296,7 +296,7 @@ def _replay_episodes(args: argparse.Namespace, flow: dict, part: str) -> list:
 
 def _replay(args: argparse.Namespace) -> int:
     # entry point: the walk and the arbiter's runners (~150 ms), for replay only
-    from stretto.offline.replay import markdown, replay, write_tables
+    from stretto.offline.reports.replay import markdown, replay, write_tables
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
@@ -362,7 +362,7 @@ def _register_search(commands: Commands) -> None:
 
 def _search(args: argparse.Namespace) -> int:
     # entry point: the search and the arbiter's runners (~150 ms), for search only
-    from stretto.offline.search import Search, markdown, report_json, with_thresholds
+    from stretto.offline.reports.search import Search, markdown, report_json, with_thresholds
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
@@ -455,7 +455,7 @@ def _register_promote(commands: Commands) -> None:
 
 def _promote(args: argparse.Namespace) -> int:
     # entry point: promotion and its oracle (~120 ms), for promote only
-    from stretto.offline.promote import Bar, promote_flow, promoted_sites
+    from stretto.offline.lifecycle.promote import Bar, promote_flow, promoted_sites
 
     bar = Bar(args.threshold, args.min_used, args.min_lower, args.min_tasks)  # None: the flow's
     problem = oracle_problem(args.oracle)

@@ -200,7 +200,7 @@ def oracle_cache(args: argparse.Namespace) -> Path:
 def offline_oracle(args: argparse.Namespace):
     """The offline tools' oracle options (`--oracle`, default replay: the cache only)."""
     # commands that ask an oracle only: judging loads the HTTP runners (~100 ms at --help)
-    from stretto.offline.judging import OracleOptions
+    from stretto.offline.episode_judges import OracleOptions
 
     return OracleOptions(
         uri=args.oracle or "replay",

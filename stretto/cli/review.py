@@ -52,7 +52,7 @@ def register(commands: Commands) -> None:
 
 def _flow_show(args: argparse.Namespace) -> int:
     # entry point: the review and the arbiter's check (~70 ms), for flow-show only
-    from stretto.offline.flowshow import markdown, summary
+    from stretto.offline.lifecycle.flowshow import markdown, summary
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)
@@ -65,7 +65,7 @@ def _flow_show(args: argparse.Namespace) -> int:
 
 def _flow_diff(args: argparse.Namespace) -> int:
     # entry point: the review and the arbiter's check (~70 ms), for flow-diff only
-    from stretto.offline.flowdiff import diff, diff_markdown
+    from stretto.offline.lifecycle.flowdiff import diff, diff_markdown
     from stretto.oracle.arbiter import load_flow
 
     try:

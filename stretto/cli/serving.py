@@ -1,5 +1,5 @@
 """The command that serves a flow's decisions to harnesses that are not MCP hosts: serve
-(stretto.offline.serve)."""
+(stretto.offline.tcp_serve)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def register(commands: Commands) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     # entry point: the decision server and the arbiter's runners, for serve only
-    from stretto.offline.serve import Decisions, DecisionServer, ServeOptions, parse_listen
+    from stretto.offline.tcp_serve import Decisions, DecisionServer, ServeOptions, parse_listen
     from stretto.oracle.arbiter import load_flow
 
     flow = load_flow(args.flow)

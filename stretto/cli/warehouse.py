@@ -7,7 +7,7 @@ import argparse
 import sys
 import warnings
 
-from stretto.cli.learnfolder import otel_logs
+from stretto.cli.learning_options import otel_logs
 from stretto.cli.options import (
     Commands,
     add_home,
@@ -229,9 +229,10 @@ def _ingest(args: argparse.Namespace) -> int:
 def _retain(layout, days: int, wait: float) -> int:
     """Drop the warehouse's data older than `days`, with the ingest lock held."""
     # `ingest --retain-days` only: the warehouse's store loads DuckDB and pyarrow
-    from warehouse import retention, store
-    from warehouse.ingestrun import new_ingest_id
-    from warehouse.storage import StorageError
+    from warehouse import store
+    from warehouse.datastore import StorageError
+    from warehouse.ingest.run import new_ingest_id
+    from warehouse.upkeep import retention
 
     try:
         with store.ingest_lock(layout, wait, say):
@@ -263,8 +264,8 @@ def _sql(args: argparse.Namespace) -> int:
 
     from stretto.cli.queryresult import render
     from warehouse import store
+    from warehouse.datastore import StorageError
     from warehouse.layout import Layout
-    from warehouse.storage import StorageError
 
     try:
         table = store.query(Layout.at(args.home, args.warehouse), args.query)

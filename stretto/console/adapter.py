@@ -36,9 +36,10 @@ from stretto.logs.toollist import WRITE
 from stretto.model.binding import value_text  # noqa: F401 - re-exported
 from stretto.model.decide import DEFAULT_THRESHOLD  # noqa: F401 - re-exported
 from stretto.model.flow import FlowError, load_flow  # noqa: F401 - re-exported
-from stretto.offline import drift as offline_drift
-from stretto.offline import flowdiff, flowshow, promote, search, stage, versions
-from stretto.offline import replay as offline_replay
+from stretto.offline.lifecycle import drift as offline_drift
+from stretto.offline.lifecycle import flowdiff, flowshow, promote, stage, versions
+from stretto.offline.reports import replay as offline_replay
+from stretto.offline.reports import search
 from stretto.offline.walk import BOUND, agent_made
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
@@ -166,7 +167,7 @@ def drift_facts(episode: Episode):
 
 def drift_from_facts(flow: dict, facts: list, episodes: list[Episode]) -> dict:
     """drift_series from the sessions' facts (drift_facts): the same answer, its parts done
-    one session at a time by the caller (stretto.console.driftruns)."""
+    one session at a time by the caller (stretto.console.views.driftruns)."""
     settings = offline_drift.Settings()
     fresh = offline_drift.score_facts(flow, facts)
     if fresh is None:  # the arbiter: its judge reads the transcripts
@@ -196,8 +197,8 @@ def read_warehouse(home: Path, queries: dict[str, str]) -> dict[str, list[tuple]
     import duckdb
 
     from warehouse import store
+    from warehouse.datastore import StorageError
     from warehouse.layout import Layout
-    from warehouse.storage import StorageError
 
     try:
         con = store.open_catalogue(Layout.at(home))

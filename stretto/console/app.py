@@ -28,7 +28,7 @@ from starlette.responses import (
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from stretto.console.api import ENDPOINTS, guarded
+from stretto.console.api.endpoints import ENDPOINTS, guarded
 from stretto.console.doctor import STATIC, vendor_files
 from stretto.console.state import Console, Options
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from stretto import __version__
 from stretto.console import adapter
-from stretto.console.driftruns import DRIFT_MAX_CALLS
+from stretto.console.views.driftruns import DRIFT_MAX_CALLS
 from stretto.httpguard import is_loopback
 from stretto.usage import Parser, parse
 

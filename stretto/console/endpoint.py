@@ -1,5 +1,6 @@
-"""What the API's modules share: how an endpoint is declared (stretto.console.api.ENDPOINTS
-and the flow lifecycle's, stretto.console.lifeview.ENDPOINTS), and how a handler finds the
+"""What the API's modules share: how an endpoint is declared
+(stretto.console.api.endpoints.ENDPOINTS
+and the flow lifecycle's, stretto.console.api.lifeview.ENDPOINTS), and how a handler finds the
 console and a flow."""
 
 from __future__ import annotations

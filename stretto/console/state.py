@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stretto.console import adapter, files
-from stretto.console.catalog import Catalog
-from stretto.console.driftruns import DRIFT_MAX_CALLS, Drifts
 from stretto.console.events import PING_S, Events
-from stretto.console.flowview import Replays
 from stretto.console.jobs import Jobs, default_stretto
-from stretto.console.overview import Overview
+from stretto.console.views.catalog import Catalog
+from stretto.console.views.driftruns import DRIFT_MAX_CALLS, Drifts
+from stretto.console.views.flowview import Replays
+from stretto.console.views.overview import Overview
 
 DEFAULT_SETTINGS = {
     "threshold": adapter.DEFAULT_THRESHOLD,

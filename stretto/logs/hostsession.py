@@ -1,6 +1,6 @@
 """Which logs are one session: the logs of one host session that several servers' proxies
 wrote (docs/formats.md §2, "Several servers in one host session"). The one rule, read by
-learning (warehouse/merge.py, over the warehouse's rows) and by the offline tools that read
+learning (warehouse/counts/merge.py, over the warehouse's rows) and by the offline tools that read
 logs (stretto.logs.merged.read_episodes, over the files), so both see the same sessions.
 
 A log with a server name and a host session joins the other logs of that host session that

@@ -1,5 +1,5 @@
 """Values whose shape is a secret or a personal identifier: the one rule set that the proxy's
-header redaction (proxy/redact.py, the secrets) and `stretto redact` / `ingest --redact`
+header redaction (proxy/record/redact.py, the secrets) and `stretto redact` / `ingest --redact`
 (stretto.logs.pseudonyms, secrets and personal identifiers) both apply (docs/formats.md
 §1.1.1 and §11).
 
@@ -12,7 +12,7 @@ New Relic, Atlassian, Google OAuth, Slack webhooks). detect-secrets itself is no
 its plugins import `requests` and its settings machinery (about 120 ms), more than the
 proxy's whole start; the table below is plain `re`, each rule compiled on first use and only
 run on a text holding its hint. (detect-secrets is a pinned test dependency:
-tests/stretto/test_sensitive.py holds this table to its plugins.) Besides the named
+tests/stretto/logs/test_sensitive.py holds this table to its plugins.) Besides the named
 formats, a **high-entropy string** is a secret: a run of 20 or more base64 or base64url
 characters with digits, an eighth or more capitals and as many small letters, switching
 between the three at least 4 times in 10 characters and with 3.5 bits of entropy or more per

@@ -8,7 +8,7 @@ its next write, with offsets for where it is decided and how its arguments were 
 
 s is clipped to [CLIP, 1 − CLIP] before the logit; an offset not in the table is 0. With
 slope > 0 (the fit keeps it so), q rises with s for every option. The map is fitted offline
-on replays of episodes the fitting flows never saw (stretto.offline.calibrate); the Decider
+on replays of episodes the fitting flows never saw (stretto.offline.fits.calibrate); the Decider
 serves q in place of s: it is what the threshold is compared with and what the logs and
 reports call the score.
 """

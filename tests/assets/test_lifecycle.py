@@ -15,10 +15,10 @@ from assets.ingest import INGEST_ASSETS
 from assets.lifecycle import domain_sessions, drift_cache, drift_check
 from pipeline.run import materialize
 from stretto.model.flow import load_flow
-from stretto.offline.drift import drift
-from tests.stretto.lifecycle import learn_folder, write_sessions
+from stretto.offline.lifecycle.drift import drift
+from tests.stretto.offline.lifecycle.lifecycle import learn_folder, write_sessions
+from warehouse.counts.learn import warehouse_episodes
 from warehouse.layout import Layout
-from warehouse.learn import warehouse_episodes
 
 
 def evaluation(home: Path):

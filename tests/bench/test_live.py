@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import live
-from proxy.splice import lookups_item
+from proxy.serve.splice import lookups_item
 from stretto.logs.episode import Assistant, Episode, ToolCall, ToolResult
 from tests.conftest import TAU2
 

@@ -13,7 +13,7 @@ from assets.ingest import INGEST_ASSETS
 from assets.lifecycle import drift_check, staged_flow
 from pipeline import defs
 from pipeline.run import materialize, output_metadata
-from tests.stretto.lifecycle import learn_folder, write_sessions
+from tests.stretto.offline.lifecycle.lifecycle import learn_folder, write_sessions
 
 
 @pytest.fixture

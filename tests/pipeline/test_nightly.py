@@ -16,7 +16,7 @@ from assets.resources import StrettoHome
 from pipeline import defs
 from pipeline.alerts import ALERT_URL, alerts_file
 from stretto.model.flow import load_flow
-from stretto.offline import stage, versions
+from stretto.offline.lifecycle import stage, versions
 from tests.builders import LogBuilder, shop_log, write_logs
 from tests.pipeline.alerting import alert
 

@@ -17,7 +17,7 @@ from assets.resources import StrettoHome
 from pipeline import defs
 from pipeline.definitions import THEN, partitions, relearn_after_ingest
 from stretto.model.flow import load_flow
-from stretto.offline import versions
+from stretto.offline.lifecycle import versions
 from tests.builders import LogBuilder, shop_log, write_logs
 from tests.conftest import REFERENCE_HOME
 from warehouse.layout import Layout

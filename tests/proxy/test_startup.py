@@ -42,23 +42,23 @@ PLAIN = {
     "proxy.cjson",
     "proxy.cli",
     "proxy.options",
-    "proxy.outlet",
-    "proxy.pump",
-    "proxy.recorder",
-    "proxy.redact",
+    "proxy.transport.outlet",
+    "proxy.transport.pump",
+    "proxy.record.recorder",
+    "proxy.record.redact",
     "proxy.relay",
     "proxy.session",
-    "proxy.upstream_stdio",
+    "proxy.transport.upstream_stdio",
     "proxy.wire",
     "select",
     "stretto",
     "stretto.model",
     "stretto.model.defaults",
-    "stretto.vocabulary",  # the log's version (proxy.recorder); it imports nothing
+    "stretto.vocabulary",  # the log's version (proxy.record.recorder); it imports nothing
 }
 # With --flow FILE, the thread that forwards loads only these more; the flow itself is loaded
-# on a thread of its own once the server has said something (proxy.flowload).
-FLOW_FORWARDING = PLAIN | {"proxy.flowfeed", "proxy.flowload"}
+# on a thread of its own once the server has said something (proxy.serve.flowload).
+FLOW_FORWARDING = PLAIN | {"proxy.serve.flowfeed", "proxy.serve.flowload"}
 # ... and, once loaded, the flow has brought these packages (the serving model, jsonschema
 # and jsonpath-ng with what they use).
 FLOW_PACKAGES = {
@@ -102,7 +102,9 @@ def test_forwarding_and_recording_load_exactly_the_plain_set(tmp_path: Path) -> 
     seen = watched_run("--record", str(tmp_path / "logs"), "--", "cat")
     assert seen["loaded"] == seen["forwarding_thread"]  # no other thread
     assert seen["loaded"] <= PLAIN, f"new at start-up: {sorted(seen['loaded'] - PLAIN)}"
-    assert {"proxy.pump", "proxy.relay", "proxy.recorder", "_json"} <= seen["loaded"]
+    assert {"proxy.transport.pump", "proxy.relay", "proxy.record.recorder", "_json"} <= seen[
+        "loaded"
+    ]
     assert not {"re", "json", "enum", "threading", "functools"} & seen["loaded"]
     assert not packages(seen["loaded"]) & NEVER
 
@@ -113,7 +115,7 @@ def test_a_flow_loads_beside_the_forwarding_thread(tmp_path: Path, shop_flow_pat
     )
     forwarding = seen["forwarding_thread"]
     assert forwarding <= FLOW_FORWARDING, f"new: {sorted(forwarding - FLOW_FORWARDING)}"
-    assert "proxy.serve" in seen["loaded"] and "proxy.serve" not in forwarding
+    assert "proxy.serve.flowserver" in seen["loaded"] and "proxy.serve.flowserver" not in forwarding
     assert "jsonschema" in packages(seen["loaded"]) - packages(forwarding)
     new = packages(seen["loaded"]) - FLOW_PACKAGES
     assert not new, f"the flow now brings {sorted(new)}"
@@ -143,7 +145,8 @@ def test_serving_an_arbiter_loads_the_oracle_but_nothing_heavy() -> None:
     """An arbiter flow makes the proxy import stretto.oracle (when it serves one): still no
     numpy, no Dagster, no DuckDB, no polars."""
     code = (
-        "import sys, proxy.cli, proxy.serve, stretto.oracle.judge, stretto.oracle.oracle, "
+        "import sys, proxy.cli, proxy.serve.flowserver, stretto.oracle.judge, "
+        "stretto.oracle.oracle, "
         "stretto.oracle.state, stretto.oracle.runners.openai, stretto.oracle.runners.ollama\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     )

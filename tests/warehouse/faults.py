@@ -1,5 +1,6 @@
 """Log files with every kind of bad input, and what an ingest must make of each (shared by the
-ingest tests: tests/warehouse/test_bad_input.py, tests/warehouse/test_ingest_rows.py)."""
+ingest tests: tests/warehouse/ingest/test_bad_input.py,
+tests/warehouse/ingest/test_ingest_rows.py)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from stretto.logs.episode import Assistant, read_episode
 from stretto.logs.steps import episode_steps
 from tests.conftest import REFERENCE_HOME
 from warehouse import store
+from warehouse.counts.learn import learn_flow
 from warehouse.layout import Layout
-from warehouse.learn import learn_flow
 
 DAY_MS = 86_400_000
 # the reference's own shop sessions, moved to other days by put_log

@@ -21,8 +21,9 @@ from pipeline.run import materialize
 from tests.builders import learn, stretto
 from tests.conftest import REFERENCE_HOME, free_port
 from tests.warehouse.helpers import ingest, learned
-from warehouse import compact, storage, store
+from warehouse import datastore, store
 from warehouse.layout import TABLES, Layout
+from warehouse.upkeep import compact
 
 # starts moto's S3 server and ingests and learns on both sides of it
 pytestmark = pytest.mark.slow
@@ -188,7 +189,7 @@ def test_crash_recovery_compaction_and_retention_on_s3(tmp_path: Path, bucket: s
         orphan = tmp_path / "orphan.parquet"
         shutil.copy(tmp_path / "logs/shop" / SHOP[0].name, orphan)  # any bytes will do
         stored = "parquet/sessions/domain=shop/day=2026-01-01/part-crashed-1-0-x.parquet"
-        storage.committed(layout).put([(orphan, stored)])
+        datastore.committed(layout).put([(orphan, stored)])
         assert f"wh/{stored}" in objects(bucket, "wh/")
         assert counts() == before
         assert store.recover(layout) == ["crashed-1"]

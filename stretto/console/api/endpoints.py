@@ -1,0 +1,601 @@
+"""The JSON API under /api. Each endpoint is declared once, in ENDPOINTS: the routes and the
+OpenAPI description (stretto.console.api.openapi) are both made from it."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from stretto.console import adapter, files
+from stretto.console.api import lifeview, sessionview
+from stretto.console.endpoint import NAME, Endpoint
+from stretto.console.endpoint import console_of as _console
+from stretto.console.endpoint import flow_entry as _flow
+from stretto.console.jobs import JobError
+from stretto.console.state import ApiError, Console
+from stretto.console.views import flowview
+
+PAGE_LIMIT = 200  # items on one page of a list or a timeline, at most
+RAW_CHUNK = 1 << 16
+
+
+def _int(request: Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, f"{name} {text!r}: expected a whole number") from None
+    if value < low or (high is not None and value > high):
+        top = f" to {high}" if high is not None else " or more"
+        raise ApiError(400, f"{name} {value}: expected {low}{top}")
+    return value
+
+
+def _threshold(
+    request: Request, console: Console, name: str = "threshold", flow: dict | None = None
+) -> float:
+    """The query's threshold; when not given, the flow's own (a calibrated flow's break-even,
+    `serving`), else the settings'."""
+    own = (flow or {}).get("serving")
+    default = own["threshold"] if own else console.settings()["threshold"]
+    try:
+        return flowview.parse_threshold(request.query_params.get(name), default)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+async def _json_body(request: Request) -> dict:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"the body is not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return body
+
+
+# --- meta -------------------------------------------------------------------------------------
+
+
+def health(request: Request) -> Response:
+    return JSONResponse({"ok": True, "version": adapter.VERSION})
+
+
+def meta(request: Request) -> Response:
+    return JSONResponse(_console(request).meta())
+
+
+def overview(request: Request) -> Response:
+    console = _console(request)
+    settings = console.settings()
+    threshold = _threshold(request, console)
+    return JSONResponse(console.overview.figures(threshold, (settings["beta"], settings["delta"])))
+
+
+def get_settings(request: Request) -> Response:
+    return JSONResponse(_console(request).settings())
+
+
+async def put_settings(request: Request) -> Response:
+    body = await _json_body(request)
+    return JSONResponse(_console(request).save_settings(body))
+
+
+def openapi(request: Request) -> Response:
+    from stretto.console.api.openapi import describe
+
+    return JSONResponse(describe(ENDPOINTS))
+
+
+def logout(request: Request) -> Response:
+    response = JSONResponse({"ok": True})
+    response.delete_cookie("stretto_console", path="/")
+    return response
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+SESSION_FILTERS = ("domain", "day", "agent_model", "server", "mode")
+# what the sessions' table sorts by: the column's name -> the row's field
+SESSION_SORTS = {
+    "session": "id",
+    "started": "started_unix_ms",
+    "domain": "domain",
+    "agent_model": "agent_model",
+    "server": "server",
+    "mode": "mode",
+    "calls": "calls",
+    "lookups": "lookups",
+    "turns": "turns",
+    "problem": "problem",
+}
+
+
+def _sorted_rows(request: Request, rows: list[dict]) -> list[dict]:
+    """The rows by `sort` (a column) in `order` (asc or desc); rows without the value last.
+    Without `sort`: as they are, newest first."""
+    column = request.query_params.get("sort")
+    if not column:
+        return rows
+    field = SESSION_SORTS.get(column)
+    if field is None:
+        raise ApiError(400, f"sort {column!r}: expected one of {', '.join(SESSION_SORTS)}")
+    order = request.query_params.get("order") or "asc"
+    if order not in ("asc", "desc"):
+        raise ApiError(400, f"order {order!r}: expected asc or desc")
+    present = [r for r in rows if r.get(field) is not None]
+    missing = [r for r in rows if r.get(field) is None]
+    present.sort(key=lambda r: (r[field], r["key"]), reverse=order == "desc")
+    return present + missing
+
+
+def _day(summary: dict) -> str | None:
+    import time
+
+    started = summary.get("started_unix_ms")
+    return None if started is None else time.strftime("%Y-%m-%d", time.gmtime(started / 1000))
+
+
+def _session_row(entry) -> dict:
+    return {
+        "key": entry.key,
+        "path": entry.rel,
+        "copies": entry.copies,
+        "day": _day(entry.summary),
+    } | entry.summary
+
+
+def sessions(request: Request) -> Response:
+    console = _console(request)
+    wanted = {k: request.query_params.get(k) for k in SESSION_FILTERS}
+    wanted = {k: v for k, v in wanted.items() if v}
+    needle = (request.query_params.get("q") or "").lower()
+    offset = _int(request, "offset", 0)
+    limit = _int(request, "limit", 50, 1, PAGE_LIMIT)
+    rows = [_session_row(e) for e in console.catalog.sessions()]
+    every = rows
+    rows = [r for r in rows if all(str(r.get(k)) == v for k, v in wanted.items())]
+    if needle:
+        rows = [r for r in rows if needle in _haystack(r)]
+    rows = _sorted_rows(request, rows)
+    facets = {
+        k: sorted({str(r.get(k)) for r in every if r.get(k) is not None}) for k in SESSION_FILTERS
+    }
+    return JSONResponse(
+        {
+            "total": len(rows),
+            "offset": offset,
+            "limit": limit,
+            "items": rows[offset : offset + limit],
+            "facets": facets,
+        }
+    )
+
+
+def _haystack(row: dict) -> str:
+    parts = [row["key"], row["path"], *row["copies"]]
+    parts += [
+        str(row.get(k) or "")
+        for k in ("domain", "agent_model", "server", "mode", "task_id", "problem")
+    ]
+    return " ".join(parts).lower()
+
+
+def _session(request: Request):
+    key = request.path_params["key"]
+    entry = _console(request).catalog.session(key)
+    if entry is None:
+        raise ApiError(404, f"no session {key!r}")
+    return entry
+
+
+def session(request: Request) -> Response:
+    entry = _session(request)
+    return JSONResponse(_session_row(entry))
+
+
+def timeline(request: Request) -> Response:
+    console = _console(request)
+    entry = _session(request)
+    if entry.summary.get("unreadable"):
+        raise ApiError(422, entry.summary["problem"])
+    offset = _int(request, "offset", 0)
+    limit = _int(request, "limit", 100, 1, PAGE_LIMIT)
+    index = console.catalog.index(entry.path)
+    items = index.items[offset : offset + limit]
+    following = offset + limit if offset + limit < len(index.items) else None
+    return JSONResponse(
+        {
+            "total": len(index.items),
+            "offset": offset,
+            "limit": limit,
+            "next": following,
+            "items": items,
+            "problems": [console.catalog.shown(problem) for problem in index.problems],
+        }
+    )
+
+
+def raw(request: Request) -> Response:
+    """The log as it is on disk, streamed; `from` and `lines` pick lines (1-based)."""
+    console = _console(request)
+    entry = _session(request)
+    start = _int(request, "from", 0)
+    count = _int(request, "lines", 0)
+    path = entry.path
+    if not start and not count:
+        return StreamingResponse(_chunks(path, 0, None), media_type="application/x-ndjson")
+    index = console.catalog.index(path) if not entry.summary.get("unreadable") else None
+    if index is None:
+        raise ApiError(422, entry.summary["problem"])
+    start = max(start, 1)
+    if start > len(index.offsets):
+        raise ApiError(404, f"{entry.rel} has {len(index.offsets)} lines; no line {start}")
+    end_line = start + (count or len(index.offsets)) - 1
+    begin = index.offsets[start - 1]
+    end = index.offsets[end_line] if end_line < len(index.offsets) else None
+    return StreamingResponse(_chunks(path, begin, end), media_type="application/x-ndjson")
+
+
+def _chunks(path: Path, begin: int, end: int | None):
+    with path.open("rb") as f:
+        f.seek(begin)
+        left = None if end is None else end - begin
+        while left is None or left > 0:
+            chunk = f.read(RAW_CHUNK if left is None else min(RAW_CHUNK, left))
+            if not chunk:
+                return
+            if left is not None:
+                left -= len(chunk)
+            yield chunk
+
+
+def delete_session(request: Request) -> Response:
+    console = _console(request)
+    entry = _session(request)
+    paths = [console.data / entry.rel, *(console.data / c for c in entry.copies)]
+    moving = []
+    for path in paths:
+        moving.append(path)
+        for suffix in adapter.SIDE_FILE_SUFFIXES:
+            beside = path.with_suffix(suffix)
+            if beside.exists():
+                moving.append(beside)
+    folder = files.move_to_trash(console.data, moving)
+    console.changed("sessions")
+    return JSONResponse(
+        {
+            "ok": True,
+            "trash": str(folder.relative_to(console.data)),
+            "moved": [str(p.relative_to(console.data)) for p in moving],
+        }
+    )
+
+
+# --- flows ------------------------------------------------------------------------------------
+
+
+def flows(request: Request) -> Response:
+    return JSONResponse({"items": [flowview.listing(e) for e in _console(request).catalog.flows()]})
+
+
+def flow(request: Request) -> Response:
+    console = _console(request)
+    entry = _flow(request)
+    return JSONResponse(flowview.detail(entry, _threshold(request, console, flow=entry.flow)))
+
+
+def flow_replay(request: Request) -> Response:
+    console = _console(request)
+    entry = _flow(request)
+    settings = console.settings()
+    threshold = _threshold(request, console, flow=entry.flow)
+    figures = console.replays.figures(entry, threshold, (settings["beta"], settings["delta"]))
+    return JSONResponse(figures)
+
+
+def flow_raw(request: Request) -> Response:
+    entry = _flow(request, valid=False)
+    return FileResponse(entry.path, media_type="application/json")
+
+
+def flow_diff(request: Request) -> Response:
+    console = _console(request)
+    old = request.query_params.get("from")
+    new = request.query_params.get("to")
+    if not old or not new:
+        raise ApiError(400, "give both flows: ?from=OLD&to=NEW (their paths in the data directory)")
+    return JSONResponse(
+        flowview.diff(_flow(request, old), _flow(request, new), _threshold(request, console))
+    )
+
+
+def delete_flow(request: Request) -> Response:
+    console = _console(request)
+    entry = _flow(request, valid=False)
+    folder = files.move_to_trash(console.data, [entry.path])
+    console.changed("flows")
+    return JSONResponse(
+        {"ok": True, "trash": str(folder.relative_to(console.data)), "moved": [entry.name]}
+    )
+
+
+# --- jobs -------------------------------------------------------------------------------------
+
+
+def _job_call(call):
+    try:
+        return call()
+    except JobError as exc:
+        raise ApiError(exc.status, str(exc)) from None
+
+
+def jobs(request: Request) -> Response:
+    return JSONResponse(
+        {"items": _console(request).jobs.all(), "running": _console(request).jobs.running}
+    )
+
+
+async def start_job(request: Request) -> Response:
+    console = _console(request)
+    body = await _json_body(request)
+    kind = body.get("kind")
+    if not isinstance(kind, str):
+        raise ApiError(
+            422, "field `kind`: one of learn, audit, replay, search, promote, ingest, doctor"
+        )
+    job = _job_call(lambda: console.jobs.start(kind, body.get("params") or {}))
+    return JSONResponse(console.job_links(job), status_code=202)
+
+
+def job(request: Request) -> Response:
+    console = _console(request)
+    found = _job_call(lambda: console.jobs.get(request.path_params["id"]))
+    return JSONResponse(console.job_links(found))
+
+
+def cancel_job(request: Request) -> Response:
+    console = _console(request)
+    return JSONResponse(_job_call(lambda: console.jobs.cancel(request.path_params["id"])))
+
+
+def job_output(request: Request) -> Response:
+    console = _console(request)
+    job_id = request.path_params["id"]
+    _job_call(lambda: console.jobs.get(job_id))
+    return Response(console.jobs.output(job_id), media_type="text/plain; charset=utf-8")
+
+
+def job_artifact(request: Request) -> Response:
+    console = _console(request)
+    path = _job_call(
+        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
+    )
+    return FileResponse(path)
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def events(request: Request) -> Response:
+    stream = _console(request).events.stream()
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+
+# --- the table --------------------------------------------------------------------------------
+
+KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
+JOB = ("id", "path", "the job's id")
+THRESHOLD = (
+    "threshold",
+    "query",
+    "the served threshold, 0 to 1 (default: the flow's own when it carries one, else the "
+    "settings')",
+)
+PAGING = [
+    ("offset", "query", "skip this many"),
+    ("limit", "query", f"at most this many (≤ {PAGE_LIMIT})"),
+]
+
+ENDPOINTS = [
+    Endpoint(
+        "GET", "/api/health", health, "Whether the console answers (no token needed).", public=True
+    ),
+    Endpoint(
+        "GET",
+        "/api/meta",
+        meta,
+        "The console: version, data directory, auth, read-only, what is found.",
+    ),
+    Endpoint(
+        "GET",
+        "/api/overview",
+        overview,
+        "Sessions, calls, lookups made and used, turns saved: totals, by domain and by day.",
+        [THRESHOLD],
+        (400,),
+    ),
+    Endpoint(
+        "GET",
+        "/api/sessions",
+        sessions,
+        "Sessions, newest first, filtered.",
+        [
+            ("domain", "query", "only this domain"),
+            ("day", "query", "only sessions started that UTC day (YYYY-MM-DD)"),
+            ("agent_model", "query", "only this agent model"),
+            ("server", "query", "only this server"),
+            ("mode", "query", "recorded, shadow or served"),
+            ("q", "query", "text to find in the id, paths, domain, model, server"),
+            ("sort", "query", f"sort by one of {', '.join(SESSION_SORTS)} (default: newest first)"),
+            ("order", "query", "asc (the default) or desc"),
+            *PAGING,
+        ],
+        (400,),
+    ),
+    Endpoint("GET", "/api/sessions/{key}", session, "One session's summary.", [KEY], (404,)),
+    Endpoint(
+        "GET",
+        "/api/sessions/{key}/timeline",
+        timeline,
+        "A page of the session's timeline: calls, lookups, decisions, appended blocks, messages.",
+        [KEY, *PAGING],
+        (400, 404, 422),
+    ),
+    *sessionview.ENDPOINTS,
+    Endpoint(
+        "GET",
+        "/api/sessions/{key}/raw",
+        raw,
+        "The log as on disk, streamed (all of it, or `lines` lines from line `from`).",
+        [KEY, ("from", "query", "the first line (1-based)"), ("lines", "query", "how many lines")],
+        (400, 404, 422),
+        content="application/x-ndjson",
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/sessions/{key}",
+        delete_session,
+        "Move the session's log, its copies and side logs to console/trash/<time>/.",
+        [KEY],
+        (403, 404),
+    ),
+    Endpoint("GET", "/api/flows", flows, "Every flow file in the data directory, valid or not."),
+    Endpoint(
+        "GET",
+        "/api/flows/diff",
+        flow_diff,
+        "What changed between two flows; what needs review first.",
+        [("from", "query", "the old flow"), ("to", "query", "the new flow"), THRESHOLD],
+        (400, 404, 422),
+    ),
+    *lifeview.ENDPOINTS,  # before /api/flows/{name}: a flow's name holds slashes
+    Endpoint(
+        "GET",
+        "/api/flows/{name}/replay",
+        flow_replay,
+        "Replay figures of the flow at a threshold on its domain's recorded sessions.",
+        [NAME, THRESHOLD],
+        (400, 404, 422),
+    ),
+    Endpoint("GET", "/api/flows/{name}/raw", flow_raw, "The flow file as it is.", [NAME], (404,)),
+    Endpoint(
+        "GET",
+        "/api/flows/{name}",
+        flow,
+        "The flow at a threshold: sites, lookups, bindings, probabilities, graph, promotion.",
+        [NAME, THRESHOLD],
+        (400, 404, 422),
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/flows/{name}",
+        delete_flow,
+        "Move the flow to console/trash/<time>/.",
+        [NAME],
+        (403, 404),
+    ),
+    Endpoint("GET", "/api/jobs", jobs, "Every job, newest first, and the one running."),
+    Endpoint(
+        "POST",
+        "/api/jobs",
+        start_job,
+        "Start a job (one at a time).",
+        errors=(400, 403, 404, 409, 422),
+        body='{"kind": "learn|audit|replay|search|promote|ingest|doctor", "params": {...}}',
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}",
+        job,
+        "One job: its state, command, writes and artifacts.",
+        [JOB],
+        (404,),
+    ),
+    Endpoint(
+        "POST", "/api/jobs/{id}/cancel", cancel_job, "Stop a running job.", [JOB], (403, 404, 409)
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}/output",
+        job_output,
+        "What the job printed.",
+        [JOB],
+        (404,),
+        content="text/plain",
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}/artifacts/{path}",
+        job_artifact,
+        "A file the job wrote (reports, tables, plots).",
+        [JOB, ("path", "path", "the file, under the job's artifacts/")],
+        (404,),
+        content="application/octet-stream",
+    ),
+    Endpoint("GET", "/api/settings", get_settings, "The console's settings."),
+    Endpoint(
+        "PUT",
+        "/api/settings",
+        put_settings,
+        "Change settings (threshold, costs, Dagster UI address).",
+        errors=(400, 403, 422),
+        body='{"threshold": 0.3, "beta": 7, "delta": 3, "dagster_url": ""}',
+    ),
+    Endpoint(
+        "GET",
+        "/api/events",
+        events,
+        "Server-Sent Events: `changed`, `job`, and a ping every 15 s.",
+        content="text/event-stream",
+    ),
+    Endpoint("POST", "/api/logout", logout, "Forget the cookie.", errors=(403,)),
+    Endpoint("GET", "/api/openapi.json", openapi, "This description."),
+]
+
+
+def guarded(handler: Callable) -> Callable:
+    """The handler with every error as `{"error": msg}`: ApiError with its status, anything
+    unexpected as 500 (with the traceback on the console's terminal)."""
+    import asyncio
+    import functools
+    import sys
+
+    def failed(exc: Exception) -> Response:
+        if isinstance(exc, ApiError):
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        traceback.print_exc(file=sys.stderr)
+        return JSONResponse(
+            {"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500
+        )
+
+    if asyncio.iscoroutinefunction(handler):
+
+        @functools.wraps(handler)
+        async def run_async(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
+                return failed(exc)
+
+        return run_async
+
+    @functools.wraps(handler)
+    def run(request: Request) -> Response:
+        try:
+            return handler(request)
+        except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
+            return failed(exc)
+
+    return run

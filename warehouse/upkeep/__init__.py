@@ -1,0 +1,1 @@
+"""Keeping the warehouse: compaction, retention, and sessions taken out for good."""
