@@ -42,6 +42,8 @@ PLAIN = {
     "proxy.cjson",
     "proxy.cli",
     "proxy.options",
+    "proxy.record",  # the wings' packages: a docstring each, no imports
+    "proxy.transport",
     "proxy.transport.outlet",
     "proxy.transport.pump",
     "proxy.record.recorder",
@@ -58,7 +60,7 @@ PLAIN = {
 }
 # With --flow FILE, the thread that forwards loads only these more; the flow itself is loaded
 # on a thread of its own once the server has said something (proxy.serve.flowload).
-FLOW_FORWARDING = PLAIN | {"proxy.serve.flowfeed", "proxy.serve.flowload"}
+FLOW_FORWARDING = PLAIN | {"proxy.serve", "proxy.serve.flowfeed", "proxy.serve.flowload"}
 # ... and, once loaded, the flow has brought these packages (the serving model, jsonschema
 # and jsonpath-ng with what they use).
 FLOW_PACKAGES = {
