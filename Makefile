@@ -39,7 +39,8 @@ test-slow: setup
 
 # ruff; mypy over the packages ([tool.mypy]); the layers as import contracts ([tool.importlinter]);
 # no import cycles between our modules, lazy imports included (scripts/import_cycles.py); no
-# module using another's private names (scripts/private_names.py).
+# module using another's private names (scripts/private_names.py); no import inside a function
+# without its reason (scripts/lazy_imports.py).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -47,6 +48,7 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/import_cycles.py
 	$(BIN)/python scripts/private_names.py
+	$(BIN)/python scripts/lazy_imports.py
 
 bench: setup
 	$(BIN)/python bench/proxy_overhead.py

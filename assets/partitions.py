@@ -9,8 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from stretto.logs.domain import is_valid_domain
+from stretto.logs.sessionlog import is_session_log
 from warehouse import store
 from warehouse.counts import learn
+from warehouse.counts.partcount import SUCCESS_REWARD
 from warehouse.layout import Layout
 
 domains = dg.DynamicPartitionsDefinition(name="domain")
@@ -50,9 +53,6 @@ def log_part(path: str) -> tuple[str, str] | None:
     """(domain, day) of a session log by its header, as the ingest will file it (the header's
     domain, else `mcp`; the UTC day it started); None for a log that is not one to learn from
     (no readable header, an invalid domain, a reward under 1)."""
-    from stretto.logs.domain import is_valid_domain
-    from warehouse.counts.partcount import SUCCESS_REWARD
-
     try:
         with open(path, "rb") as log:
             header = json.loads(log.read(HEADER_BYTES).split(b"\n", 1)[0])
@@ -74,8 +74,6 @@ def parts_in_logs(
     or a rewrite) after `since_ns`, read from their headers before any ingest, oldest change
     first and about `limit` of them at most (all the logs changed at the same instant as the
     last one read are read too); and the newest ctime read (the next call's `since_ns`)."""
-    from stretto.logs.sessionlog import is_session_log
-
     changed: list[tuple[int, str]] = []
     for folder, _, names in os.walk(layout.logs):
         for name in names:

@@ -2,8 +2,9 @@
 
 docs/architecture.md ("Where imports go") keeps an import inside a function only where it
 earns its place (an entry point, the proxy's start-up, a heavy library one rare function
-needs) and then with a comment that says why: on its line, or on the line above it, or above
-the run of imports it belongs to (one comment covers the group). A marker alone (`# noqa`,
+needs) and then with a comment that says why: on one of its lines, or on the line above it, or
+above the run of imports it belongs to (one comment covers the group, across isort's blank
+lines between sections). A marker alone (`# noqa`,
 `# type: ignore`) says nothing. Each import inside a function without a reason is printed as
 `path:line: import ...`, and the exit status is 1; none, 0. Imports under `if TYPE_CHECKING:`
 do not run and are not read.
@@ -32,18 +33,33 @@ def is_type_checking(node: ast.AST) -> bool:
     )
 
 
-def function_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """The imports inside functions, outside `if TYPE_CHECKING:` blocks."""
-    found: list[ast.Import | ast.ImportFrom] = []
+Import = ast.Import | ast.ImportFrom
+
+
+def function_imports(tree: ast.AST) -> list[tuple[Import, list[Import]]]:
+    """Each import inside a function, outside `if TYPE_CHECKING:` blocks, with the run of
+    imports it ends: itself and the imports right before it in the same block (isort's blank
+    lines between sections do not break a run)."""
+    found: list[tuple[Import, list[Import]]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if is_type_checking(child):
-                continue
-            if isinstance(child, ast.Import | ast.ImportFrom) and in_function:
-                found.append(child)
-            inside = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-            visit(child, inside)
+        inside = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for _, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            run: list[Import] = []
+            for child in children:
+                if not isinstance(child, ast.AST):
+                    continue
+                if is_type_checking(child):
+                    run = []
+                    continue
+                if isinstance(child, Import):
+                    run = [*run, child]
+                    if inside:
+                        found.append((child, run))
+                    continue
+                run = []
+                visit(child, inside)
 
     visit(tree, False)
     return found
@@ -57,19 +73,16 @@ def says_why(line: str) -> bool:
     return not comment.startswith(("noqa", "type: ignore")) or "#" in comment
 
 
-def has_reason(lines: list[str], lineno: int) -> bool:
-    """Whether the import at `lineno` (1-based) says why: a comment on its line, or on the
-    line above it or above the run of imports it ends (one comment may cover a group)."""
-    i = lineno - 1
-    while True:
-        if says_why(lines[i]):
+def has_reason(lines: list[str], node: Import, run: list[Import]) -> bool:
+    """Whether the import `node` says why: a comment on one of its lines, or on the line above
+    it or above an import before it in its run (one comment may cover a group)."""
+    if any(says_why(line) for line in lines[node.lineno - 1 : node.end_lineno]):
+        return True
+    for member in run:
+        above = member.lineno - 2
+        if above >= 0 and lines[above].strip().startswith("#"):
             return True
-        above = lines[i - 1].strip() if i >= 1 else ""
-        if above.startswith("#"):
-            return True
-        if not above.startswith(("import ", "from ")):
-            return False
-        i -= 1
+    return False
 
 
 def unexplained(path: Path, everything: bool = False) -> list[tuple[int, str]]:
@@ -79,8 +92,8 @@ def unexplained(path: Path, everything: bool = False) -> list[tuple[int, str]]:
     lines = text.splitlines()
     return [
         (node.lineno, lines[node.lineno - 1].strip())
-        for node in function_imports(ast.parse(text, str(path)))
-        if everything or not has_reason(lines, node.lineno)
+        for node, run in function_imports(ast.parse(text, str(path)))
+        if everything or not has_reason(lines, node, run)
     ]
 
 

@@ -32,6 +32,7 @@ def serving_problem(flow: dict, decider: str | None, oracle: str | None = None) 
     runner `oracle` names, or None. A flow with an arbiter has it checked beyond the schema
     (stretto.oracle.arbiter)."""
     if "arbiter" in flow:
+        # proxy start-up: only a flow with an arbiter loads stretto.oracle
         from stretto.oracle.arbiter import ArbiterError, arbiter_from_json
 
         try:
@@ -42,6 +43,7 @@ def serving_problem(flow: dict, decider: str | None, oracle: str | None = None) 
     if problem:
         return f"--flow-decider {decider}: {problem}" if decider else problem
     if oracle is not None and (decider or default_decider(flow)) == "arbiter":
+        # proxy start-up: only a session the arbiter decides loads the runners
         from stretto.oracle.errors import UnknownRunner
         from stretto.oracle.runners import parse_uri
 
@@ -70,6 +72,7 @@ def serving_arbiter(
     `replay` answers from the cache only. UnknownRunner (an OracleError) for a bad URI."""
     if (decider or default_decider(flow)) != "arbiter":
         return None
+    # proxy start-up: only a session the arbiter decides loads the oracle and its HTTP client
     from stretto.oracle.judge import ArbiterJudge
     from stretto.oracle.oracle import open_oracle
     from stretto.oracle.state import Conversation

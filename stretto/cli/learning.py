@@ -4,6 +4,8 @@ own assets in this process, so the CLI and the Dagster UI compute the same flows
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,11 @@ from stretto.cli.options import (
     say,
 )
 from stretto.home import Paths, private_dirs
+from stretto.model.decide import serving_part, theta_text
 from stretto.model.defaults import SURPRISE_WINDOW
+from stretto.model.flow import load_flow, load_manifest, write_flow
+from stretto.oracle.errors import OracleError
+from stretto.progress import Progress
 
 
 def register(commands: Commands) -> None:
@@ -222,7 +228,7 @@ def _option(name: str) -> str:
 def _arbiter_config(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
     """The `flow` asset's arbiter fields from learn's or compile's options, or why they
     cannot be used (checked before any work: a runner's scheme, the files named)."""
-    from stretto.oracle.errors import OracleError
+    # entry point: only learn and compile ask a model (the oracle's HTTP client and questions)
     from stretto.oracle.oracle import parse_price
     from stretto.oracle.questions import load_predicates
 
@@ -283,10 +289,6 @@ def _arbiter_config(args: argparse.Namespace) -> tuple[dict[str, Any] | None, st
 def _learn(args: argparse.Namespace) -> int:
     """Ingest the sessions folder (or the export's traces) into a warehouse of its own, then
     learn the flow."""
-    import hashlib
-
-    from stretto.model.flow import load_flow, load_manifest
-
     arbiter, problem = _arbiter_config(args)
     problem = problem or _costs_problem(args)
     if problem:
@@ -386,9 +388,6 @@ def _serve_at_break_even(args: argparse.Namespace, out: Path) -> None:
     replay, search and the console serve it at unless told otherwise."""
     if args.costs is None and not args.calibrate:
         return
-    from stretto.model.decide import serving_part, theta_text
-    from stretto.model.flow import load_flow, write_flow
-
     flow = load_flow(out)
     flow["serving"] = serving_part(*costs_of(args))
     write_flow(flow, out)
@@ -430,8 +429,7 @@ def _tau2_tally(files: list) -> str:
 
 def _read_tau2(paths: list[str], tools: Any, domain: str | None) -> list:
     """Convert τ²-bench results files (all of them, before anything is written)."""
-    from stretto.logs.tau2 import read_results
-    from stretto.progress import Progress
+    from stretto.logs.tau2 import read_results  # entry point: only the τ²-bench commands
 
     progress = Progress(len(paths), "reading results", " files")
     files = []
@@ -448,6 +446,7 @@ def _read_tau2(paths: list[str], tools: Any, domain: str | None) -> list:
 
 def _import_tau2(args: argparse.Namespace) -> int:
     """Write each simulation of τ²-bench results files as a session log."""
+    # entry point: only import-tau2 and compile read τ²-bench's files
     from stretto.logs.tau2 import write_logs
     from stretto.logs.tau2_inputs import load_tools
 
@@ -467,9 +466,7 @@ def _import_tau2(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
     """Learn a flow from the successful training-split episodes of τ²-bench results files."""
-    import dataclasses
-    import hashlib
-
+    # entry point: only import-tau2 and compile read τ²-bench's files
     from stretto.logs.tau2 import write_logs
     from stretto.logs.tau2_inputs import load_tools, read_split
 

@@ -68,6 +68,7 @@ def register(commands: Commands) -> None:
 
 def _redact(args: argparse.Namespace) -> int:
     """A pseudonymised copy of a folder of session logs."""
+    # entry point: only `stretto redact` loads the redaction walk
     from stretto.logs.redact import RedactError, check_request, redact_folder, salt_from_env
 
     fields = [f for given in args.hash_field for f in given.split(",")]

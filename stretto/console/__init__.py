@@ -5,10 +5,11 @@ whether the console can start here."""
 
 from __future__ import annotations
 
+import sys
+
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
-
+    # entry point: `stretto doctor` imports stretto.console.doctor without the command
     from stretto.console.cli import main as run
 
     code = run(argv)

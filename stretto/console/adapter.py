@@ -41,6 +41,7 @@ from stretto.offline.lifecycle import flowdiff, flowshow, promote, stage, versio
 from stretto.offline.reports import replay as offline_replay
 from stretto.offline.reports import search
 from stretto.offline.walk import BOUND, agent_made
+from warehouse.layout import Layout
 
 DEFAULT_COSTS: tuple[float, float] = search.DEFAULT_COSTS
 
@@ -185,8 +186,6 @@ class WarehouseUnavailable(Exception):
 
 def warehouse_database(home: Path) -> Path:
     """The warehouse's DuckDB file (a new ingest rewrites it: its size and time say so)."""
-    from warehouse.layout import Layout
-
     return Layout.at(home).database
 
 
@@ -194,11 +193,11 @@ def read_warehouse(home: Path, queries: dict[str, str]) -> dict[str, list[tuple]
     """The one place the console reads the warehouse: each query's rows, over views the
     warehouse builds in memory from its committed files (a reader never holds up an ingest).
     Raises WarehouseUnavailable (none yet, unreadable)."""
+    # heavy: DuckDB and the warehouse's store load when a page first reads the warehouse
     import duckdb
 
     from warehouse import store
     from warehouse.datastore import StorageError
-    from warehouse.layout import Layout
 
     try:
         con = store.open_catalogue(Layout.at(home))

@@ -19,10 +19,13 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
+import uvicorn
+
 from stretto import __version__
 from stretto.console import adapter
+from stretto.console.files import private_dir
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS
-from stretto.httpguard import is_loopback
+from stretto.httpguard import BACKLOG, guarded, is_loopback, limits_for, raise_fd_limit
 from stretto.usage import Parser, parse
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
@@ -127,9 +130,6 @@ def server_for(app, host: str, port: int):
     """uvicorn's server for the console, its connections bounded (stretto.httpguard: a
     request's headers within 10 s; at most 512 connections, 256 from one address, as the
     process's descriptors allow; beyond, 503)."""
-    import uvicorn
-
-    from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
@@ -195,13 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         else (args.token or os.environ.get("STRETTO_CONSOLE_TOKEN") or secrets.token_hex(32))
     )
     data = Path(args.data).expanduser() if args.data else adapter.default_home()
-    from stretto.console.files import private_dir
-
     try:
         private_dir(data)
     except OSError as exc:
         print(f"stretto-console: {data}: cannot create it ({exc.strerror or exc})", file=sys.stderr)
         return 1
+    # entry point: only serving (not --help, not healthcheck) loads the app and its state
     from stretto.console.app import create_app
     from stretto.console.state import Options
 

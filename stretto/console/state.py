@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stretto.console import adapter, files
+from stretto.console.doctor import vendor_files
 from stretto.console.events import PING_S, Events
 from stretto.console.jobs import Jobs, default_stretto
 from stretto.console.views.catalog import Catalog
@@ -107,8 +108,6 @@ class Console:
     # what the pages show about the console itself -------------------------------------------
 
     def meta(self) -> dict:
-        from stretto.console.doctor import vendor_files
-
         logs, flows = self.catalog.scan()
         database = adapter.warehouse_database(self.data)
         return {

@@ -138,7 +138,8 @@ def _hex_ids(document: dict) -> dict:
 
 
 def _protobuf_documents(data: bytes, path: Path) -> list[dict]:
-    try:  # an optional package: only OTLP protobuf needs opentelemetry-proto
+    try:
+        # an optional package: only OTLP protobuf needs opentelemetry-proto
         from google.protobuf.json_format import MessageToDict
         from google.protobuf.message import DecodeError
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -81,7 +81,8 @@ def prequential_loglik(counts: Mapping, alphas, vocab_size: int):
     """The online log-likelihood of the steps for each α: each step predicted from the steps
     before it, then observed. `counts` holds, per step, n(c_j) and n(c_j, a) over the earlier
     steps at levels 0–2 (`n0, na0, n1, na1, n2, na2`)."""
-    from concurrent.futures import ThreadPoolExecutor  # proxy: it loads the models, never the fit
+    # proxy start-up: it loads the models, never the fit (numpy, its thread pool)
+    from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
 

@@ -68,6 +68,23 @@ def plot():
     import fractions
 
     return decimal, fractions
+
+
+def query():
+    # entry point: one comment covers the run, across isort's blank line between sections
+    import decimal
+
+    from pathlib import PurePath
+
+    return decimal, PurePath
+
+
+def draw():
+    from fractions import (
+        Fraction,  # ruff's format moves a reason on the line into the parentheses
+    )
+
+    return Fraction
 """
 
 
@@ -76,4 +93,4 @@ def test_imports_that_say_why_pass_and_all_counts_them(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (0, "")
     counted = run_on(tmp_path / "counted", EXPLAINED, "--all")
     assert counted.returncode == 0
-    assert len(counted.stdout.splitlines()) == 3
+    assert len(counted.stdout.splitlines()) == 6

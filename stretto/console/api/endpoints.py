@@ -3,7 +3,11 @@ OpenAPI description (stretto.console.api.openapi) are both made from it."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +17,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 
 from stretto.console import adapter, files
 from stretto.console.api import lifeview, sessionview
+from stretto.console.api.openapi import describe
 from stretto.console.endpoint import NAME, Endpoint
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
@@ -92,8 +97,6 @@ async def put_settings(request: Request) -> Response:
 
 
 def openapi(request: Request) -> Response:
-    from stretto.console.api.openapi import describe
-
     return JSONResponse(describe(ENDPOINTS))
 
 
@@ -140,8 +143,6 @@ def _sorted_rows(request: Request, rows: list[dict]) -> list[dict]:
 
 
 def _day(summary: dict) -> str | None:
-    import time
-
     started = summary.get("started_unix_ms")
     return None if started is None else time.strftime("%Y-%m-%d", time.gmtime(started / 1000))
 
@@ -568,9 +569,6 @@ ENDPOINTS = [
 def guarded(handler: Callable) -> Callable:
     """The handler with every error as `{"error": msg}`: ApiError with its status, anything
     unexpected as 500 (with the traceback on the console's terminal)."""
-    import asyncio
-    import functools
-    import sys
 
     def failed(exc: Exception) -> Response:
         if isinstance(exc, ApiError):

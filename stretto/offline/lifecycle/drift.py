@@ -481,7 +481,7 @@ def plot(result: Drift, path) -> None:
     import matplotlib  # heavy: only the plot needs matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # once its backend is chosen: files, no display
 
     xs = list(range(len(result.sessions)))
     names = [*SERIES, "change"]

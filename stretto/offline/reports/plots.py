@@ -25,7 +25,7 @@ def _pyplot():
     import matplotlib  # heavy: only a plot needs matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # once its backend is chosen: files, no display
 
     return plt
 
