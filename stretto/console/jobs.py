@@ -193,9 +193,9 @@ class Jobs:
         """The stretto arguments a job runs, the flows it will write, and for a replay the
         logs it leaves out."""
         argv, writes = self._argv(kind, params, artifacts)
-        links, left_out = {}, []
-        if kind == "replay":
-            links, left_out = self._unreadable(self._folder_param(params, "sessions"))
+        if kind != "replay":
+            return Command(argv, writes, {}, [])
+        links, left_out = self._unreadable(self._folder_param(params, "sessions"))
         return Command(argv, writes, links, left_out)
 
     def _argv(self, kind: str, params: dict, artifacts: Path) -> tuple[list[str], list[Path]]:
