@@ -630,6 +630,23 @@ def test_sign_out_forgets_the_cookie(browser, console):
     context.close()
 
 
+def test_no_cancel_button_is_left_once_a_short_job_ends(page, console):
+    """A draw of the job while it ran, answered after the one of its end, put its Cancel
+    back; a short job (doctor) ends while the page draws it."""
+    page.goto(f"{console}/jobs")
+    page.locator("#job-kind").select_option("doctor")
+    page.get_by_test_id("start-job").click()
+    page.locator("h2", has_text="-doctor").wait_for()
+    page.wait_for_function(
+        "() => ['succeeded', 'failed'].includes("
+        "document.querySelector('[data-testid=job-state]')?.textContent)"
+    )
+    row = page.get_by_test_id("jobs").locator("tbody tr", has_text="-doctor").first
+    # the table is redrawn with the job's end in the refresh that draws the job last
+    row.locator(".badge", has_text="succeeded").or_(row.locator(".badge.failed")).wait_for()
+    assert page.get_by_test_id("cancel-job").count() == 0
+
+
 def test_a_finished_learn_links_to_its_flow_page(page, console):
     """Last in this module: it adds a flow to the home the other tests share."""
     page.goto(f"{console}/jobs")

@@ -63,9 +63,12 @@ function artifactView(job, a) {
 // The command as run, its paths relative to the data directory (the job's STRETTO_HOME).
 const shownArg = (a) => (!meta ? a : a === meta.data ? "$STRETTO_HOME" : a.replace(meta.data + "/", ""));
 
-async function showJob(box, id) {
+// Draw a job in `box`; `latest()` says whether this is still the newest draw asked for: an
+// older one answered late (the job running, with its Cancel) never covers a newer one.
+async function showJob(box, id, latest = () => true) {
   const job = await api(`/api/jobs/${encodeURIComponent(id)}`);
   const output = await api(`/api/jobs/${encodeURIComponent(id)}/output`);
+  if (!latest()) return;
   const cancel = job.state === "running" && meta && !meta.read_only
     ? el("button", { class: "danger", "data-testid": "cancel-job", onclick: () => api(`/api/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }).catch((e) => box.append(problem(e))) }, "Cancel") : null;
   // a flow the job wrote: its page, once the job succeeded
@@ -165,15 +168,17 @@ export async function jobsPage(opened) {
     document.title = `Job ${id} · stretto console`;
   };
   const columns = [["job", (j) => j.id], ["state", (j) => j.state], ["started", (j) => j.started_unix_ms], ["finished", (j) => j.finished_unix_ms]];
-  const jobRow = (j) => el("tr", { class: "clickable", "data-job": j.id, onclick: () => { open(j.id); showJob(detail, j.id).catch((e) => fill(detail, problem(e))); } },
+  const jobRow = (j) => el("tr", { class: "clickable", "data-job": j.id, onclick: () => { open(j.id); show().catch((e) => fill(detail, problem(e))); } },
     el("td", {}, j.id), el("td", {}, el("span", { class: `badge ${j.state === "succeeded" ? "ok" : j.state}` }, j.state)),
     el("td", {}, when(j.started_unix_ms)), el("td", {}, when(j.finished_unix_ms)));
   const table = localTable({ "data-testid": "jobs" }, columns, list.items, jobRow, { what: "job" });
   let current = opened || (list.running ? list.running.id : list.items[0]?.id);
+  let draws = 0;
+  const show = () => { const draw = ++draws; return showJob(detail, current, () => draw === draws); };
   const refresh = async () => {
     const now = await api("/api/jobs");
     table.update(now.items);
-    if (current) await showJob(detail, current);
+    if (current) await show();
   };
   fill(page, el("h1", {}, "Jobs"),
     el("div", { class: "box" }, el("div", { class: "row" }, "job", kind, fields, start), message,
