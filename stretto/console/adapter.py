@@ -29,6 +29,7 @@ from stretto.logs.sessionlog import (  # noqa: F401 - re-exported
     LogError,
     SessionLog,
     is_session_log,
+    list_session_logs,
     parse_header,
     parse_wire_line,
 )
@@ -73,6 +74,11 @@ def staged_beside(path: Path) -> Path | None:
 
 
 STAGED_SUFFIX = ".staged.flow.json"
+
+
+def staged_of(path: Path) -> Path:
+    """Where `stretto stage` writes the flow staged beside `path`."""
+    return versions.staged_path(path)
 
 
 # --- sessions ---------------------------------------------------------------------------------

@@ -35,7 +35,15 @@ from stretto.console.state import Console, Options
 COOKIE = "stretto_console"
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-PAGES = ["/", "/sessions", "/sessions/{key}", "/flows", "/flows/{name:path}", "/jobs"]
+PAGES = [
+    "/",
+    "/sessions",
+    "/sessions/{key}",
+    "/flows",
+    "/flows/{name:path}",
+    "/jobs",
+    "/jobs/{id}",
+]
 NOT_SIGNED_IN = """<!doctype html><meta charset="utf-8"><title>stretto console</title>
 <body style="font-family: system-ui; margin: 3rem"><h1>stretto console</h1>
 <p>{message}</p><p>Open the address <code>stretto-console</code> printed when it started

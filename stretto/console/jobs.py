@@ -1,8 +1,9 @@
-"""Jobs: the `stretto` commands the console runs for people — learn, audit, replay, search,
-promote, ingest, doctor — one at a time, each as a subprocess (the CLI runs the pipeline's
-Dagster assets in that process, as it does from a terminal), with its output, its record and
-its artifacts under the data directory's `console/jobs/<id>/`. A job can be cancelled: its
-process group is stopped."""
+"""Jobs: the `stretto` commands the console runs for people — learn, audit, replay, evaluate,
+search, promote, stage, flow-commit, ingest, doctor — one at a time, each as a subprocess
+(the CLI runs the pipeline's Dagster assets in that process, as it does from a terminal),
+with its output, its record and its artifacts under the data directory's
+`console/jobs/<id>/`. A job whose output is a Markdown report keeps it as
+`artifacts/report.md`. A job can be cancelled: its process group is stopped."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from stretto.console import adapter, files
 from stretto.logs.domain import RULE, is_valid_domain
@@ -26,6 +28,12 @@ ASSETS = {
     "ingest": ["sessions", "messages", "calls", "context", "tools", "quarantine", "steps"],
     "learn": ["sessions", "messages", "calls", "context", "tools", "quarantine", "steps", "flow"],
 }
+# The jobs whose standard output is a Markdown report: it is also kept as artifacts/report.md,
+# which the Jobs page shows rendered (evaluate writes its own report.md in --out).
+MARKDOWN_STDOUT = ("audit", "replay", "stage")
+REPORT = "report.md"
+READABLE = "sessions"  # a job's folder of links to the logs a replay reads
+KINDS = "learn, audit, replay, evaluate, search, promote, stage, flow-commit, ingest or doctor"
 
 
 class JobError(ValueError):
@@ -45,6 +53,63 @@ def _text(params: dict, name: str, required: bool = True) -> str | None:
     if not isinstance(value, str):
         raise JobError(f"field `{name}`: expected a string, got {value!r}")
     return value
+
+
+def _threshold(params: dict) -> float | None:
+    """The job's threshold: none (the flow's own, else 0.3), or a number from 0 to 1."""
+    threshold = params.get("threshold")
+    if threshold is None:
+        return None
+    if (
+        not isinstance(threshold, int | float)
+        or isinstance(threshold, bool)
+        or not 0 <= threshold <= 1
+    ):
+        raise JobError(f"field `threshold`: expected a number from 0 to 1, got {threshold!r}")
+    return threshold
+
+
+def _named(rel: str, problem: str) -> str:
+    """A log's problem, named with the log (the catalog's usually names it already)."""
+    return problem if problem.startswith(rel) else f"{rel}: {problem}"
+
+
+def _left_out_note(left_out: list[str]) -> str:
+    lines = "".join(f"  {item}\n" for item in left_out)
+    return (
+        f"left out {len(left_out)} session log(s) with a line that cannot be read "
+        f"(as the console's pages do):\n{lines}\n"
+    )
+
+
+def _keep_report(stdout, folder: Path) -> None:
+    """Copy a job's standard output (a Markdown report) to its output log, as it comes, and
+    to artifacts/report.md; both private, the report made at its first byte."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    report = None
+    with stdout, os.fdopen(os.open(folder / "output.log", flags, 0o600), "wb", 0) as log:
+        try:
+            while chunk := stdout.read1(65536):
+                log.write(chunk)
+                if report is None:
+                    report = os.fdopen(
+                        os.open(folder / "artifacts" / REPORT, flags | os.O_TRUNC, 0o600), "wb", 0
+                    )
+                report.write(chunk)
+        finally:
+            if report is not None:
+                report.close()
+
+
+class Command(NamedTuple):
+    """What a job runs: the `stretto` arguments, the flows it writes, and for a replay of a
+    folder with logs the console cannot read, links (name -> log) to the readable ones and
+    the logs left out, each with its problem."""
+
+    argv: list[str]
+    writes: list[Path]
+    links: dict[Path, Path]
+    left_out: list[str]
 
 
 class Jobs:
@@ -93,14 +158,47 @@ class Jobs:
         writes.append(out)
         return out
 
+    def _served_flow_param(self, params: dict) -> Path:
+        """A flow that is served, not one staged beside it (stage and commit act on both)."""
+        path = self._flow_param(params)
+        if adapter.staged_beside(path) is not None:
+            raise JobError(
+                f"field `flow`: {params['flow']!r} is a staged flow; give the flow it is "
+                "staged beside"
+            )
+        return path
+
+    def _unreadable(self, sessions: Path) -> tuple[dict[Path, Path], list[str]]:
+        """The logs of `sessions` the console cannot read, each named with its problem, and
+        links to the others: `stretto replay` fails on a line it cannot read, where the rest
+        of the console skips that session and says so. No links when every log reads."""
+        bad: dict[Path, str] = {}
+        for entry in self.catalog.sessions() if self.catalog is not None else []:
+            problem = entry.summary.get("problem")
+            for rel in [entry.rel, *entry.copies] if problem else []:
+                bad[self.data / rel] = problem
+        logs = adapter.list_session_logs(sessions)
+        if not any(log in bad for log in logs):
+            return {}, []
+        left_out = [_named(str(log.relative_to(self.data)), bad[log]) for log in logs if log in bad]
+        return {Path(log.name): log for log in logs if log not in bad}, left_out
+
     def _inside(self, relative: str | None, name: str) -> Path:
         try:
             return files.inside(self.data, relative or "")
         except files.Refused as exc:
             raise JobError(f"field `{name}`: {exc}") from None
 
-    def command(self, kind: str, params: dict, artifacts: Path) -> tuple[list[str], list[Path]]:
-        """The stretto arguments a job runs, and the flows it will write."""
+    def command(self, kind: str, params: dict, artifacts: Path) -> Command:
+        """The stretto arguments a job runs, the flows it will write, and for a replay the
+        logs it leaves out."""
+        argv, writes = self._argv(kind, params, artifacts)
+        if kind != "replay":
+            return Command(argv, writes, {}, [])
+        links, left_out = self._unreadable(self._folder_param(params, "sessions"))
+        return Command(argv, writes, links, left_out)
+
+    def _argv(self, kind: str, params: dict, artifacts: Path) -> tuple[list[str], list[Path]]:
         home = str(self.data)
         writes: list[Path] = []
         if kind == "ingest":
@@ -119,25 +217,21 @@ class Jobs:
             # a value the user gave is joined to its option: never read as an option itself
             argv = ["learn", f"--sessions={sessions}", f"--domain={domain}", "--habit-only"]
             return [*argv, "--out", str(out), "--home", home], writes
-        if kind in ("audit", "replay", "search"):
+        if kind in ("audit", "replay", "search", "evaluate"):
             flow = self._flow_param(params)
             sessions = self._folder_param(params, "sessions")
+            if kind == "replay" and self._unreadable(sessions)[0]:  # replay what reads
+                sessions = artifacts.parent / READABLE
             argv = [kind, "--flow", str(flow), "--sessions", str(sessions)]
             if kind == "audit":
                 return [*argv, "--out", str(artifacts), "--home", home], writes
-            if kind == "replay":
-                threshold = params.get("threshold")  # none: the flow's own, else 0.3
-                if threshold is None:
-                    return [*argv, "--out", str(artifacts)], writes
-                if (
-                    not isinstance(threshold, int | float)
-                    or isinstance(threshold, bool)
-                    or not 0 <= threshold <= 1
-                ):
-                    raise JobError(
-                        f"field `threshold`: expected a number from 0 to 1, got {threshold!r}"
-                    )
-                return [*argv, f"--threshold={threshold}", "--out", str(artifacts)], writes
+            if kind in ("replay", "evaluate"):
+                threshold = _threshold(params)  # none: the flow's own, else 0.3
+                if threshold is not None:
+                    argv.append(f"--threshold={threshold}")
+                if kind == "evaluate":
+                    return [*argv, "--out", str(artifacts), "--home", home], writes
+                return [*argv, "--out", str(artifacts)], writes
             if params.get("dry_run"):
                 return [*argv, "--dry-run"], writes
             return [*argv, "--out", str(self._out_param(params, writes))], writes
@@ -154,9 +248,25 @@ class Jobs:
                 "--out",
                 str(out),
             ], writes
-        raise JobError(
-            f"unknown job {kind!r}: learn, audit, replay, search, promote, ingest or doctor", 404
-        )
+        if kind == "stage":
+            flow = self._served_flow_param(params)
+            sessions = self._folder_param(params, "sessions")
+            writes.append(adapter.staged_of(flow))  # `stretto stage` replaces it
+            return [
+                "stage",
+                "--flow",
+                str(flow),
+                "--sessions",
+                str(sessions),
+                "--home",
+                home,
+            ], writes
+        if kind == "flow-commit":
+            flow = self._served_flow_param(params)
+            note = _text(params, "note")
+            writes.append(flow)  # the staged version (or the file as it is) is served
+            return ["flow-commit", "--flow", str(flow), f"--note={note}"], writes
+        raise JobError(f"unknown job {kind!r}: {KINDS}", 404)
 
     # running -------------------------------------------------------------------------------
 
@@ -172,32 +282,41 @@ class Jobs:
             job_id = f"{files.stamp()}-{kind}"
             folder = self.folder / job_id
             artifacts = folder / "artifacts"
-            argv, writes = self.command(kind, dict(params), artifacts)
+            plan = self.command(kind, dict(params), artifacts)
             files.private_dir(artifacts)
-            for existing in writes:
+            if plan.links:
+                files.private_dir(folder / READABLE)
+                for name, log in plan.links.items():
+                    (folder / READABLE / name).symlink_to(log)
+            for existing in plan.writes:
                 if existing.exists():  # a copy in the trash before the job replaces it
                     files.copy_to_trash(self.data, existing)
             job = {
                 "id": job_id,
                 "kind": kind,
                 "params": params,
-                "argv": ["stretto", *argv],
+                "argv": ["stretto", *plan.argv],
                 "state": "running",
                 "exit_code": None,
                 "started_unix_ms": int(time.time() * 1000),
                 "finished_unix_ms": None,
-                "writes": [str(p.relative_to(self.data)) for p in writes],
+                "writes": [str(p.relative_to(self.data)) for p in plan.writes],
                 "assets": ASSETS.get(kind, []),
+                "left_out": plan.left_out,
             }
             files.write_json(folder / "job.json", job)
-            output = os.open(folder / "output.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # appended to by the job and, for a Markdown report, by the thread copying it
+            output = os.open(folder / "output.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            if plan.left_out:
+                os.write(output, _left_out_note(plan.left_out).encode())
             env = dict(os.environ, STRETTO_HOME=str(self.data), PYTHONUNBUFFERED="1")
+            report = kind in MARKDOWN_STDOUT
             try:
                 self.process = subprocess.Popen(
-                    [*self.stretto, *argv],
+                    [*self.stretto, *plan.argv],
                     stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
+                    stdout=subprocess.PIPE if report else output,
+                    stderr=output if report else subprocess.STDOUT,
                     cwd=folder,
                     env=env,
                     umask=0o077,  # what the job writes is private too
@@ -206,14 +325,22 @@ class Jobs:
             finally:
                 os.close(output)
             self.running = job
-        threading.Thread(target=self._watch, args=(job, self.process), daemon=True).start()
+        copier = None
+        if report:
+            copier = threading.Thread(
+                target=_keep_report, args=(self.process.stdout, folder), daemon=True
+            )
+            copier.start()
+        threading.Thread(target=self._watch, args=(job, self.process, copier), daemon=True).start()
         self.publish("job", self._progress(job))
         return job
 
-    def _watch(self, job: dict, process: subprocess.Popen) -> None:
+    def _watch(self, job: dict, process: subprocess.Popen, copier: threading.Thread | None) -> None:
         while process.poll() is None:
             time.sleep(0.5)
             self.publish("job", self._progress(job))
+        if copier is not None:
+            copier.join()  # the report is whole before the job is said to end
         with self.lock:
             job["exit_code"] = process.returncode
             if job["state"] == "cancelling":

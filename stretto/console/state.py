@@ -51,7 +51,9 @@ class Console:
         self.drifts = Drifts(self.catalog, options.drift_max_calls)
         self.overview = Overview(self.catalog, self.replays)
         self.events = Events(self._signature, ping_s=options.ping_s)
-        self.jobs = Jobs(self.data, options.stretto or default_stretto(), self.events.publish)
+        self.jobs = Jobs(
+            self.data, options.stretto or default_stretto(), self.events.publish, self.catalog
+        )
         self.settings_lock = threading.Lock()
 
     def _signature(self) -> tuple:
@@ -94,6 +96,11 @@ class Console:
                 value = changes[name]
                 if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                     raise ApiError(422, f"field `{name}`: expected a number ≥ 0, got {value!r}")
+        if "threshold" in changes and changes["threshold"] > 1:  # a probability × a chance
+            raise ApiError(
+                422,
+                f"field `threshold`: expected a number from 0 to 1, got {changes['threshold']!r}",
+            )
         if "beta" in changes and changes["beta"] <= 0:
             raise ApiError(422, "field `beta`: the value of a saved turn must be above 0")
         url = changes.get("dagster_url", "")

@@ -21,9 +21,9 @@ from stretto.console.api.openapi import describe
 from stretto.console.endpoint import NAME, Endpoint
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
-from stretto.console.jobs import JobError
+from stretto.console.jobs import KINDS, JobError
 from stretto.console.state import ApiError, Console
-from stretto.console.views import flowview
+from stretto.console.views import artifactview, flowview
 
 PAGE_LIMIT = 200  # items on one page of a list or a timeline, at most
 RAW_CHUNK = 1 << 16
@@ -352,9 +352,7 @@ async def start_job(request: Request) -> Response:
     body = await _json_body(request)
     kind = body.get("kind")
     if not isinstance(kind, str):
-        raise ApiError(
-            422, "field `kind`: one of learn, audit, replay, search, promote, ingest, doctor"
-        )
+        raise ApiError(422, f"field `kind`: one of {KINDS}")
     job = _job_call(lambda: console.jobs.start(kind, body.get("params") or {}))
     return JSONResponse(console.job_links(job), status_code=202)
 
@@ -383,6 +381,17 @@ def job_artifact(request: Request) -> Response:
         lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
     )
     return FileResponse(path)
+
+
+def job_preview(request: Request) -> Response:
+    console = _console(request)
+    path = _job_call(
+        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
+    )
+    try:
+        return JSONResponse(artifactview.preview(path))
+    except artifactview.NoPreview as exc:
+        raise ApiError(422, str(exc)) from None
 
 
 # --- events -----------------------------------------------------------------------------------
@@ -544,6 +553,15 @@ ENDPOINTS = [
         [JOB, ("path", "path", "the file, under the job's artifacts/")],
         (404,),
         content="application/octet-stream",
+    ),
+    Endpoint(
+        "GET",
+        "/api/jobs/{id}/preview/{path}",
+        job_preview,
+        "A report the job wrote rendered (Markdown as escaped HTML) or a table's first rows "
+        "(Parquet).",
+        [JOB, ("path", "path", "the file, under the job's artifacts/")],
+        (404, 422),
     ),
     Endpoint("GET", "/api/settings", get_settings, "The console's settings."),
     Endpoint(

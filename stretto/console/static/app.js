@@ -148,6 +148,7 @@ const routes = [
   [/^\/flows$/, flowsPage, "flows", () => "Flows"],
   [/^\/flows\/(.+)$/, flowPage, "flows", (name) => `Flow ${name}`],
   [/^\/jobs$/, jobsPage, "jobs", () => "Jobs"],
+  [/^\/jobs\/([^/]+)$/, jobsPage, "jobs", (id) => `Job ${id}`],
 ];
 
 async function route() {

@@ -159,7 +159,62 @@ def test_an_audit_job_runs_to_the_end(page, console, shot):
     assert state.inner_text() == "succeeded"
     page.get_by_role("img", name="reliability.png").wait_for()
     assert "Agreement" in page.get_by_test_id("job-output").inner_text()
+    # the job has its own address; its Markdown report is rendered; no Cancel once it ended
+    job_id = page.locator("h2", has_text="-audit").inner_text().removeprefix("Job ")
+    assert page.url == f"{console}/jobs/{job_id}"
+    assert page.get_by_test_id("cancel-job").count() == 0
+    report = page.get_by_test_id("report")
+    report.locator("table thead th").first.wait_for()
+    assert "|" not in report.locator("table").first.inner_text()  # a table, not its source
     shot(page, "jobs")
+
+
+def test_a_job_page_reloads_and_previews_a_parquet_table(page, console):
+    page.goto(f"{console}/jobs")
+    row = page.get_by_test_id("jobs").locator("tbody tr", has_text="-audit").first
+    job_id = row.locator("td").first.inner_text()
+    row.click()
+    assert page.url == f"{console}/jobs/{job_id}"
+    page.reload()
+    page.locator("h2", has_text=f"Job {job_id}").wait_for()
+    assert page.title() == f"Job {job_id} · stretto console"
+    assert page.get_by_test_id("job-state").inner_text() == "succeeded"
+    item = page.locator(".artifacts li", has_text=".parquet").first
+    item.get_by_role("button", name="Preview").click()
+    table = item.get_by_test_id("parquet-preview")
+    table.locator("tbody tr").first.wait_for()
+    assert table.locator("thead th").count() > 0
+    assert "rows" in item.locator("p.muted").inner_text()
+
+
+def test_the_threshold_field_refuses_values_outside_0_to_1(page, console):
+    page.goto(f"{console}/jobs")
+    page.get_by_test_id("jobs").locator("thead th").first.wait_for()
+    before = page.get_by_test_id("jobs").locator("tbody tr").count()
+    page.locator("#job-kind").select_option("replay")
+    threshold = page.locator("input[name=threshold]")
+    for value in ("7", "-0.1"):
+        threshold.fill(value)
+        page.get_by_test_id("start-job").click()
+        page.get_by_role("alert").get_by_text("threshold: a number from 0 to 1").wait_for()
+        assert threshold.get_attribute("aria-invalid") == "true"
+    assert page.get_by_test_id("jobs").locator("tbody tr").count() == before  # none started
+
+
+def test_a_learn_job_picks_its_domain(page, console):
+    page.goto(f"{console}/jobs")
+    page.locator("#job-kind").select_option("learn")
+    picker = page.get_by_test_id("domain-picker")
+    assert picker.locator("option").all_inner_texts() == ["notes", "another…"]
+    page.locator("select[name=sessions]").select_option("logs/notes")
+    assert picker.input_value() == "notes"
+    other = page.get_by_label("another domain")
+    assert other.is_hidden()
+    picker.select_option("")
+    other.fill("-x")  # not a domain: the API names the rule
+    page.locator("input[name=out]").fill("flows/x.flow.json")
+    page.get_by_test_id("start-job").click()
+    page.get_by_role("alert").get_by_text("field `domain`").wait_for()
 
 
 @pytest.fixture
@@ -573,3 +628,38 @@ def test_sign_out_forgets_the_cookie(browser, console):
     page.get_by_text("no token: sign in").wait_for()
     assert page.request.get(f"{console}/api/meta").status == 401
     context.close()
+
+
+def test_no_cancel_button_is_left_once_a_short_job_ends(page, console):
+    """A draw of the job while it ran, answered after the one of its end, put its Cancel
+    back; a short job (doctor) ends while the page draws it."""
+    page.goto(f"{console}/jobs")
+    page.locator("#job-kind").select_option("doctor")
+    page.get_by_test_id("start-job").click()
+    page.locator("h2", has_text="-doctor").wait_for()
+    page.wait_for_function(
+        "() => ['succeeded', 'failed'].includes("
+        "document.querySelector('[data-testid=job-state]')?.textContent)"
+    )
+    row = page.get_by_test_id("jobs").locator("tbody tr", has_text="-doctor").first
+    # the table is redrawn with the job's end in the refresh that draws the job last
+    row.locator(".badge", has_text="succeeded").or_(row.locator(".badge.failed")).wait_for()
+    assert page.get_by_test_id("cancel-job").count() == 0
+
+
+def test_a_finished_learn_links_to_its_flow_page(page, console):
+    """Last in this module: it adds a flow to the home the other tests share."""
+    page.goto(f"{console}/jobs")
+    page.locator("#job-kind").select_option("learn")
+    page.locator("select[name=sessions]").select_option("logs/notes")
+    page.locator("input[name=out]").fill("flows/notes.again.flow.json")
+    page.get_by_test_id("start-job").click()
+    page.locator("h2", has_text="-learn").wait_for()
+    page.wait_for_function(
+        "() => ['succeeded', 'failed'].includes("
+        "document.querySelector('[data-testid=job-state]')?.textContent)"
+    )
+    assert page.get_by_test_id("job-state").inner_text() == "succeeded"
+    page.get_by_test_id("job-flows").get_by_role("link", name="flows/notes.again.flow.json").click()
+    page.locator("h1", has_text="flows/notes.again.flow.json").wait_for()
+    assert page.url == f"{console}/flows/flows/notes.again.flow.json"

@@ -3,10 +3,12 @@ cancel; their files private under console/jobs/."""
 
 from __future__ import annotations
 
+import json
 import stat
 
 import pytest
 
+from stretto.console.views.artifactview import markdown_html
 from tests.builders import wait_until
 from tests.stretto.console.conftest import AUTH, WRITE
 
@@ -156,3 +158,107 @@ def test_dagster_links_when_the_ui_is_set(client):
     job = client.post("/api/jobs", headers=WRITE, json={"kind": "ingest"}).json()
     assert job["dagster_links"][-1] == "http://localhost:3000/assets/steps"
     assert finished(client, job["id"])["state"] == "succeeded"
+
+
+def test_evaluate_stage_and_flow_commit_are_jobs_with_checked_params(client, home):
+    staged = "flows/shop.staged.flow.json"
+    (home / staged).write_bytes((home / SHOP_FLOW).read_bytes())
+    cases = [
+        ({"kind": "stage", "params": {"flow": staged, "sessions": "logs/shop"}}, "staged flow"),
+        ({"kind": "flow-commit", "params": {"flow": SHOP_FLOW}}, "field `note`: required"),
+        (
+            {
+                "kind": "evaluate",
+                "params": {"flow": SHOP_FLOW, "sessions": "served/shop", "threshold": 7},
+            },
+            "field `threshold`: expected a number from 0 to 1, got 7",
+        ),
+    ]
+    for body, words in cases:
+        answer = client.post("/api/jobs", headers=WRITE, json=body)
+        assert answer.status_code == 422 and words in answer.json()["error"], answer.json()
+    params = {"flow": SHOP_FLOW, "sessions": "served/shop", "threshold": 0.4}
+    job = client.post("/api/jobs", headers=WRITE, json={"kind": "evaluate", "params": params})
+    assert job.status_code == 202
+    argv = job.json()["argv"]
+    assert argv[:2] == ["stretto", "evaluate"] and "--threshold=0.4" in argv
+    assert argv[argv.index("--out") + 1].endswith("/artifacts")
+    finished(client, job.json()["id"])
+    (home / staged).unlink()  # nothing staged: the flow as it is is committed, version 1
+    # a note that looks like an option stays the note
+    note = "--help: learned again"
+    body = {"kind": "flow-commit", "params": {"flow": SHOP_FLOW, "note": note}}
+    job = client.post("/api/jobs", headers=WRITE, json=body).json()
+    assert job["writes"] == [SHOP_FLOW] and f"--note={note}" in job["argv"]
+    assert finished(client, job["id"])["state"] == "succeeded"
+    versions = client.get(f"/api/flows/{SHOP_FLOW}/versions", headers=AUTH).json()
+    assert versions["versions"][-1]["note"] == note
+
+
+@pytest.mark.slow  # a stage job ingests the folder in a subprocess
+def test_a_stage_job_writes_the_staged_flow_and_its_report(client, home):
+    body = {"kind": "stage", "params": {"flow": SHOP_FLOW, "sessions": "logs/shop"}}
+    job = client.post("/api/jobs", headers=WRITE, json=body).json()
+    assert job["writes"] == ["flows/shop.staged.flow.json"]
+    done = finished(client, job["id"])
+    assert done["state"] == "succeeded", client.get(
+        f"/api/jobs/{job['id']}/output", headers=AUTH
+    ).text
+    assert (home / "flows/shop.staged.flow.json").is_file()
+    assert "report.md" in {a["path"] for a in done["artifacts"]}
+    shown = client.get(f"/api/jobs/{job['id']}/preview/report.md", headers=AUTH).json()
+    assert shown["kind"] == "markdown" and "<table>" in shown["html"]
+
+
+def test_a_replay_leaves_out_a_corrupt_log_says_so_and_its_report_is_rendered(client, home):
+    """`stretto replay` fails on a line it cannot read; the console's pages skip that session
+    and say so, and so does its replay job."""
+    good = sorted((home / "logs/shop").glob("*.jsonl"))
+    lines = good[0].read_text().splitlines(keepends=True)
+    header = json.loads(lines[0]) | {"session": "20261201T000000.000Z-00001"}
+    corrupt = [json.dumps(header) + "\n", *lines[1:4], '{"t_ms": 1, "from": "cli\n', *lines[4:]]
+    (home / "logs/shop/corrupt.jsonl").write_text("".join(corrupt))
+    params = {"flow": SHOP_FLOW, "sessions": "logs/shop", "threshold": 0.3}
+    job = client.post("/api/jobs", headers=WRITE, json={"kind": "replay", "params": params}).json()
+    (left_out,) = job["left_out"]
+    assert left_out.startswith("logs/shop/corrupt.jsonl:5: not JSON")
+    done = finished(client, job["id"])
+    output = client.get(f"/api/jobs/{job['id']}/output", headers=AUTH).text
+    assert done["state"] == "succeeded", output
+    assert output.startswith("left out 1 session log(s) with a line that cannot be read")
+    folder = home / "console/jobs" / job["id"]
+    assert sorted(p.name for p in (folder / "sessions").iterdir()) == [p.name for p in good]
+    assert stat.S_IMODE((folder / "artifacts/report.md").stat().st_mode) == 0o600
+    report = (folder / "artifacts/report.md").read_text()
+    assert report and report in output  # the Markdown report, also in the output
+    shown = client.get(f"/api/jobs/{job['id']}/preview/report.md", headers=AUTH).json()
+    assert shown["kind"] == "markdown" and "<table><thead><tr><th" in shown["html"]
+    (table,) = [a["path"] for a in done["artifacts"] if a["path"].endswith(".parquet")][:1]
+    rows = client.get(f"/api/jobs/{job['id']}/preview/{table}", headers=AUTH).json()
+    assert (
+        rows["kind"] == "table" and rows["columns"] and rows["rows_total"] >= len(rows["rows"]) > 0
+    )
+    assert len(rows["rows"][0]) == len(rows["columns"])
+    png = [a["path"] for a in done["artifacts"] if not a["path"].endswith((".md", ".parquet"))]
+    for other in png[:1]:
+        assert client.get(f"/api/jobs/{job['id']}/preview/{other}", headers=AUTH).status_code == 422
+
+
+def test_markdown_is_rendered_from_escaped_text():
+    text = (
+        "# Replay <script>alert(1)</script>\n\nturns **saved**: `<b>` & more\n\n"
+        "| site | used |\n|---|---:|\n| `a|b` <img src=x onerror=alert(1)> | 3 |\n\n- one\n- two\n"
+    )
+    shown = markdown_html(text)
+    assert "<script>" not in shown and "<img" not in shown
+    assert shown.startswith("<h1>Replay &lt;script&gt;alert(1)&lt;/script&gt;</h1>")
+    assert "<strong>saved</strong>: <code>&lt;b&gt;</code> &amp; more" in shown
+    assert '<th scope="col">used</th>' in shown and "<td>3</td>" in shown
+    assert "<ul><li>one</li><li>two</li></ul>" in shown
+
+
+def test_the_settings_threshold_is_from_0_to_1(client):
+    answer = client.put("/api/settings", headers=WRITE, json={"threshold": 7})
+    assert answer.status_code == 422
+    assert answer.json()["error"] == "field `threshold`: expected a number from 0 to 1, got 7"
+    assert client.put("/api/settings", headers=WRITE, json={"threshold": 1}).status_code == 200
