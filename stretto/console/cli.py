@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="stretto-console",
         description="A local web app over the data directory: sessions and their timelines, "
         "flows as graphs with a live threshold, flow diffs, and the jobs (learn, audit, replay, "
-        "search, promote, ingest, doctor). docs/console.md tells more.",
+        "evaluate, search, promote, stage, flow-commit, ingest, doctor). docs/console.md tells "
+        "more.",
     )
     parser.add_argument(
         "-V", "--version", action="version", version=f"stretto-console {__version__}"
