@@ -126,8 +126,9 @@ def digest(*parts) -> str:
 
 
 MAIN = "5453b57"  # the commit whose flows are "the current flow" (main at this work's first merge)
-# the files whose code learns a flow: a change to any of them learns the cached flows again
-LEARN_SOURCES = ("warehouse", "assets", "stretto/model", "stretto/logs")
+# the files whose code learns a flow (the offline rules fit its calibration): a change to any
+# of them learns the cached flows again
+LEARN_SOURCES = ("warehouse", "assets", "stretto/model", "stretto/logs", "stretto/offline")
 
 
 def source_digest() -> str:
