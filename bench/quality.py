@@ -16,6 +16,8 @@ replay only.
     .venv/bin/python bench/quality.py [--domain retail] [--variant NAME ...] [--draws 1000]
     .venv/bin/python bench/quality.py --curve [--domain retail] [--variant NAME]
     .venv/bin/python bench/quality.py --loao [--domain airline] [--variant NAME] [--against NAME]
+    .venv/bin/python bench/quality.py --loao --save-runs FILE [--variant NAME]   (at each commit)
+    .venv/bin/python bench/quality.py --judge-runs BEFORE AFTER
     .venv/bin/python bench/quality.py --list
 
 With `--loao` (issue 42) each variant (default the served flow, `ours+cal@flow`) is also
@@ -24,7 +26,9 @@ other agents' successful training episodes only replays that agent's test episod
 the visible flow (learned from every agent's) on the same episodes, per agent and pooled,
 with whether the goal (≥ 55% of the read-only ceiling at ≤ 1 detour per episode, airline and
 retail) is met; with `--against`, the paired differences on both measures and the verdict
-(a change that loses left-out agents is not kept).
+(a change that loses left-out agents is not kept). A change to the learning code itself is
+judged across commits: `--save-runs` at each (a checkout of it, the same $STRETTO_QUALITY_CACHE),
+then `--judge-runs BEFORE AFTER`.
 """
 
 from __future__ import annotations
@@ -891,6 +895,62 @@ def loao_section(
     return lines, figures
 
 
+def save_runs(names, spec: str, path: Path) -> None:
+    """The variant's leave-one-agent-out runs per domain (visible, each agent held out,
+    pooled), pickled to `path`: one commit's side of a before − after comparison
+    (`judge_runs`), when the code that learns the flow is what changed."""
+    import pickle
+
+    out = {}
+    for name in names:
+        f = loao_figures(domain(name), parse(spec), 10)
+        held = {h.agent: (h.labels, h.run) for h in f["held"]}
+        out[name] = {"visible": f["visible"], "held": held, "pooled": f.get("pooled")}
+    path.write_bytes(pickle.dumps(out))
+
+
+def judge_runs(before: Path, after: Path, draws: int) -> list[str]:
+    """Two commits' `save_runs` files judged by issue 42's rule: per domain the paired
+    difference (after − before) pooled and per agent on the visible and the left-out flows,
+    the verdict (keep_rule) and the verdict over domains (overall)."""
+    import pickle
+
+    a, b = pickle.loads(before.read_bytes()), pickle.loads(after.read_bytes())
+    measures = ("ceiling %", "detours/ep", "utility/ep", "ece")
+    lines = [
+        "| domain | agents | flows | "
+        + " | ".join(f"{m}: before → after (Δ [95%])" for m in measures)
+        + " | significant (+ / −) |",
+        "|---|---|---|" + "---|" * (len(measures) + 1),
+    ]
+    verdicts = {}
+    for name in [n for n in a if n in b]:
+        d, x, y = domain(name), a[name], b[name]
+        visible = {"all": p.paired(x["visible"], y["visible"], d.costs, None, draws)}
+        held = {}
+        for agent, (labels, run) in x["held"].items():
+            if run is None:
+                continue
+            mine = y["held"][agent][1]
+            visible[agent] = p.paired(
+                only(x["visible"], labels), only(y["visible"], labels), d.costs, None, draws
+            )
+            held[agent] = p.paired(run, mine, d.costs, None, draws)
+        if x["pooled"] is not None:
+            held["all"] = p.paired(x["pooled"], y["pooled"], d.costs, None, draws)
+        for label, cs in (("visible", visible), ("left out", held)):
+            for who, c in cs.items():
+                gains, losses = significant(c)
+                lines.append(
+                    f"| {name} | {'**pooled**' if who == 'all' else who} | {label} | "
+                    + " | ".join(_vs(c[m], DIGITS[m]) for m in measures)
+                    + f" | +{','.join(gains) or '-'} / −{','.join(losses) or '-'} |"
+                )
+        verdicts[name] = keep_rule(visible, held)
+    lines += [""] + [f"Verdict ({n}): {v}" for n, v in verdicts.items()]
+    return lines + [f"Verdict over {', '.join(verdicts)}: {overall(verdicts)}"]
+
+
 # --- the learning curve ---------------------------------------------------------------------
 
 
@@ -931,6 +991,19 @@ def main() -> None:
     )
     parser.add_argument("--curve", action="store_true", help="the learning curve instead")
     parser.add_argument("--list", action="store_true", help="name the variants")
+    parser.add_argument(
+        "--save-runs",
+        type=Path,
+        metavar="FILE",
+        help="with --loao: pickle the variant's runs (one commit's side of --judge-runs)",
+    )
+    parser.add_argument(
+        "--judge-runs",
+        type=Path,
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="two --save-runs files (two commits' code) judged against each other, both measures",
+    )
     add_option(parser)
     args = parser.parse_args()
     choose(args.tau2)
@@ -939,6 +1012,14 @@ def main() -> None:
             print(f"{v.name}: {v.claim}")
         return
     started = time.time()
+    if args.judge_runs:
+        before, after = args.judge_runs
+        print("\n".join(judge_runs(before, after, args.draws)))
+        return
+    if args.loao and args.save_runs:
+        save_runs(args.domain or DOMAINS, (args.variant or [SERVED])[0], args.save_runs)
+        print(f"wrote {args.save_runs}: {time.time() - started:.0f} s", file=sys.stderr)
+        return
     if args.loao:
         names = args.domain or DOMAINS
         specs = args.variant or [SERVED]
