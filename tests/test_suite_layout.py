@@ -57,3 +57,20 @@ def test_no_test_reads_the_shared_folder_beside_the_repository() -> None:
         if beside.search(line)
     ]
     assert found == []
+
+
+def test_the_tests_mirror_the_packages_they_test() -> None:
+    """tests/stretto, tests/proxy and tests/warehouse mirror their packages: every folder of
+    tests under them is named as a package beside the source (a wing moved or renamed takes
+    its tests' folder along)."""
+    root = TESTS.parent
+    strays = [
+        str(folder.relative_to(root))
+        for top in ("stretto", "proxy", "warehouse")
+        for folder in sorted((TESTS / top).rglob("*"))
+        if folder.is_dir()
+        and folder.name != "__pycache__"
+        and any(folder.glob("test_*.py"))
+        and not (root / folder.relative_to(TESTS) / "__init__.py").is_file()
+    ]
+    assert not strays, f"test folders with no package of that name: {strays}"
