@@ -2,9 +2,9 @@
 (with an arbiter when an oracle or an arbiter file is configured).
 
 Thin: the flow is learned by assets/relearn.py (the warehouse's habit, the offline arbiter and
-gate) and put in place, served or staged, by stretto.offline.lifecycle.stage.place_relearned; here
-the
-config becomes their plain options and their results become Dagster's metadata and checks."""
+gate) and put in place, served or staged, by stretto.offline.lifecycle.stage.place_relearned;
+here the config becomes their plain options and their results become Dagster's metadata and
+checks."""
 
 import time
 from pathlib import Path

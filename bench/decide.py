@@ -1,15 +1,13 @@
 """What serving a flow costs the proxy: the time it spends deciding after each agent call.
 
-A flow of 30 tools (counts learned by warehouse.counts.learn from synthetic sessions; every read
-binds its `id` from earlier results) is served over sessions of 200 agent calls. After each
-call, the proxy's own run is timed — stretto.model.program with the Execute handler, the
-decider (stretto.model.decide) and the binding (stretto.model.binding), as
-proxy/serve/flowserver.py runs
-them — with every
-lookup answered at once from a canned result, so the server's time is excluded. The
-baseline, in the same run: the proxy's plain forwarding of the same call (its request and
-its answer through proxy.relay.Relay, recording on). Prints p50 and p99 of both and the
-ratio. Goal: p50 under 1 ms.
+A flow of 30 tools (counts learned by warehouse.counts.learn from synthetic sessions; every
+read binds its `id` from earlier results) is served over sessions of 200 agent calls. After
+each call, the proxy's own run is timed — stretto.model.program with the Execute handler,
+the decider (stretto.model.decide) and the binding (stretto.model.binding), as
+proxy/serve/flowserver.py runs them — with every lookup answered at once from a canned
+result, so the server's time is excluded. The baseline, in the same run: the proxy's plain
+forwarding of the same call (its request and its answer through proxy.relay.Relay, recording
+on). Prints p50 and p99 of both and the ratio. Goal: p50 under 1 ms.
 
 With --arbiter, the same sessions are served by the arbiter decider (the flow given an
 arbiter of fixed weights): first asking a live oracle — `simulate://habit` (seeded draws, no

@@ -22,12 +22,11 @@ cache, and warm / cold.
     .venv/bin/python bench/drift.py [--sessions 3000] [--keep DIR] [--json FILE]
 
 `--sizes 100,400,800,2000`: instead, `stretto drift`'s work (drift.drift) on one session of
-about that many calls (tests/stretto/offline/lifecycle/lifecycle.py's shop sessions, a flow learned
-from 30 of
-them), per size: the seconds, against the seconds reading the session alone (the baseline
-measured in the same run); with `--old-tree DIR` (a checkout of an older commit, e.g.
-`git worktree add /tmp/old main`) also that tree's drift on the same files, in a child process,
-for the sizes up to `--old-max-calls`.
+about that many calls (tests/stretto/offline/lifecycle/lifecycle.py's shop sessions, a flow
+learned from 30 of them), per size: the seconds, against the seconds reading the session alone
+(the baseline measured in the same run); with `--old-tree DIR` (a checkout of an older commit,
+e.g. `git worktree add /tmp/old main`) also that tree's drift on the same files, in a child
+process, for the sizes up to `--old-max-calls`.
 
 `--detection N`: instead, the alarm on N generated help-desk series (write_tickets: a flow
 learned from 30 sessions of an agent that looks up each ticket's requester): 12 sessions as

@@ -1,10 +1,9 @@
 """Learning-quality experiments (issue 19): flow variants against the current flow, judged on
 the τ²-bench test episodes by a paired bootstrap over tasks.
 
-Per domain, each variant's flow is learned from the successful training-task episodes (the
-logs `stretto compile` writes, learned through the same pipeline code, `learn_folder`), then
-the test episodes are replayed from the record (stretto.offline.reports.replay, exploring at ε = 0
-so
+Per domain, each variant's flow is learned from the successful training-task episodes (the logs
+`stretto compile` writes, learned through the same pipeline code, `learn_folder`), then the test
+episodes are replayed from the record (stretto.offline.reports.replay, exploring at ε = 0 so
 that every option is scored). Each variant is printed against the baseline (the current flow
 served by reach at θ 0.3): share of the read-only ceiling, detours per episode, turns saved %,
 utility at the domain's costs, ECE and Brier of the served score, each as the variant's figure

@@ -1,8 +1,8 @@
 """The threshold search, before and after, side by side in one run: τ²-bench retail's flow
 (`stretto compile` on its training tasks, as bench/replay.py learns it) searched with reach on
-its successful training episodes at retail's costs, by this tree's stretto.offline.reports.search
-and
-by the one at git revision --before (default: main), each run --runs times, alternating.
+its successful training episodes at retail's costs, by this tree's
+stretto.offline.reports.search and by the one at git revision --before (default: main), each run
+--runs times, alternating.
 
 Prints each run's wall and CPU seconds, episode replays and settings scored, the median
 ratios before/after, and checks that both chose the same thresholds and scored the same

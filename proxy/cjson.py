@@ -1,10 +1,9 @@
 """JSON through the C functions behind the `json` package, without importing the package.
 
 `import json` pulls in `re` (and with it `enum`, `functools`, `collections`): about 7 ms of a
-proxy start-up that should cost the host nothing. The accelerator `_json` is what `json`
-itself calls to scan and to encode; used directly it gives the same values and the same
-text (tests/proxy/transport/test_cjson.py checks this against `json`) at a cost of ~0.4 ms. Only
-when
+proxy start-up that should cost the host nothing. The accelerator `_json` is what `json` itself
+calls to scan and to encode; used directly it gives the same values and the same text
+(tests/proxy/transport/test_cjson.py checks this against `json`) at a cost of ~0.4 ms. Only when
 `_json` is missing (an interpreter built without it) does this fall back on `json`.
 """
 

@@ -1,11 +1,10 @@
 """`stretto-proxy --listen ADDR --servers FILE`: one MCP session of the host's, fronting several
 servers as one MCP server (docs/cli.md, "Several servers behind one listening proxy").
 
-Each server is a stdio session of the proxy's own (proxy.listen.piped: the server, its log written
-as
-`--server-name NAME` writes it, with the MCP session as the host session), so each log is the
-one a proxy per server would write, and learning merges them as it merges those. This module
-sits between the host and those sessions:
+Each server is a stdio session of the proxy's own (proxy.listen.piped: the server, its log
+written as `--server-name NAME` writes it, with the MCP session as the host session), so each
+log is the one a proxy per server would write, and learning merges them as it merges those. This
+module sits between the host and those sessions:
 
 - `initialize` goes to every server; the answers are merged (the oldest protocol version, the
   union of capabilities, the servers' instructions each under its name).
@@ -26,12 +25,11 @@ sits between the host and those sessions:
 The host's bytes reach the server as they are, but for the name whose prefix is taken off; a
 server's bytes reach the host as they are, but for merged answers and a server request's id.
 
-With `--flow` one flow run serves the whole session (proxy.serve.flowserver.FlowServer, its history
-the
-host's calls by their `NAME::tool` names): after a call on one server it may look up on
-another. Its lookups go straight to their server and are logged there as the proxy's own (as a
-proxy per server logs its lookups); the answer it extends is logged, as the proxy's, in the log
-of the server that answered the call; its decisions go to one flow log, beside the first
+With `--flow` one flow run serves the whole session (proxy.serve.flowserver.FlowServer, its
+history the host's calls by their `NAME::tool` names): after a call on one server it may look up
+on another. Its lookups go straight to their server and are logged there as the proxy's own (as
+a proxy per server logs its lookups); the answer it extends is logged, as the proxy's, in the
+log of the server that answered the call; its decisions go to one flow log, beside the first
 server's log and named after it.
 """
 

@@ -1,11 +1,10 @@
 """One MCP session of a host that speaks Streamable HTTP (`--listen`, proxy.listen.endpoint).
 
-The session is the stdio proxy's own (proxy.listen.piped: proxy.session.open_session on a thread, a
-pair
-of pipes as its host), or with `--servers` one such session per server behind proxy.listen.fan: the
-HTTP app writes each message the host POSTs as a line, and is handed the lines the host is
-sent. So every rule of forwarding, recording and serving a flow is the one stdio uses; this
-module only says which HTTP response each line the host is sent belongs to:
+The session is the stdio proxy's own (proxy.listen.piped: proxy.session.open_session on a
+thread, a pair of pipes as its host), or with `--servers` one such session per server behind
+proxy.listen.fan: the HTTP app writes each message the host POSTs as a line, and is handed the
+lines the host is sent. So every rule of forwarding, recording and serving a flow is the one
+stdio uses; this module only says which HTTP response each line the host is sent belongs to:
 
 - an answer goes to the POST that carried its request;
 - `notifications/progress` goes to the open SSE response of the request that gave its

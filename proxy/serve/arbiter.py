@@ -2,8 +2,8 @@
 flow can be served with the decider and System-One runner asked for (`serving_problem`), and
 the session's arbiter (`serving_arbiter`): its judge, the conversation the judge is shown, the
 time a run's questions may take and the session's cap on questions. The FlowServer
-(proxy.serve.flowserver) asks it at each decision; the flow's loader (proxy.serve.flowload) checks
-and opens it.
+(proxy.serve.flowserver) asks it at each decision; the flow's loader (proxy.serve.flowload)
+checks and opens it.
 
 stretto.oracle is imported inside the functions that need it, so a session without an arbiter
 never loads it (docs/architecture.md, rule 3); it loads no numpy.

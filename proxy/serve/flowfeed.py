@@ -1,9 +1,8 @@
 """What the flow is shown, in the order it happened, whenever the flow can take it.
 
 The relay shows the flow the host's messages, the conversation and the server's lines
-(proxy.serve.flowserver.FlowServer's `from_host`, `said`, `from_server`). Two things can make them
-wait,
-in a backlog replayed in order later:
+(proxy.serve.flowserver.FlowServer's `from_host`, `said`, `from_server`). Two things can make
+them wait, in a backlog replayed in order later:
 
 - the flow is still loading (proxy.serve.flowload);
 - a run is deciding on an answer the host already has. With `--flow-shadow` the relay

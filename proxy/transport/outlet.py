@@ -28,9 +28,8 @@ class Outlet:
 
     def __init__(self, fd: int, pump) -> None:
         # `pump`: the proxy.transport.pump.Pump whose loop drains this outlet (its `dirty`,
-        # `changed`
-        # and `queued` flags, its `wake`); not annotated, as proxy.transport.pump imports this
-        # module
+        # `changed` and `queued` flags, its `wake`); not annotated, as proxy.transport.pump
+        # imports this module
         self.fd = fd
         self._pieces: list = []  # what the reader has not taken yet, in order
         self.waiting = 0  # their bytes

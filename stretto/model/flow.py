@@ -74,9 +74,8 @@ def build_flow(
     arbiter: dict | None = None,
     read_by_operator: Collection[str] = (),
 ) -> dict:
-    """A flow from its counts (warehouse.counts.learn.Counts' parts) and the manifest; `arbiter`:
-    its
-    arbiter part (stretto.oracle.arbiter.Arbiter.to_json()), if it has one;
+    """A flow from its counts (warehouse.counts.learn.Counts' parts) and the manifest;
+    `arbiter`: its arbiter part (stretto.oracle.arbiter.Arbiter.to_json()), if it has one;
     `read_by_operator`: the reads only the operator's manifest calls reads."""
     totals = {h: float(sum(c.values())) for h, c in habit.items()}
     extra = {"arbiter": arbiter} if arbiter is not None else {}

@@ -6,12 +6,11 @@ counts only what changed: a nightly relearn after one new day counts that day an
     warehouse/counts/<domain>/<day>/<key>.replays.json          its bindings' replays
     warehouse/counts/<domain>/<day>/<key>.alpha.json (+ .npz)   α's walk (the first part only)
 
-`key` is a digest of the part's sessions (id and ingest run, so a log that grew or was
-replaced makes a new key) and warehouse.counts.partcount.COUNTS_VERSION (bump it there, where the
-key
-is built, when the SQL changes what a part's counts hold); the other inputs a file depends on
-are in its name (the tool kinds, whether constants are learned) or in it (the rules a replay
-ran under). A file is written whole (temporary name, rename) and only read back when its key
+`key` is a digest of the part's sessions (id and ingest run, so a log that grew or was replaced
+makes a new key) and warehouse.counts.partcount.COUNTS_VERSION (bump it there, where the key is
+built, when the SQL changes what a part's counts hold); the other inputs a file depends on are
+in its name (the tool kinds, whether constants are learned) or in it (the rules a replay ran
+under). A file is written whole (temporary name, rename) and only read back when its key
 matches, so a stale or half-written part is never summed; a part counted again replaces its
 older files.
 

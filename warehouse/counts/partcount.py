@@ -44,8 +44,7 @@ class Plan:
     days: dict[str, str] = field(default_factory=dict)  # part -> day
     ingests: list[str] = field(default_factory=list)  # each row's session's ingest run
     # host sessions merged (warehouse.counts.merge): a unit's rows lie in its logs' partitions,
-    # which
-    # need not be the unit's part
+    # which need not be the unit's part
     merged: bool = False
 
     @property

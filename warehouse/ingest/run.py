@@ -6,8 +6,8 @@ the tools whose contract changed). `derive_steps` does the same for the steps of
 committed sessions.
 
 The batches' work is warehouse/ingest/batches.py's, the lock's and the commit's
-warehouse/store.py's;
-this module only puts them in order (it imports both, so it is neither of them).
+warehouse/store.py's; this module only puts them in order (it imports both, so it is neither of
+them).
 """
 
 from __future__ import annotations

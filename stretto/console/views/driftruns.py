@@ -3,12 +3,11 @@ series when it is known, else with how far its computation has come (it starts i
 "too large" when the domain's sessions hold more calls than the console's limit
 (`--drift-max-calls`).
 
-A computation reads its sessions one by one, takes each one's facts (its decision points),
-then scores them and runs the detector (stretto.offline.lifecycle.drift, linear in the calls).
-Between
-sessions it looks whether it should stop: the console is shutting down, or one of its
-sessions changed or went away (trashed) — the next request starts it again on the sessions
-then present. One computation runs at a time (one core at most); the others wait their turn.
+A computation reads its sessions one by one, takes each one's facts (its decision points), then
+scores them and runs the detector (stretto.offline.lifecycle.drift, linear in the calls).
+Between sessions it looks whether it should stop: the console is shutting down, or one of its
+sessions changed or went away (trashed) — the next request starts it again on the sessions then
+present. One computation runs at a time (one core at most); the others wait their turn.
 """
 
 from __future__ import annotations

@@ -3,12 +3,11 @@ score"); stretto.model.calibrate applies it.
 
 The rows are cross-fitted (stretto.offline.fits.crossfit): the training episodes are split into
 folds by task (FNV-1a of the task id, modulo FOLDS), a flow is learned from the successful
-episodes of every other fold, and the fold's own episodes are replayed with it from the
-record, scoring every option
-(ε = 0): each row is an option's raw score s = p × chance, where it was decided, how its
-binding named its values, and whether the agent made that very call before its next write. No
-row is scored by a flow that learned from its episode, so the map corrects the optimism of a
-flow on its own data as well as the shape of its scores.
+episodes of every other fold, and the fold's own episodes are replayed with it from the record,
+scoring every option (ε = 0): each row is an option's raw score s = p × chance, where it was
+decided, how its binding named its values, and whether the agent made that very call before its
+next write. No row is scored by a flow that learned from its episode, so the map corrects the
+optimism of a flow on its own data as well as the shape of its scores.
 
 The map is a penalized logistic regression of used on logit(s), with an offset per (site,
 lookup) and per (lookup, mention class), each offset under a Gaussian prior (a ridge penalty

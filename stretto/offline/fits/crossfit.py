@@ -1,7 +1,7 @@
 """Cross-fitting by task: the one way a fold's episodes are scored by a flow that never
 learned from them (../shared/spec/algorithms.md §0, §10). The calibration of the served
-score (stretto.offline.fits.calibrate) and the surprise gate (stretto.offline.fits.gate) both use
-it.
+score (stretto.offline.fits.calibrate) and the surprise gate (stretto.offline.fits.gate) both
+use it.
 
 An episode's task is its `task_id`, or, for a recorded session with none, itself; a task's
 fold is stretto.vocabulary.fold_of (FNV-1a of its id modulo the folds), so an episode and its

@@ -1,19 +1,17 @@
-"""Bayesian online change-point detection over drift's series (Adams & MacKay 2007; the model
-is stretto.offline.lifecycle.drift's docstring): per series a normal-gamma prior, a Student-t
-predictive
-mixed with an outlier drawn from the prior, the series independent given the run, a constant
-hazard.
+"""Bayesian online change-point detection over drift's series (Adams & MacKay 2007; the model is
+stretto.offline.lifecycle.drift's docstring): per series a normal-gamma prior, a Student-t
+predictive mixed with an outlier drawn from the prior, the series independent given the run, a
+constant hazard.
 
 The run hypotheses live in preallocated buffers, newest first (row j: a run of j + 1 sessions),
 updated in place; each run's α is α0 + k/2 after k values, so lgamma is looked up by k. The
 oldest hypotheses whose posterior mass together is below `tail` are dropped once a session's
-statistic is taken (never the window's): they change only the normalization, so the figures
-move by float noise (tests/stretto/offline/lifecycle/test_driftcache.py: within 1e-15 of keeping
-them all, the
-same change points), while the work per session stops growing with the sessions — in a steady
-series a run's mass falls like (1 − hazard)^length, so ~4,600 hypotheses are kept at hazard
-0.01 (fewer after a change). `tail=0` keeps every one (the figures of the detector as it was
-before the buffers, bit for bit).
+statistic is taken (never the window's): they change only the normalization, so the figures move
+by float noise (tests/stretto/offline/lifecycle/test_driftcache.py: within 1e-15 of keeping them
+all, the same change points), while the work per session stops growing with the sessions — in a
+steady series a run's mass falls like (1 − hazard)^length, so ~4,600 hypotheses are kept at
+hazard 0.01 (fewer after a change). `tail=0` keeps every one (the figures of the detector as it
+was before the buffers, bit for bit).
 """
 
 from __future__ import annotations

@@ -177,9 +177,9 @@ Context = tuple[tuple[str, ...], str, bool, str | None]
 
 @dataclass
 class Facts:
-    """What scoring reads from a session, whatever the flow (stretto.offline.lifecycle.driftcache
-    keeps
-    it per session): its decision points (audit.decision_points) and its step_tools."""
+    """What scoring reads from a session, whatever the flow
+    (stretto.offline.lifecycle.driftcache keeps it per session): its decision points
+    (audit.decision_points) and its step_tools."""
 
     id: str
     started_ms: int
@@ -308,10 +308,9 @@ def change_probabilities(
     values: list[list[float | None]], settings: Settings, tail: float = TAIL
 ) -> list[dict]:
     """Run the detector (stretto.offline.lifecycle.changepoints) over the sessions' values (one
-    list per
-    series, None = missing). Per session: `change`, the probability that the current run
-    began within the window (the alarm's statistic), and `began`, the likeliest first session
-    of such a run. `tail`: the oldest run hypotheses' mass dropped (0: none)."""
+    list per series, None = missing). Per session: `change`, the probability that the current
+    run began within the window (the alarm's statistic), and `began`, the likeliest first
+    session of such a run. `tail`: the oldest run hypotheses' mass dropped (0: none)."""
     return changepoints.change_probabilities(values, settings.hazard, settings.window, tail)
 
 

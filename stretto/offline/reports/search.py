@@ -1,12 +1,11 @@
 """`stretto search`: per-site thresholds chosen by replaying recorded episodes.
 
-A setting gives every searched site a threshold from a grid (0.10, 0.15, ..., 0.95) or turns
-it off. Each setting is scored by replaying the episodes (stretto.offline.reports.replay): turns
-saved and
-detours, and the utility β·saved − δ·detours at the given costs. The search starts from
-every site at the flow's threshold, sweeps each site's grid with the others held, takes each
-site's best level, then improves one site at a time until nothing improves. Every setting it
-scored is kept, so the report can show the Pareto front of turns saved against detours.
+A setting gives every searched site a threshold from a grid (0.10, 0.15, ..., 0.95) or turns it
+off. Each setting is scored by replaying the episodes (stretto.offline.reports.replay): turns
+saved and detours, and the utility β·saved − δ·detours at the given costs. The search starts
+from every site at the flow's threshold, sweeps each site's grid with the others held, takes
+each site's best level, then improves one site at a time until nothing improves. Every setting
+it scored is kept, so the report can show the Pareto front of turns saved against detours.
 
 A change to one site's threshold cannot change an episode in which the flow never decided at
 that site, so a sweep replays only the episodes where the site came up: the search stays

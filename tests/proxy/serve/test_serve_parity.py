@@ -48,9 +48,8 @@ class CountingRelay(Relay):
 
 
 class Host:
-    """A scripted host: writes the conversation to the context file, sends calls to the
-    proxy's loop (proxy.transport.pump, on a thread of its own, over real pipes) and reads the
-    answers
+    """A scripted host: writes the conversation to the context file, sends calls to the proxy's
+    loop (proxy.transport.pump, on a thread of its own, over real pipes) and reads the answers
     it hands back."""
 
     def __init__(self, logs: Path, flow: dict | None = None, **serve) -> None:

@@ -5,9 +5,8 @@ token gets 401 and a change without the header 403; and with a corrupt log and a
 thrown in, the pages say what is wrong and the rest works.
 
 Each page's screenshot goes to a temporary folder, or to $STRETTO_SCREENSHOTS when it is set:
-`STRETTO_SCREENSHOTS=docs/console .venv/bin/pytest tests/stretto/console/test_browser.py` refreshes
-the
-ones docs/console.md shows."""
+`STRETTO_SCREENSHOTS=docs/console .venv/bin/pytest tests/stretto/console/test_browser.py`
+refreshes the ones docs/console.md shows."""
 
 from __future__ import annotations
 

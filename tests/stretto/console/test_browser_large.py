@@ -1,8 +1,8 @@
 """The console in Chromium on a home with a long session: 30 shop sessions a flow is learned
-from and one generated session of about 2,000 calls (tests/stretto/offline/lifecycle/lifecycle.py).
-The drift
-series is computed in the background and shown when done (bench/console_drift.py times it);
-past the console's limit it says "too large" at once."""
+from and one generated session of about 2,000 calls
+(tests/stretto/offline/lifecycle/lifecycle.py). The drift series is computed in the background
+and shown when done (bench/console_drift.py times it); past the console's limit it says "too
+large" at once."""
 
 from __future__ import annotations
 
