@@ -19,7 +19,7 @@ from proxy.session import open_session, say
 
 def main(argv: list[str] | None = None) -> int:
     """Run the proxy as the command line asks; the exit status (the server's, or the proxy's
-    own: proxy.session's EXIT_*)."""
+    own: proxy.options' EXIT_*)."""
     started, started_ns = time.time(), time.monotonic_ns()
     args, command = parse_args(sys.argv[1:] if argv is None else argv)
 

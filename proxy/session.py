@@ -3,9 +3,9 @@ log, the relay, the loop and the flow; `Session.run` forwards until the host or 
 it. `stretto-proxy` runs one on its own stdio (proxy.cli); `--listen` runs one per MCP session
 on a pair of pipes (proxy.listen.piped).
 
-Kept light on purpose, as proxy.cli is: the host waits for the first bytes, so the upstream,
-the recorder, retention and the flow are imported when a session needs them
-(tests/proxy/test_startup.py holds the list of what loads at start).
+Kept light on purpose, as proxy.cli is: the host waits for the first bytes, so what only some
+sessions need (the HTTP upstream, the context file, retention, the flow) is imported when a
+session needs it (tests/proxy/test_startup.py holds the list of what loads at start).
 """
 
 from __future__ import annotations
@@ -24,9 +24,6 @@ from proxy.transport.upstream_stdio import StdioServer
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from proxy.transport.upstream_http import HttpUpstream
-    from proxy.transport.upstream_stdio import StdioServer
-
-# Exit statuses of the proxy itself (otherwise it exits with the server's status).
 
 FLOW_START_S = 1.0  # the flow starts loading at the server's first line, or this late
 SHUTDOWN_GRACE_S = 2.0  # after the host leaves: how long the server gets to exit by itself

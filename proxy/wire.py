@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 # JSON-RPC "server error" range; used for answers the proxy gives on the server's behalf.
 PROXY_ERROR_CODE = -32000
+IOV_MAX = 1024  # pieces per writev (the log's and the outlet's batched writes)
 
 
 def write_all(fd: int, data: bytes) -> None:

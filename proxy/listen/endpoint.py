@@ -49,6 +49,7 @@ from proxy.listen.hosted import END, HostedSession, Reply
 from proxy.listen.servers_file import ServersFileError, read_servers
 from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
 from proxy.serve.flowload import check_flow
+from proxy.session import say
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
 from stretto.home import default_home, private_dirs, read_secret
 from stretto.httpguard import BACKLOG, guarded, is_loopback, limits_for, raise_fd_limit
@@ -63,10 +64,6 @@ KEEP_ALIVE_S = 60  # an idle connection is kept this long (uvicorn's 5 s: hosts 
 SWITCH_S = 0.0005  # Python's switch interval: one loop thread and a thread per session share it
 SHUTDOWN_S = 10.0  # after a signal: how long the sessions get to end
 TOKEN_FILE = "listen.token"  # under the home: the token when --listen-token-file is not given
-
-
-def _say(text: str) -> None:
-    print(f"stretto-proxy: {text}", file=sys.stderr, flush=True)
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -318,7 +315,7 @@ class Hosts:
             now = time.monotonic()
             for hosted in list(self.sessions.values()):
                 if not hosted.busy and now - hosted.last_seen >= self.idle_s and not hosted.ended:
-                    _say(f"session {hosted.id[:8]} idle for {self.idle_s / 60:g} min: ending it")
+                    say(f"session {hosted.id[:8]} idle for {self.idle_s / 60:g} min: ending it")
                     hosted.end()
 
     def end_all(self) -> None:
@@ -409,11 +406,11 @@ def serve(args, command: list[str]) -> int:
     try:
         host, port = split_address(args.listen)
     except ValueError as exc:
-        _say(str(exc))
+        say(str(exc))
         return EXIT_USAGE
     loopback = is_loopback(host)
     if args.no_auth and not loopback:
-        _say(
+        say(
             f"--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), not {host}: "
             "give --listen-token-file"
         )
@@ -424,19 +421,19 @@ def serve(args, command: list[str]) -> int:
         try:
             token, file, made = token_of(args.listen_token_file)
         except ValueError as exc:
-            _say(str(exc))
+            say(str(exc))
             return EXIT_USAGE
     servers = None
     if args.servers is not None:  # every server the file names, behind each MCP session
         try:
             servers = read_servers(os.path.expanduser(args.servers))
         except ServersFileError as exc:
-            _say(str(exc))
+            say(str(exc))
             return EXIT_USAGE
     if args.flow:
         problem = check_flow(args)
         if problem:
-            _say(problem)
+            say(problem)
             return EXIT_USAGE
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -444,7 +441,7 @@ def serve(args, command: list[str]) -> int:
     try:
         sock.bind((host, port))
     except OSError as exc:
-        _say(f"cannot listen on {args.listen}: {exc.strerror or exc}")
+        say(f"cannot listen on {args.listen}: {exc.strerror or exc}")
         sock.close()
         return EXIT_PROXY_FAILED
     sock.listen(BACKLOG)
@@ -468,11 +465,11 @@ def serve(args, command: list[str]) -> int:
     # A session's thread waiting for Python's lock while the loop works (or the other way
     # round) waits at most this long, not the default 5 ms.
     sys.setswitchinterval(SWITCH_S)
-    _say(f"listening on http://{shown}:{bound_port}{ENDPOINT}")
+    say(f"listening on http://{shown}:{bound_port}{ENDPOINT}")
     if file is not None:
         new = " (made now, 0600)" if made else ""
-        _say(f"hosts send 'Authorization: Bearer TOKEN', TOKEN the line in {file}{new}")
+        say(f"hosts send 'Authorization: Bearer TOKEN', TOKEN the line in {file}{new}")
     else:
-        _say("--no-auth: no token is asked: every local user can use the server(s) through it")
+        say("--no-auth: no token is asked: every local user can use the server(s) through it")
     server.run(sockets=[sock])
     return 0

@@ -39,7 +39,6 @@ import asyncio
 import copy
 import functools
 import json
-import sys
 import threading
 
 from proxy.listen.fanmerge import cursors, encoded, initialized, renamed
@@ -47,6 +46,7 @@ from proxy.listen.piped import PipedSession
 from proxy.record.recorder import parse_json_line
 from proxy.serve.flowfeed import FlowFeed
 from proxy.serve.flowload import FlowLoader
+from proxy.session import say
 from proxy.wire import PROXY_ERROR_CODE, id_key, messages
 from stretto.logs.hostsession import SEPARATOR
 
@@ -67,10 +67,6 @@ LISTS = {  # a list every server answers: the key of its items, whether names ge
 }
 BY_NAME = ("tools/call", "prompts/get")
 BY_URI = ("resources/read", "resources/subscribe", "resources/unsubscribe")
-
-
-def _say(text: str) -> None:
-    print(f"stretto-proxy: {text}", file=sys.stderr, flush=True)
 
 
 def _params(message: dict) -> dict:
@@ -207,7 +203,7 @@ class Fan:
             try:
                 self._from_host(message, encoded(message) if batch else line)
             except Exception as exc:  # noqa: BLE001 - one odd message must not end the session
-                _say(f"session {self.host_session[:8]}: a message of the host's failed: {exc!r}")
+                say(f"session {self.host_session[:8]}: a message of the host's failed: {exc!r}")
 
     def end(self) -> None:
         self.ended = True
@@ -340,7 +336,7 @@ class Fan:
         with self._lock:
             asked = self._asked.pop(id_key(message["id"]), None)
         if asked is None:
-            _say(f"session {self.host_session[:8]}: an answer to no request: {message['id']!r}")
+            say(f"session {self.host_session[:8]}: an answer to no request: {message['id']!r}")
             return
         leg, server_id = asked
         leg.piped.write(encoded({**message, "id": server_id}) + b"\n")
@@ -351,7 +347,7 @@ class Fan:
         body = line[:-1] if line.endswith(b"\r") else line
         parsed = parse_json_line(body)
         if parsed is None:
-            _say(
+            say(
                 f"session {self.host_session[:8]}: a line of {leg.name}'s is not JSON; an "
                 "HTTP host cannot be sent it (it is in the log)"
             )
@@ -495,11 +491,11 @@ class Fan:
         if loader is None or feed is None:
             return
         if loader.failure is not None:
-            _say(f"session {self.host_session[:8]}: {loader.failure[1]}; served without it")
+            say(f"session {self.host_session[:8]}: {loader.failure[1]}; served without it")
             self.feed = None
             feed.drop()
             return
-        _say(f"serving the flow {self._args.flow} across {', '.join(self.legs)}")
+        say(f"serving the flow {self._args.flow} across {', '.join(self.legs)}")
         feed.attach(loader.server)
 
     def flow_to_host(self, line: bytes) -> None:

@@ -23,14 +23,13 @@ import sys
 import time
 
 from proxy.cjson import dumps_compact, dumps_string, loads_strict
-from proxy.wire import drop_written
+from proxy.wire import IOV_MAX, drop_written
 from stretto.vocabulary import LOG_VERSION
 
 TRUNCATED_METHOD = "stretto/log_truncated"
 FLUSH_BYTES = 1 << 16  # a batch this big is written at once
 FLUSH_S = 0.05  # a line waits at most this long to be written (while the proxy runs)
 SMALL = 1 << 12  # an entry below this is joined into one piece; a bigger one is written as is
-IOV_MAX = 1024  # pieces per writev
 
 
 Parsed = tuple[object, "bytes | memoryview"] | None  # what parse_json_line gives

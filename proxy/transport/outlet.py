@@ -13,9 +13,7 @@ from __future__ import annotations
 import _thread
 import os
 
-from proxy.wire import drop_written
-
-IOV_MAX = 1024  # pieces per writev
+from proxy.wire import IOV_MAX, drop_written
 
 
 class Outlet:
