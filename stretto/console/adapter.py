@@ -175,12 +175,7 @@ def drift_facts(episode: Episode):
 def drift_from_facts(flow: dict, facts: list, episodes: list[Episode]) -> dict:
     """drift_series from the sessions' facts (drift_facts): the same answer, its parts done
     one session at a time by the caller (stretto.console.views.driftruns)."""
-    settings = offline_drift.Settings()
-    fresh = offline_drift.score_facts(flow, facts)
-    if fresh is None:  # the arbiter: its judge reads the transcripts
-        return drift_series(flow, episodes)
-    scored, kind = fresh
-    return offline_drift.detect(flow, scored, kind, settings).as_json()
+    return offline_drift.drift(flow, episodes, read=facts).as_json()
 
 
 # --- the warehouse ----------------------------------------------------------------------------

@@ -192,13 +192,16 @@ class Jobs:
     def command(self, kind: str, params: dict, artifacts: Path) -> Command:
         """The stretto arguments a job runs, the flows it will write, and for a replay the
         logs it leaves out."""
-        argv, writes = self._argv(kind, params, artifacts)
-        if kind != "replay":
-            return Command(argv, writes, {}, [])
-        links, left_out = self._unreadable(self._folder_param(params, "sessions"))
+        links: dict[Path, Path] = {}
+        left_out: list[str] = []
+        if kind == "replay":  # the catalogue and the folder looked at once
+            links, left_out = self._unreadable(self._folder_param(params, "sessions"))
+        argv, writes = self._argv(kind, params, artifacts, readable_only=bool(links))
         return Command(argv, writes, links, left_out)
 
-    def _argv(self, kind: str, params: dict, artifacts: Path) -> tuple[list[str], list[Path]]:
+    def _argv(
+        self, kind: str, params: dict, artifacts: Path, readable_only: bool = False
+    ) -> tuple[list[str], list[Path]]:
         home = str(self.data)
         writes: list[Path] = []
         if kind == "ingest":
@@ -220,7 +223,7 @@ class Jobs:
         if kind in ("audit", "replay", "search", "evaluate"):
             flow = self._flow_param(params)
             sessions = self._folder_param(params, "sessions")
-            if kind == "replay" and self._unreadable(sessions)[0]:  # replay what reads
+            if kind == "replay" and readable_only:  # replay what reads
                 sessions = artifacts.parent / READABLE
             argv = [kind, "--flow", str(flow), "--sessions", str(sessions)]
             if kind == "audit":

@@ -40,7 +40,6 @@ class Run:
     step: str = "waiting for another drift computation to end"
     done: int = 0
     total: int = 0
-    result: dict | None = None
     error: str | None = None
 
     def progress(self) -> dict:

@@ -348,17 +348,19 @@ def drift(
     episodes: list[Episode],
     decider: str = "habit",
     settings: Settings | None = None,
+    read: list[Facts] | None = None,
 ) -> Drift:
     """The series (the sessions taken in start order, `started_unix_ms`), the detector's
     statistic after each session, and the alarms: each run of sessions after which the alarm
     sounds, with where the change began and the sites whose surprise rose most (before the
-    change against from it to the end of the alarm)."""
+    change against from it to the end of the alarm). `read`: the episodes' facts when the
+    caller has read them already (the console, a session at a time)."""
     settings = settings or Settings()
     settings.check()
     # each session's decision points read once, in one pass (facts), and each distinct point
     # scored once: the work is linear in the session's calls (no binding: drift scores the
     # agent's steps, not what the proxy would have served)
-    fresh = score_facts(flow, [facts(e) for e in episodes], decider)
+    fresh = score_facts(flow, read if read is not None else [facts(e) for e in episodes], decider)
     if fresh is not None:
         scored, kind = fresh
     else:  # the arbiter: its judge reads the session's transcript, scored from the log
