@@ -171,11 +171,6 @@ def parse_servers(specs: list[str]) -> dict[str, list[str]]:
     return servers
 
 
-def write_entry(path: Path, host: str, name: str, entry: dict, *, force: bool) -> str:
-    """`write_entries` for one server."""
-    return write_entries(path, host, {name: entry}, force=force)
-
-
 def write_entries(path: Path, host: str, entries: dict[str, dict], *, force: bool) -> str:
     """Merge the servers' entries into the host's configuration file at `path` (created when
     missing), keeping everything else in it and a backup of the file as it was, in one write.

@@ -29,6 +29,7 @@ run a dozen sessions after a change of habit would have said nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,9 +39,7 @@ from stretto.model.decide import Decider
 from stretto.model.habit import seen
 from stretto.model.program import FlowDistributions
 from stretto.offline.lifecycle import changepoints
-from stretto.offline.lifecycle.changepoints import MIN_RUN, TAIL, prior
-
-__all__ = ["prior"]  # the detector's prior, with change_probabilities below
+from stretto.offline.lifecycle.changepoints import MIN_RUN, TAIL
 
 if TYPE_CHECKING:  # the command's parser reads Settings' defaults: this module stays light
     from stretto.logs.episode import Episode
@@ -200,7 +199,7 @@ def facts(episode: Episode) -> Facts:
     return Facts(episode.id, episode.started_ms, points, step_tools(episode))
 
 
-def score_facts(flow: dict, sessions: list[Facts], decider: str = "habit"):
+def score_facts(flow: dict, sessions: Iterable[Facts], decider: str = "habit"):
     """Each session scored from its facts as score() would from its log, each distinct
     decision point (as the models see it: habit.seen of its history) scored once; None for the
     arbiter (its judge reads the transcript)."""
@@ -360,7 +359,8 @@ def drift(
     # each session's decision points read once, in one pass (facts), and each distinct point
     # scored once: the work is linear in the session's calls (no binding: drift scores the
     # agent's steps, not what the proxy would have served)
-    fresh = score_facts(flow, read if read is not None else [facts(e) for e in episodes], decider)
+    # a generator: the arbiter's scoring reads no facts, and returns before taking any
+    fresh = score_facts(flow, read if read is not None else (facts(e) for e in episodes), decider)
     if fresh is not None:
         scored, kind = fresh
     else:  # the arbiter: its judge reads the session's transcript, scored from the log

@@ -182,6 +182,12 @@ def interval(k: int, n: int) -> list[float] | None:
     return [wilson_lower(k, n), 1.0 - wilson_lower(n - k, n)]
 
 
+def write_state(flow_path: Path, state: dict) -> None:
+    """The stage's state beside the flow, written whole (read_state reads it)."""
+    text = json.dumps(state, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    write_atomically(state_path(flow_path), text.encode())
+
+
 def read_state(flow_path: Path) -> dict:
     path = state_path(flow_path)
     if not path.exists():
@@ -247,8 +253,7 @@ def stage(
         settings={"window": window, **(settings or {})},
         updated_unix_ms=int(time.time() * 1000) if now_ms is None else now_ms,
     )
-    text = json.dumps(state, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    write_atomically(state_path(flow_path), text.encode())
+    write_state(flow_path, state)
     rows = [
         {"id": e.id, **state["sessions"][e.id]}
         for e in episodes[first_new:]
@@ -271,8 +276,7 @@ def mark_staged(flow_path: str | Path, by: str, now_ms: int | None = None) -> No
         staged_by=by,
         updated_unix_ms=int(time.time() * 1000) if now_ms is None else now_ms,
     )
-    text = json.dumps(state, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    write_atomically(state_path(flow_path), text.encode())
+    write_state(flow_path, state)
 
 
 def last_report(flow_path: str | Path) -> Stage | None:

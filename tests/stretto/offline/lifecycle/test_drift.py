@@ -11,13 +11,13 @@ import pytest
 
 from stretto.logs.merged import read_episodes
 from stretto.model.flow import load_flow
+from stretto.offline.lifecycle.changepoints import prior
 from stretto.offline.lifecycle.drift import (
     Settings,
     change_probabilities,
     drift,
     markdown,
     plot,
-    prior,
 )
 from stretto.offline.reports.audit import audit
 from tests.builders import stretto
