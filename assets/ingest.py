@@ -199,6 +199,7 @@ def session_tables(context: dg.AssetExecutionContext, config: IngestConfig, stre
             say=context.log.info,
             warn=context.log.warning,
             phase=timings.phase,
+            tables_when_idle=materializes_every_asset(context),  # else nothing is shown
         )
     except IngestRefused as exc:
         raise _failure(exc) from None

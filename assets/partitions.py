@@ -94,24 +94,31 @@ def parts_in_logs(
     return sorted(parts), changed[-1][0] if changed else since_ns
 
 
+def unknown(instance: dg.DagsterInstance, parts: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The domains and days of `parts` the instance does not know yet, by partition name."""
+    wanted_by = {"domain": {d for d, _ in parts}, "day": {day for _, day in parts}}
+    return {
+        name: sorted(wanted - set(instance.get_dynamic_partitions(name)))
+        for name, wanted in wanted_by.items()
+    }
+
+
 def add_requests(
     instance: dg.DagsterInstance, parts: list[tuple[str, str]]
 ) -> list[dg.AddDynamicPartitionsRequest]:
     """What a sensor asks Dagster to add for `parts`: their domains and days not known yet."""
-    requests = []
-    wanted_by = {"domain": {d for d, _ in parts}, "day": {day for _, day in parts}}
-    for name, definition in (("domain", domains), ("day", days)):
-        new = sorted(wanted_by[name] - set(instance.get_dynamic_partitions(name)))
-        if new:
-            requests.append(definition.build_add_request(new))
-    return requests
+    definitions = {"domain": domains, "day": days}
+    return [
+        definitions[name].build_add_request(new)
+        for name, new in unknown(instance, parts).items()
+        if new
+    ]
 
 
 def register(instance: dg.DagsterInstance, parts: list[tuple[str, str]]) -> list[str]:
     """Add the domains and days of `parts` the instance does not know yet; what was added."""
     added = []
-    for name, wanted in (("domain", {d for d, _ in parts}), ("day", {day for _, day in parts})):
-        new = sorted(wanted - set(instance.get_dynamic_partitions(name)))
+    for name, new in unknown(instance, parts).items():
         if new:
             instance.add_dynamic_partitions(name, new)
             added += [f"{name} {key}" for key in new]

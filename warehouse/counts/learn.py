@@ -274,19 +274,10 @@ def learner(
     """episodes -> the habit-only flow learned from those of the warehouse's sessions (a fold
     of the surprise gate's or the calibration's, the sessions before one being staged), as
     the flow asset learns, with no pipeline run (no flow file is written)."""
+    options = HabitOptions(manifest, only_domain, with_constants, rewards, half_life)
 
     def learn(episodes: list[Episode]) -> dict:
-        learned = learn_flow(
-            layout,
-            domain,
-            manifest=manifest,
-            only_domain=only_domain,
-            with_constants=with_constants,
-            sessions=[e.id for e in episodes],
-            rewards=rewards,
-            half_life=half_life,
-        )
-        return with_provenance(learned, half_life)
+        return learn_domain(layout, domain, options, sessions=[e.id for e in episodes])
 
     return learn
 

@@ -164,12 +164,15 @@ def run(
     say: Callable[[str], None] = _ignore,
     warn: Callable[[str], None] = _ignore,
     phase: Callable[[str], AbstractContextManager[None]] = _untimed,
+    tables_when_idle: bool = True,
 ) -> IngestReport:
     """Ingest the new and changed logs into the tables (with `redaction`, their redacted copy)
     and report on it. One pool of worker processes hashes the new logs, then ingests them;
     the lock is awaited up to `wait_seconds`. `progress(files)` gives what each batch's files
     advance, while the lock is held; `say` hears the wait, `warn` what was cleaned up or
-    redacted; `phase(name)` times each phase. IngestRefused for an expected failure."""
+    redacted; `phase(name)` times each phase. With `tables_when_idle` False, a run that read
+    nothing skips the report's queries of the tables (its totals and previews stay empty).
+    IngestRefused for an expected failure."""
     with workers.worker_pool() as pool:
         with phase("finding new logs"):
             try:
@@ -199,6 +202,8 @@ def run(
     known = len(plan.known)
     for rows in (plan.read, plan.known, stats.logs, stats.data):
         rows.clear()
+    if not stats.files and not tables_when_idle:
+        return IngestReport(ingest_id, stats, plan.unchanged, known, {}, {}, [])
     # one connection for all the report's queries, reading only the data files each needs
     with store.reading(layout, views=False) as read:
         totals = read.rows(OUTPUT_TABLES)

@@ -30,6 +30,27 @@ def partition_of(path: str) -> tuple[str, str] | None:
     return None
 
 
+def partition_files(con) -> dict[tuple[str, str, str], list[tuple[str, int]]]:
+    """The committed data files of each partition (table, domain, day), with their rows, on
+    a catalogue connection (store.open_catalogue)."""
+    files: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    for table_name, path, rows in con.execute(
+        "SELECT table_name, path, rows FROM data_files ORDER BY path"
+    ).fetchall():
+        where = partition_of(path)
+        if table_name in TABLES and where:
+            files.setdefault((table_name, *where), []).append((path, int(rows)))
+    return files
+
+
+def partition_select(table: str, domain: str, day: str) -> str:
+    """The query of one partition's current rows, the ones a rewrite of it writes."""
+    return (
+        f"SELECT * FROM {table} WHERE domain = '{domain.replace(chr(39), '')}' "
+        f"AND day = DATE '{day}'"
+    )
+
+
 def remove_retired(layout: Layout, grace_seconds: float = GRACE_SECONDS) -> int:
     """Delete the files retired by commits older than the grace period; how many."""
     table = registry.read(layout).to_pylist()
@@ -57,13 +78,7 @@ def compact(
     done["files deleted"] = remove_retired(layout, grace_seconds)
     con = store.open_catalogue(layout)
     try:
-        files: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
-        for table_name, path, rows in con.execute(
-            "SELECT table_name, path, rows FROM data_files ORDER BY path"
-        ).fetchall():
-            where = partition_of(path)
-            if table_name in TABLES and where:
-                files.setdefault((table_name, *where), []).append((path, int(rows)))
+        files = partition_files(con)
         current = {
             (t, d, str(day)): n
             for t in TABLES
@@ -77,10 +92,7 @@ def compact(
             stored = sum(n for _, n in held)
             if len(held) < 2 and current.get((table, domain, day), 0) == stored:
                 continue
-            query = (
-                f"SELECT * FROM {table} WHERE domain = '{domain.replace(chr(39), '')}' "
-                f"AND day = DATE '{day}'"
-            )
+            query = partition_select(table, domain, day)
             rows, data = write_parquet(
                 con, query, table, layout, compact_id, f"{compact_id}-{number}"
             )

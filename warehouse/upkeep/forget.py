@@ -17,7 +17,7 @@ import pyarrow as pa
 from warehouse import registry, store
 from warehouse.ingest.batches import write_parquet
 from warehouse.layout import TABLES, Layout
-from warehouse.upkeep.compact import partition_of
+from warehouse.upkeep.compact import partition_files, partition_select
 
 
 def forget_sessions(layout: Layout, sessions: Collection[str], run_id: str) -> dict[str, int]:
@@ -36,11 +36,7 @@ def forget_sessions(layout: Layout, sessions: Collection[str], run_id: str) -> d
             "SELECT count(*) FROM sessions SEMI JOIN gone USING (session)"
         ).fetchall()[0]
         done["sessions"] = int(found)
-        files: dict[tuple[str, str, str], list[str]] = {}
-        for table_name, path in con.execute("SELECT table_name, path FROM data_files").fetchall():
-            where = partition_of(path)
-            if table_name in TABLES and where:
-                files.setdefault((table_name, *where), []).append(path)
+        files = partition_files(con)
         hit = sorted(
             (table, domain, str(day))
             for table in TABLES
@@ -52,13 +48,12 @@ def forget_sessions(layout: Layout, sessions: Collection[str], run_id: str) -> d
         store.begin_run(layout, run_id)
         for number, (table, domain, day) in enumerate(hit):
             query = (
-                f"SELECT * FROM {table} WHERE domain = '{domain.replace(chr(39), '')}' "
-                f"AND day = DATE '{day}' AND (session IS NULL OR session NOT IN "
-                "(SELECT session FROM gone))"
+                partition_select(table, domain, day)
+                + " AND (session IS NULL OR session NOT IN (SELECT session FROM gone))"
             )
             rows, data = write_parquet(con, query, table, layout, run_id, f"{run_id}-{number}")
             written += data
-            retired += files.get((table, domain, day), [])
+            retired += [path for path, _ in files.get((table, domain, day), [])]
             done["rows kept"] += rows
     finally:
         con.close()
