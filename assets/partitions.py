@@ -2,7 +2,6 @@
 or as soon as a log under logs/ names it) and days (the UTC date a session started, also added
 as they come). Counts are per domain and day; flows and their reports per domain."""
 
-import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from stretto.logs.sessionlog import is_session_log
 from warehouse import store
 from warehouse.counts import learn
 from warehouse.counts.partcount import SUCCESS_REWARD
+from warehouse.ingest.discover import read_header
 from warehouse.layout import Layout
 
 domains = dg.DynamicPartitionsDefinition(name="domain")
@@ -42,7 +42,7 @@ def known_parts(layout: Layout) -> list[tuple[str, str]]:
         return []
 
 
-# Read of a log's first line, where its header is: enough for any header a log holds.
+# Read of a log's first bytes, where its header is: enough for any header a log holds.
 HEADER_BYTES = 65_536
 # Headers the `partitions` sensor reads in one tick (a few seconds' work; Dagster gives a
 # sensor's tick a minute): a fresh home of a million logs is registered over several ticks.
@@ -55,7 +55,9 @@ def log_part(path: str) -> tuple[str, str] | None:
     (no readable header, an invalid domain, a reward under 1)."""
     try:
         with open(path, "rb") as log:
-            header = json.loads(log.read(HEADER_BYTES).split(b"\n", 1)[0])
+            header = read_header(log.read(HEADER_BYTES))  # as the ingest reads it
+        if header is None:
+            return None
         domain = header.get("domain") or "mcp"
         started = header.get("started_unix_ms", 0)
         reward = header.get("reward")

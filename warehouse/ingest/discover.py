@@ -72,9 +72,9 @@ def file_hash(path: str, limit: int | None = None) -> str:
     return digest.hexdigest()
 
 
-def header_session(start: bytes) -> str | None:
-    """The session id in a header (the first non-blank line of `start`, the file's first
-    bytes), if it reads."""
+def read_header(start: bytes) -> dict | None:
+    """A log's header: the first non-blank line of `start` (the file's first bytes, a byte
+    order mark aside), if it reads as a JSON object."""
     position = 0
     while position < len(start):
         end = start.find(b"\n", position)
@@ -86,9 +86,14 @@ def header_session(start: bytes) -> str | None:
                 header = json.loads(line)
             except ValueError:
                 return None
-            session = header.get("session") if isinstance(header, dict) else None
-            return session if isinstance(session, str) and session else None
+            return header if isinstance(header, dict) else None
     return None
+
+
+def header_session(start: bytes) -> str | None:
+    """The session id in a header (read_header), if it has one."""
+    session = (read_header(start) or {}).get("session")
+    return session if isinstance(session, str) and session else None
 
 
 def hash_and_header(path: str) -> tuple[str, str | None]:
