@@ -4,16 +4,13 @@ logs, and a learner that learns with the real command in this process."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import random
 from pathlib import Path
 
-from stretto.cli.main import main
 from stretto.logs.episode import Episode
 from stretto.model.flow import load_flow
-from tests.builders import HEADER, LogBuilder
+from tests.builders import HEADER, LogBuilder, learn
 
 
 def _tool(name: str, arg: str, read: bool) -> dict:
@@ -163,25 +160,10 @@ def write_tickets(
 
 
 def learn_folder(folder: Path, out: Path, home: Path, *extra: str, domain: str = "shop") -> dict:
-    """Learn with the real command, in this process."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = main(
-            [
-                "learn",
-                "--sessions",
-                str(folder),
-                "--domain",
-                domain,
-                "--habit-only",
-                "--out",
-                str(out),
-                "--home",
-                str(home),
-                *(["--mkdir"] if not out.parent.exists() else []),  # e.g. another home's flows/
-                *extra,
-            ]
-        )
-    assert code == 0
+    """Learn with the real command, in this process (tests.builders.learn); the flow."""
+    mkdir = ["--mkdir"] if not out.parent.exists() else []  # e.g. another home's flows/
+    done = learn(folder, out, home, *mkdir, *extra, domain=domain)
+    assert done.returncode == 0, done.stderr
     return load_flow(out)
 
 
