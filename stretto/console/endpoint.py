@@ -1,7 +1,6 @@
-"""What the API's modules share: how an endpoint is declared
-(stretto.console.api.endpoints.ENDPOINTS
-and the flow lifecycle's, stretto.console.api.lifeview.ENDPOINTS), and how a handler finds the
-console and a flow."""
+"""What the API's modules share: how an endpoint is declared (stretto.console.api.endpoints'
+ENDPOINTS, and those of a flow's life and of a session's time, stretto.console.api.lifeview
+and sessionview), and how a handler finds the console, a flow and a session."""
 
 from __future__ import annotations
 
@@ -43,4 +42,16 @@ def flow_entry(request: Request, name: str | None = None, valid: bool = True):
         raise ApiError(404, f"no flow {name!r}")
     if valid and entry.flow is None:
         raise ApiError(422, entry.error or "an invalid flow")
+    return entry
+
+
+def session_entry(request: Request, readable: bool = False):
+    """The session named by the path's `key`: 404 when there is none, 422 when its log cannot
+    be read (with `readable`)."""
+    key = request.path_params["key"]
+    entry = console_of(request).catalog.session(key)
+    if entry is None:
+        raise ApiError(404, f"no session {key!r}")
+    if readable and entry.summary.get("unreadable"):
+        raise ApiError(422, entry.summary["problem"])
     return entry

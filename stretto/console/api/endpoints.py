@@ -18,7 +18,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from stretto.console import adapter, files
 from stretto.console.api import lifeview, sessionview
 from stretto.console.api.openapi import describe
-from stretto.console.endpoint import NAME, Endpoint
+from stretto.console.endpoint import NAME, Endpoint, session_entry
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
 from stretto.console.jobs import KINDS, JobError
@@ -192,24 +192,14 @@ def _haystack(row: dict) -> str:
     return " ".join(parts).lower()
 
 
-def _session(request: Request):
-    key = request.path_params["key"]
-    entry = _console(request).catalog.session(key)
-    if entry is None:
-        raise ApiError(404, f"no session {key!r}")
-    return entry
-
-
 def session(request: Request) -> Response:
-    entry = _session(request)
+    entry = session_entry(request)
     return JSONResponse(_session_row(entry))
 
 
 def timeline(request: Request) -> Response:
     console = _console(request)
-    entry = _session(request)
-    if entry.summary.get("unreadable"):
-        raise ApiError(422, entry.summary["problem"])
+    entry = session_entry(request, readable=True)
     offset = _int(request, "offset", 0)
     limit = _int(request, "limit", 100, 1, PAGE_LIMIT)
     index = console.catalog.index(entry.path)
@@ -230,7 +220,7 @@ def timeline(request: Request) -> Response:
 def raw(request: Request) -> Response:
     """The log as it is on disk, streamed; `from` and `lines` pick lines (1-based)."""
     console = _console(request)
-    entry = _session(request)
+    entry = session_entry(request)
     start = _int(request, "from", 0)
     count = _int(request, "lines", 0)
     path = entry.path
@@ -263,7 +253,7 @@ def _chunks(path: Path, begin: int, end: int | None):
 
 def delete_session(request: Request) -> Response:
     console = _console(request)
-    entry = _session(request)
+    entry = session_entry(request)
     paths = [console.data / entry.rel, *(console.data / c for c in entry.copies)]
     moving = []
     for path in paths:

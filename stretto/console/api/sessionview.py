@@ -7,21 +7,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from stretto.console.endpoint import Endpoint, console_of
-from stretto.console.state import ApiError
+from stretto.console.endpoint import Endpoint, console_of, session_entry
 
 KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
-
-
-def _readable(request: Request):
-    key = request.path_params["key"]
-    console = console_of(request)
-    entry = console.catalog.session(key)
-    if entry is None:
-        raise ApiError(404, f"no session {key!r}")
-    if entry.summary.get("unreadable"):
-        raise ApiError(422, entry.summary["problem"])
-    return console, entry
 
 
 def turns_of(items: list[dict]) -> list[dict]:
@@ -50,7 +38,7 @@ def turns_of(items: list[dict]) -> list[dict]:
 
 
 def waterfall(request: Request) -> Response:
-    console, entry = _readable(request)
+    console, entry = console_of(request), session_entry(request, readable=True)
     index = console.catalog.index(entry.path)
     turns = turns_of(index.items)
     latencies = sorted(i["latency_ms"] for i in index.items if i.get("latency_ms") is not None)
@@ -69,7 +57,7 @@ def waterfall(request: Request) -> Response:
 
 
 def tools(request: Request) -> Response:
-    console, entry = _readable(request)
+    console, entry = console_of(request), session_entry(request, readable=True)
     episode = console.catalog.episode(entry.path)
     items = [
         {
