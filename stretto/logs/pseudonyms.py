@@ -121,7 +121,7 @@ class Census:
     # however many sessions share them
     sensitive: set[str] = field(default_factory=set)
     _last: dict[str, int] = field(default_factory=dict)
-    _judged: set[str] = field(default_factory=set)
+    judged: set[str] = field(default_factory=set)  # every value core sensitive() looked at
     session: int = 0
 
     def add(self, core: str, data: bool = True, written: int = 0) -> None:
@@ -132,8 +132,8 @@ class Census:
             return
         if len(key) <= SHORT < written:
             self.lengthened.add(key)
-        if core not in self._judged:
-            self._judged.add(core)
+        if core not in self.judged:
+            self.judged.add(core)
             if sensitive(core):
                 self.sensitive.add(key)
         if self._last.get(key) != self.session:
@@ -249,7 +249,8 @@ class Pseudonyms:
             return False
         if key in self.census.forced:
             return True
-        if key in self.census.sensitive or sensitive(core):
+        # the census judged every value of the logs once; a flow log's values, not in it, here
+        if key in self.census.sensitive or (core not in self.census.judged and sensitive(core)):
             return True  # a secret or a personal identifier is never kept, however shared
         if key in self.census.declared:
             return False
