@@ -252,6 +252,22 @@ def test_shared_values_are_kept_unless_named(tmp_path: Path) -> None:
     named = (tmp_path / "named/s0.jsonl").read_text()
     assert "Ada" not in named and "Lovelace" not in named and "ada_1" not in named
     assert '"user_id"' in named and '"name"' in named  # keys are kept
+    # spaces around the names, and the option repeated, name the same keys
+    for i, options in enumerate([["name, user_id"], [" name ", "user_id "], ["name ,user_id"]]):
+        out = tmp_path / f"spaced{i}"
+        assert redact(sessions, out, *[a for o in options for a in ("--hash-field", o)]) == 0
+        assert (out / "s0.jsonl").read_bytes() == (tmp_path / "named/s0.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("given", ["name,,user_id", "name,", " ", "", "name, ,user_id"])
+def test_an_empty_hash_field_name_is_a_usage_error(tmp_path: Path, given: str, capsys) -> None:
+    """An empty name names no key: refused (exit 2) rather than quietly hashing nothing."""
+    with pytest.raises(SystemExit) as exited:
+        redact(SHOP, tmp_path / "out", "--hash-field", "name", "--hash-field", given)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument --hash-field: {given!r} has an empty field name" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_same_salt_gives_the_same_bytes_and_another_salt_other_tokens(
