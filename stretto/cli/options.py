@@ -137,6 +137,31 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def hash_field_names(value: str) -> list[str]:
+    """The JSON keys one `--hash-field` value names: split at commas, each name stripped of
+    spaces (`"email, name"` names `name`, as a key is matched stripped). An empty name
+    (`email,,`, `" "`) is a usage error, exit 2: it names no key, so it would hash nothing."""
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} has an empty field name: give NAME, or NAME,NAME,..."
+        )
+    return names
+
+
+def add_hash_field(parser: argparse.ArgumentParser, help: str) -> None:
+    """--hash-field NAME (repeatable, or comma-separated), of `stretto redact` and `stretto
+    ingest --redact`: `args.hash_field` is the list of every name given."""
+    parser.add_argument(
+        "--hash-field",
+        type=hash_field_names,
+        action="extend",
+        default=[],
+        metavar="NAME",
+        help=help,
+    )
+
+
 def add_oracle(
     parser: argparse.ArgumentParser,
     oracle_help: str,

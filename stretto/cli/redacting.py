@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from stretto.cli.options import Commands, command, say
+from stretto.cli.options import Commands, add_hash_field, command, say
 from stretto.logs.pseudonyms import KEEP_SHARED, SALT_ENV
 
 
@@ -56,13 +56,10 @@ def register(commands: Commands) -> None:
         help="keep a value seen in N or more sessions, unless it is shaped like a secret or "
         "a personal identifier (default %(default)s; 0: hash them all)",
     )
-    redact.add_argument(
-        "--hash-field",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="always hash the values under this JSON key, and each of their words wherever "
-        "they appear (repeatable, or comma-separated)",
+    add_hash_field(
+        redact,
+        "always hash the values under this JSON key, and each of their words wherever they "
+        "appear (repeatable, or comma-separated)",
     )
 
 
@@ -71,7 +68,6 @@ def _redact(args: argparse.Namespace) -> int:
     # entry point: only `stretto redact` loads the redaction walk
     from stretto.logs.redact import RedactError, check_request, redact_folder, salt_from_env
 
-    fields = [f for given in args.hash_field for f in given.split(",")]
     sessions, out = Path(args.sessions).expanduser(), Path(args.out).expanduser()
     try:
         check_request(sessions, out, args.keep_shared)
@@ -85,7 +81,7 @@ def _redact(args: argparse.Namespace) -> int:
             out,
             salt,
             keep_shared=args.keep_shared,
-            hash_fields=fields,
+            hash_fields=args.hash_field,
         )
     except RedactError as exc:
         say(str(exc))

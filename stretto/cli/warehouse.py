@@ -10,6 +10,7 @@ import warnings
 from stretto.cli.learning_options import otel_logs
 from stretto.cli.options import (
     Commands,
+    add_hash_field,
     add_home,
     add_wait,
     aligned,
@@ -96,12 +97,8 @@ def register(commands: Commands) -> None:
         help="with --redact: keep a value seen in N or more sessions of a folder; 0: none "
         "(%(default)s)",
     )
-    ingest.add_argument(
-        "--hash-field",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="with --redact: always hash the values of JSON keys NAME (repeatable, or a,b)",
+    add_hash_field(
+        ingest, "with --redact: always hash the values of JSON keys NAME (repeatable, or a,b)"
     )
     ingest.add_argument(
         "--retain-days",
@@ -195,7 +192,7 @@ def _ingest(args: argparse.Namespace) -> int:
         "redact": args.redact,
         "salt_env": args.salt_env,
         "keep_shared": args.keep_shared,
-        "hash_fields": [f.strip() for spec in args.hash_field for f in spec.split(",")],
+        "hash_fields": args.hash_field,
     }
     result = interruptible(
         lambda: materialize(

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stretto.logs.sensitive import sensitive, sensitive_spans
+from stretto.logs.sensitive import private_key_spans, sensitive, sensitive_spans
 
 SALT_ENV = "STRETTO_REDACT_SALT"
 KEEP_SHARED = 3  # a value seen in this many sessions is kept (0: none is), unless sensitive
@@ -308,16 +308,20 @@ class Pseudonyms:
         return lead + self.token(core) + trail if self.hashed(core) else line
 
     def string(self, value: str, forced: bool = False) -> str:
-        """A string of data, line by line; every line of a private-key block hashed."""
+        """A string of data, line by line; every line of a private-key block (where
+        stretto.logs.sensitive's `private key` rule finds one) hashed, whatever its count:
+        its body lines alone look like nothing."""
         lines = value.split("\n")
-        if "PRIVATE KEY" not in value:
+        blocks = private_key_spans(value)
+        if not blocks:
             return "\n".join(self.line(line) for line in lines)
-        out, inside = [], False
+        out, start = [], 0
         for line in lines:
-            inside |= "-----BEGIN" in line and "PRIVATE KEY" in line
+            end = start + len(line)
             lead, core, trail = _split_line(line)
-            out.append(lead + self.token(core) + trail if inside and core else self.line(line))
-            inside &= "-----END" not in line
+            in_block = any(s < end and start < e for s, e in blocks)
+            out.append(lead + self.token(core) + trail if in_block and core else self.line(line))
+            start = end + 1  # past the line's \n
         return "\n".join(out)
 
     def integer(self, value: int, forced: bool = False) -> int:

@@ -26,8 +26,9 @@ American `(555) 123-4567` / `555-123-4567`), payment card numbers (13 to 19 digi
 not, passing the Luhn check), IBANs (passing the mod-97 check), IPv4 and IPv6 addresses, and
 US social security numbers.
 
-`secret_spans(text)` and `personal_spans(text)` give where they are; `sensitive(text)`
-whether a text holds any; `redact_secrets(text, mark)` replaces each secret.
+`secret_spans(text)` and `personal_spans(text)` give where they are (`private_key_spans(text)`
+where the private-key blocks are); `sensitive(text)` whether a text holds any;
+`redact_secrets(text, mark)` replaces each secret.
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ if TYPE_CHECKING:
 # longer word.
 _B = r"(?<![A-Za-z0-9_])"  # no word character before
 _E = r"(?![A-Za-z0-9_])"  # none after
+# A PEM private-key block (RSA, EC, ENCRYPTED, OPENSSH, PGP's `PRIVATE KEY BLOCK`, ...): BEGIN
+# through its END, or to the end of the text when the END is missing.
+_PRIVATE_KEY_HINT = "PRIVATE KEY"
+_PRIVATE_KEY = (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)")  # fmt: skip
 Rule = tuple[str, tuple[str, ...] | None, str]
 SECRET_RULES: tuple[Rule, ...] = (
-    ("private key", ("PRIVATE KEY",), r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
-     r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)"),
+    ("private key", (_PRIVATE_KEY_HINT,), _PRIVATE_KEY),
     ("github", ("gh", "github_pat_"),
      _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})" + _E),
     ("gitlab", ("gl",), _B + r"gl(?:pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}" + _E),
@@ -298,6 +303,15 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
 def personal_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, rule name) of each personal identifier in `text`."""
     return _spans(PERSONAL_RULES, text)
+
+
+def private_key_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each PEM private-key block in `text`, by the `private key` rule: from
+    its BEGIN marker through its END marker, or to the end of the text when the END is
+    missing. `stretto redact` hashes every line one touches (stretto.logs.pseudonyms)."""
+    if _PRIVATE_KEY_HINT not in text:
+        return []
+    return [match.span() for match in _pattern(_PRIVATE_KEY).finditer(text)]
 
 
 def sensitive_spans(text: str) -> list[tuple[int, int]]:

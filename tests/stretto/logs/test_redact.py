@@ -17,7 +17,7 @@ import pytest
 
 from stretto.cli import main
 from stretto.logs.episode import Assistant, ToolResult, User, read_episode
-from stretto.logs.pseudonyms import Pseudonyms, fold
+from stretto.logs.pseudonyms import Census, Count, Pseudonyms, fold
 from stretto.logs.redact import pseudonyms_for
 from stretto.logs.sessionlog import list_session_logs, read_session_log
 from stretto.model.binding import compile_path
@@ -252,6 +252,22 @@ def test_shared_values_are_kept_unless_named(tmp_path: Path) -> None:
     named = (tmp_path / "named/s0.jsonl").read_text()
     assert "Ada" not in named and "Lovelace" not in named and "ada_1" not in named
     assert '"user_id"' in named and '"name"' in named  # keys are kept
+    # spaces around the names, and the option repeated, name the same keys
+    for i, options in enumerate([["name, user_id"], [" name ", "user_id "], ["name ,user_id"]]):
+        out = tmp_path / f"spaced{i}"
+        assert redact(sessions, out, *[a for o in options for a in ("--hash-field", o)]) == 0
+        assert (out / "s0.jsonl").read_bytes() == (tmp_path / "named/s0.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("given", ["name,,user_id", "name,", " ", "", "name, ,user_id"])
+def test_an_empty_hash_field_name_is_a_usage_error(tmp_path: Path, given: str, capsys) -> None:
+    """An empty name names no key: refused (exit 2) rather than quietly hashing nothing."""
+    with pytest.raises(SystemExit) as exited:
+        redact(SHOP, tmp_path / "out", "--hash-field", "name", "--hash-field", given)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument --hash-field: {given!r} has an empty field name" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_same_salt_gives_the_same_bytes_and_another_salt_other_tokens(
@@ -284,6 +300,95 @@ def test_files_are_private_whole_and_named_by_session(tmp_path: Path, capsys) ->
         assert [(w.t_ms, w.sender) for w in before.lines] == [
             (w.t_ms, w.sender) for w in after.lines
         ]
+
+
+# private-key blocks: every line hashed, however shared ----------------------------------------
+
+
+def shared_by_five(value: str) -> Pseudonyms:
+    """The pseudonyms of a census that saw `value` in five sessions: each of its lines is
+    kept for its count (--keep-shared 3), unless something else hashes it."""
+    census = Census()
+    for session in range(5):
+        census.session = session
+        Count(census).string(value)
+    return Pseudonyms(SALT, census)
+
+
+def rewritten(value: str, hashed_lines: set[int]) -> str:
+    """`value` as its census of five sessions rewrites it, after checking which of its lines
+    are hashed (each whole, its surrounding spaces kept) and that the others are kept."""
+    pseudonyms = shared_by_five(value)
+    lines = value.split("\n")
+    got = pseudonyms.string(value).split("\n")
+    for i, (line, new) in enumerate(zip(lines, got, strict=True)):
+        if i in hashed_lines:
+            assert new == line.replace(line.strip(), pseudonyms.token(line.strip())), line
+        else:
+            assert new == line, line
+    return "\n".join(got)
+
+
+PEM_KINDS = [
+    "PRIVATE KEY",
+    "RSA PRIVATE KEY",
+    "EC PRIVATE KEY",
+    "ENCRYPTED PRIVATE KEY",
+    "OPENSSH PRIVATE KEY",
+    "PGP PRIVATE KEY BLOCK",
+]
+# a key's body lines, each plain enough to be kept for its count on its own
+BODY = ["key material line one", "key material line two"]
+
+
+@pytest.mark.parametrize("kind", PEM_KINDS)
+def test_every_line_of_a_private_key_block_is_hashed(kind: str) -> None:
+    block = [f"-----BEGIN {kind}-----", *BODY, f"-----END {kind}-----"]
+    value = "\n".join(["before the key", *block, "after the key"])
+    assert shared_by_five(BODY[0]).string(BODY[0]) == BODY[0]  # kept, outside a block
+    copy = rewritten(value, {1, 2, 3, 4})
+    assert not any(line in copy for line in BODY)
+
+
+@pytest.mark.parametrize("kind", PEM_KINDS)
+def test_a_block_without_its_end_is_hashed_to_the_end_of_the_value(kind: str) -> None:
+    value = "\n".join(["before the key", f"-----BEGIN {kind}-----", *BODY, "  cut off here"])
+    rewritten(value, {1, 2, 3, 4})
+    rewritten(value + "\n", {1, 2, 3, 4})  # the last line, empty, stays so
+
+
+def test_two_blocks_in_one_value_and_the_text_between_them() -> None:
+    first = ["-----BEGIN RSA PRIVATE KEY-----", *BODY, "-----END RSA PRIVATE KEY-----"]
+    second = ["-----BEGIN OPENSSH PRIVATE KEY-----", "other key material", "", "last line of it"]
+    second.append("-----END OPENSSH PRIVATE KEY-----")
+    value = "\n".join(["two keys:", *first, "between the keys", *second, "that is all"])
+    # lines 1-4 and 6-10, but 8 is blank: a blank line stays blank, wherever it is
+    rewritten(value, {1, 2, 3, 4, 6, 7, 9, 10})
+
+
+def test_text_on_the_marker_lines_is_hashed_with_them() -> None:
+    value = "\n".join(
+        [
+            "the deploy key follows",
+            "deploy key: -----BEGIN EC PRIVATE KEY-----",
+            "    key material line one",
+            "-----END EC PRIVATE KEY----- (rotated monthly)",
+            "  the deploy key is above  ",
+        ]
+    )
+    rewritten(value, {1, 2, 3})
+
+
+def test_a_block_ends_at_its_own_end_marker() -> None:
+    """The `private key` rule of stretto.logs.sensitive says where a block ends: another PEM
+    object's END marker does not end it, so what follows is hashed to the end."""
+    value = "\n".join(
+        ["-----BEGIN PRIVATE KEY-----", *BODY, "-----END CERTIFICATE-----", "after the key"]
+    )
+    rewritten(value, {0, 1, 2, 3, 4})
+    rewritten(
+        "-----BEGIN CERTIFICATE-----\nkey material line one\n-----END CERTIFICATE-----", set()
+    )
 
 
 # refusals ---------------------------------------------------------------------------------------

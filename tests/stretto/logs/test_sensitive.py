@@ -12,7 +12,13 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.core.scan import scan_line
 from detect_secrets.settings import transient_settings
 
-from stretto.logs.sensitive import personal_spans, redact_secrets, secret_spans, sensitive
+from stretto.logs.sensitive import (
+    personal_spans,
+    private_key_spans,
+    redact_secrets,
+    secret_spans,
+    sensitive,
+)
 from tests.conftest import PYTHON, ROOT
 from tests.secret_shapes import PERSONAL, SECRETS
 
@@ -82,6 +88,47 @@ def test_each_personal_identifier_is_found_whole_in_text(name: str, value: str, 
     text = f"reach me at {value}, thanks"
     assert personal_spans(text) == [(12, 12 + len(value), personal_spans(value)[0][2])]
     assert secret_spans(text) == []  # a personal identifier, not a secret
+
+
+PEM_KINDS = [
+    "PRIVATE KEY",
+    "RSA PRIVATE KEY",
+    "ENCRYPTED PRIVATE KEY",
+    "OPENSSH PRIVATE KEY",
+    "PGP PRIVATE KEY BLOCK",
+]
+
+
+@pytest.mark.parametrize("kind", PEM_KINDS)
+def test_a_private_key_block_runs_from_begin_to_its_end_or_the_end_of_the_text(kind: str) -> None:
+    block = f"-----BEGIN {kind}-----\nMIIBOgIBAAJBAKj34\nGkxFhD90vcNLYL\n-----END {kind}-----"
+    text = f"my key: {block} (keep it safe)\n{block}\nand no more"
+    first = text.index("-----BEGIN")
+    second = text.index("-----BEGIN", first + 1)
+    assert private_key_spans(text) == [
+        (first, first + len(block)),
+        (second, second + len(block)),
+    ]
+    cut = "my key:\n" + block.rsplit("\n", 1)[0]  # no END: to the end of the text
+    assert private_key_spans(cut) == [(8, len(cut))]
+    # the spans are the `private key` rule's: what the proxy's redaction replaces
+    assert [(s, e) for s, e, name in secret_spans(text) if name == "private key"] == [
+        (first, first + len(block)),
+        (second, second + len(block)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-----BEGIN CERTIFICATE-----\nMIIBOgIBAAJBAKj34\n-----END CERTIFICATE-----",
+        "-----BEGIN PUBLIC KEY-----\nMIIBOgIBAAJBAKj34\n-----END PUBLIC KEY-----",
+        "put your PRIVATE KEY between -----BEGIN and -----END lines",
+        "",
+    ],
+)
+def test_other_pem_blocks_and_prose_hold_no_private_key_block(text: str) -> None:
+    assert private_key_spans(text) == []
 
 
 def test_a_plain_command_costs_the_proxy_no_re() -> None:

@@ -229,10 +229,37 @@ def test_columns_that_can_hold_personal_data_are_tagged(tmp_path: Path) -> None:
     assert ("calls", "result_text") in expected and ("context", "content") in expected
 
 
-@pytest.mark.parametrize("option", ["--keep-shared", "--salt-env"])
+@pytest.mark.parametrize("option", ["--keep-shared", "--salt-env", "--hash-field"])
 def test_redaction_options_go_with_redact(tmp_path: Path, option: str) -> None:
     done = stretto("ingest", option, "1", "--home", tmp_path)
     assert done.returncode == 2 and "go with --redact" in done.stderr
+
+
+def test_hash_field_names_are_stripped_of_spaces(tmp_path: Path) -> None:
+    """`--hash-field "email, name"` names `name` (as `stretto redact` reads it): the name all
+    three sessions share is hashed, while the team they share, under no named key, is kept."""
+    builders = []
+    for index in range(3):
+        b = support_log(index)
+        b.client_call(4000, 5, "find_customer", email="desk@example.org")
+        b.result(4001, 5, json.dumps({"name": "Winifred Ashcombe", "team": "Returns Desk"}))
+        builders.append(b)
+    home = tmp_path / "home"
+    write_home(home, builders)
+    env = {**os.environ, **SALT}
+    done = stretto("ingest", "--redact", "--hash-field", "email, name", "--home", home, env=env)
+    assert done.returncode == 0, done.stderr
+    out = output_text(home)
+    assert leaked({"Winifred", "Ashcombe"}, out) == []
+    assert "Returns Desk" in out
+
+
+@pytest.mark.parametrize("given", ["email,,name", "email,", " ", ""])
+def test_an_empty_hash_field_name_is_a_usage_error(tmp_path: Path, given: str) -> None:
+    done = stretto("ingest", "--redact", "--hash-field", given, "--home", tmp_path)
+    assert done.returncode == 2
+    assert f"argument --hash-field: {given!r} has an empty field name" in done.stderr
+    assert not (tmp_path / "warehouse").exists()
 
 
 # --- ingest --retain-days --------------------------------------------------------------
