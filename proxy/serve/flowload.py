@@ -87,8 +87,11 @@ class FlowLoader:
             self.failure = (EXIT_USAGE, str(exc))
             return
         # proxy start-up: the serving model, on the loader's thread too
+        from pathlib import Path
+
         from proxy.serve.arbiter import serving_arbiter, serving_problem
         from proxy.serve.flowserver import FlowServer
+        from stretto.logs.logreader import flow_log_of  # loaded with flowserver's episode
         from stretto.model.surprise import gate_from_flow
 
         problem = serving_problem(flow, args.flow_decider, args.oracle)
@@ -99,9 +102,7 @@ class FlowLoader:
         tools = None
         if args.flow_tools:
             tools = {t.strip() for spec in args.flow_tools for t in spec.split(",") if t.strip()}
-        log_path = args.flow_log or os.path.join(
-            os.path.dirname(log.path), f"{log.session}.flow.jsonl"
-        )
+        log_path = args.flow_log or str(flow_log_of(Path(log.path)))
         record = log.record if log is not None else (lambda sender, line, parsed: None)
         session = log.session if log is not None else ""
         try:

@@ -55,8 +55,8 @@ HOSTS = {
     ),
 }
 
-# A server's name is its domain and a folder name under the home: no path separators, no
-# leading dot or dash.
+# The name of one of several servers (`--server NAME=COMMAND`): no path separators, no leading
+# dot or dash. (The domain, `--name`, follows stretto.logs.domain.)
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 LAUNCHERS = {"npx", "uvx", "node", "python", "python3", "docker", "run", "deno", "bunx"}
 

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.options import log_domains, say
+from stretto.cli.options import log_domains, other_domains, say
 from stretto.home import Paths, make_private, private_dirs
 from stretto.logs.rewards import read_rewards
 
@@ -115,7 +115,7 @@ def domain_matches(sessions: Path, domain: str) -> bool:
     if not found:
         say(f"{sessions}: no session logs (*.jsonl) in it or below it")
         return False
-    others = {d: n for d, n in found.items() if d is not None and d != domain}
+    others = other_domains(found, domain)
     held = ", ".join(f"{d or 'no domain'} ({n})" for d, n in sorted(found.items(), key=str))
     if others and sum(others.values()) == found.total():
         say(f"no session in {sessions} is of the domain {domain!r}; its logs are of: {held}")

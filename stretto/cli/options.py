@@ -278,6 +278,12 @@ def log_domains(folder: Path, *, below: bool) -> Counter[str | None]:
     return domains
 
 
+def other_domains(found: Counter[str | None], domain: str) -> dict[str, int]:
+    """The domains other than `domain` that logs counted by `log_domains` name, with how many
+    logs name each. A log that names no domain may be of any, so it is of no other."""
+    return {d: n for d, n in found.items() if d is not None and d != domain}
+
+
 class OtherDomain(ValueError):
     """Sessions or results files of another domain than the flow's: a flow's counts say
     nothing about another domain's tools. main() says it and exits 2."""
@@ -306,8 +312,7 @@ def check_domain(
         )
     if sessions is None or not Path(sessions).is_dir():
         return
-    found = log_domains(Path(sessions), below=below)
-    others = {d: n for d, n in found.items() if d is not None and d != domain}
+    others = other_domains(log_domains(Path(sessions), below=below), domain)
     if others:
         held = ", ".join(f"{d} ({n})" for d, n in sorted(others.items()))
         raise OtherDomain(

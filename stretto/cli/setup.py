@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stretto.cli import hosts
 from stretto.cli.options import DECIDERS, Commands, add_home, command, paths, say
+from stretto.logs.domain import RULE, is_valid_domain
 from stretto.model.flow import load_flow
 
 
@@ -151,8 +152,8 @@ def _init(args: argparse.Namespace) -> int:
             which = f"--server {server_name}: " if server_name else ""
             say(f"warning: {which}{problem}: the host will fail to start the server")
     name = name or hosts.server_name(server)
-    if not hosts.NAME.fullmatch(name):
-        say(f"--name {name!r}: letters, digits, '_', '.' and '-', not starting with '.' or '-'")
+    if not is_valid_domain(name):  # the proxy records its sessions under this domain
+        say(f"--name {name!r}: {RULE}")
         return 2
     home = hosts.home_text(args.home)
     record = hosts.record_folder(home, name, shadow=args.shadow, explore=args.explore)

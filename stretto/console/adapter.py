@@ -66,14 +66,7 @@ def default_flow(data: Path, domain: str) -> Path:
 def staged_beside(path: Path) -> Path | None:
     """The flow a staged flow (`<name>.staged.flow.json`, `stretto stage`) was staged beside,
     or None when `path` is no staged flow."""
-    name = path.name
-    if not name.endswith(STAGED_SUFFIX):
-        return None
-    beside = path.with_name(name[: -len(STAGED_SUFFIX)] + ".flow.json")
-    return beside if versions.staged_path(beside) == path else None
-
-
-STAGED_SUFFIX = ".staged.flow.json"
+    return versions.staged_beside(path)
 
 
 def staged_of(path: Path) -> Path:

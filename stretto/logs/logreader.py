@@ -155,9 +155,17 @@ class FlowLog:
     reader: LineReader
 
 
+FLOW_LOG_SUFFIX = ".flow.jsonl"
+
+
 def flow_log_of(session_log: Path) -> Path:
-    """The flow log beside a session log: `<session>.flow.jsonl`."""
-    return session_log.with_name(session_log.name.removesuffix(".jsonl") + ".flow.jsonl")
+    """The flow log beside a session log: `<session>.flow.jsonl` (the proxy names it so)."""
+    return session_log.with_name(session_log.name.removesuffix(".jsonl") + FLOW_LOG_SUFFIX)
+
+
+def session_log_of(flow_log: Path) -> Path:
+    """The session log a flow log is beside, the inverse of `flow_log_of`: `<session>.jsonl`."""
+    return flow_log.with_name(flow_log.name.removesuffix(FLOW_LOG_SUFFIX) + ".jsonl")
 
 
 def read_flow_log(path: Path, policy: Policy = "strict", required: tuple[str, ...] = ()) -> FlowLog:

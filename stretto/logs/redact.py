@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stretto import home
-from stretto.logs.logreader import flow_log_of, read_flow_log
+from stretto.logs.logreader import FLOW_LOG_SUFFIX, flow_log_of, read_flow_log
 from stretto.logs.pseudonyms import (
     KEEP_SHARED,
     SALT_ENV,
@@ -178,7 +178,7 @@ def _plan(
     for side in sorted(sessions.iterdir()):
         if side.name.endswith(".confirm.jsonl"):
             report.left_out.append(f"{side.name} (a confirm log: not redacted)")
-        elif side.name.endswith(".flow.jsonl") and side not in kept:
+        elif side.name.endswith(FLOW_LOG_SUFFIX) and side not in kept:
             report.left_out.append(f"{side.name} (a flow log of no session log here)")
     return plan
 
@@ -227,12 +227,13 @@ def redact_folder(
         walk = Walk(pseudonyms)
         lines = [_wire_text(walk.line(line)) + "\n" for line in log.lines]
         header = next(piece for piece in data.split(b"\n") if piece.strip())
-        _write_new(out / f"{name}.jsonl", header + b"\n" + "".join(lines).encode("utf-8"), report)
+        log_out = out / f"{name}.jsonl"
+        _write_new(log_out, header + b"\n" + "".join(lines).encode("utf-8"), report)
         report.sessions += 1
         if name in plan.flow_logs:
             entries = [walk.flow_entry(e) for e in _flow_entries(plan.flow_logs[name], report)]
             text = "".join(dumps(e, sort_keys=True) + "\n" for e in entries)
-            _write_new(out / f"{name}.flow.jsonl", text.encode("utf-8"), report)
+            _write_new(flow_log_of(log_out), text.encode("utf-8"), report)
             report.flow_logs += 1
     fd = os.open(out, os.O_RDONLY)
     try:

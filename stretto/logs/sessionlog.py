@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stretto.logs.logreader import LineReader, LogError
+from stretto.logs.logreader import FLOW_LOG_SUFFIX, LineReader, LogError
 from stretto.vocabulary import LOG_VERSIONS_READ, LOG_VERSIONS_SAID
 
 SENDERS = ("client", "server", "proxy", "context")
-SIDE_FILE_SUFFIXES = (".flow.jsonl", ".confirm.jsonl")
+SIDE_FILE_SUFFIXES = (FLOW_LOG_SUFFIX, ".confirm.jsonl")
 
 
 class TornLineWarning(UserWarning):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from stretto.logs.episode import Assistant, ToolCall, ToolResult, episode_from_log
-from stretto.logs.logreader import LogError, read_flow_log
+from stretto.logs.logreader import FLOW_LOG_SUFFIX, LogError, read_flow_log, session_log_of
 from stretto.logs.pairing import call_id_text
 from stretto.logs.sessionlog import read_session_log
 from stretto.logs.toollist import WRITE
@@ -62,7 +62,7 @@ def label_folder(
     folder = Path(folder)
     if not folder.is_dir():
         raise EvaluateError(f"{folder}: not a directory of session and flow logs")
-    flow_logs = sorted(folder.glob("*.flow.jsonl"))
+    flow_logs = sorted(folder.glob("*" + FLOW_LOG_SUFFIX))
     if not flow_logs:
         raise EvaluateError(
             f"{folder}: no flow logs (*.flow.jsonl); record with stretto-proxy --flow FLOW "
@@ -74,7 +74,7 @@ def label_folder(
     domains: dict[str, int] = {}
     bar = Progress(len(flow_logs), "labelling", " sessions", enabled=progress)
     for flow_log in flow_logs:
-        session_log = flow_log.with_name(flow_log.name[: -len(".flow.jsonl")] + ".jsonl")
+        session_log = session_log_of(flow_log)
         if not session_log.is_file():
             raise EvaluateError(f"{flow_log}: no session log {session_log.name} beside it")
         lines = _read_flow_log(flow_log)

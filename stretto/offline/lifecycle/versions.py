@@ -52,6 +52,22 @@ def staged_path(flow_path: str | Path) -> Path:
     return flow_path.with_name(flow_path.name + ".staged")
 
 
+def staged_beside(path: str | Path) -> Path | None:
+    """The flow `path` is staged beside, the inverse of `staged_path`: `<name>.flow.json` for
+    `<name>.staged.flow.json`, `F` for `F.staged`; None when `path` is no staged flow."""
+    path = Path(path)
+    name = path.name
+    if name.endswith(".staged.flow.json"):
+        beside = path.with_name(name[: -len(".staged.flow.json")] + ".flow.json")
+    elif name.endswith(".staged") and name != ".staged":
+        beside = path.with_name(name[: -len(".staged")])
+    else:
+        return None
+    # Only a round trip counts: staging `F.flow.json` writes `F.staged.flow.json`, so
+    # `F.flow.json.staged` is no staged flow.
+    return beside if staged_path(beside) == path else None
+
+
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

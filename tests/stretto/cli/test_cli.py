@@ -449,6 +449,35 @@ def test_a_flow_and_sessions_of_another_domain_are_refused(
     assert not (flow.parent / "shop.staged.flow.json").exists()
 
 
+def test_a_log_that_names_no_domain_is_of_no_other_domain(
+    shop_and_retail: tuple[Path, Path, Path], capsys
+) -> None:
+    """A log whose header names no domain may be of any: beside the flow's own domain it is
+    never counted as another one, neither by the commands that read sessions with a flow nor
+    by `learn --domain`."""
+    from tests.builders import shop_log, write_logs
+
+    flow, retail, tmp = shop_and_retail
+    unnamed = []
+    for i in range(2):
+        log = shop_log(200 + i)
+        del log.lines[0]["domain"]
+        unnamed.append(log)
+    folder = write_logs(tmp / "unnamed", unnamed)
+    out = tmp / "out-unnamed"
+    assert main(["replay", "--flow", str(flow), "--sessions", str(folder), "--out", str(out)]) == 0
+    learned = tmp / "unnamed.flow.json"
+    argv = ["learn", "--sessions", str(folder), "--domain", "shop", "--habit-only"]
+    assert main([*argv, "--out", str(learned), "--home", str(tmp / "home")]) == 0
+    assert "another domain" not in capsys.readouterr().err
+    for path in retail.glob("*.jsonl"):
+        (folder / path.name).write_bytes(path.read_bytes())
+    assert main(["replay", "--flow", str(flow), "--sessions", str(folder), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"stretto: {folder}: sessions of another domain than the flow's shop ({flow}): retail (3)\n"
+    )
+
+
 def test_audit_with_nothing_to_score_says_so_and_exits_1(
     shop_and_retail: tuple[Path, Path, Path], capsys
 ) -> None:

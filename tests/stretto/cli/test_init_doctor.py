@@ -128,6 +128,8 @@ def test_init_shadow_and_explore_record_into_folders_of_their_own(
         (["--explore", "0.1", "--", "s"], "--explore EPS goes with --flow"),
         (["--force", "--", "s"], "--force goes with --write"),
         (["--name", "../up", "--", "s"], "--name '../up': letters, digits"),
+        # the domain's own rule (stretto.logs.domain): the warehouse would quarantine its logs
+        (["--name", "d" * 129, "--", "s"], "at most 128 characters"),
     ],
 )
 def test_init_usage_errors(argv: list[str], says: str, capsys) -> None:

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from stretto.logs.episode import ToolResult, episode_from_log
-from stretto.logs.logreader import NAMED, LineReader, LogError, read_flow_log
+from stretto.logs.logreader import (
+    NAMED,
+    LineReader,
+    LogError,
+    flow_log_of,
+    read_flow_log,
+    session_log_of,
+)
 from stretto.logs.pairing import Pairing
 from stretto.logs.sessionlog import parse_session_log
 
@@ -107,6 +114,14 @@ def test_a_flow_log_line_must_be_an_object_with_the_required_fields(tmp_path: Pa
 
 
 # --- pairing -----------------------------------------------------------------------------------
+
+
+def test_a_flow_log_is_named_beside_its_session_log_and_back(tmp_path: Path) -> None:
+    """The proxy writes `<session>.flow.jsonl` beside `<session>.jsonl`; evaluate finds the
+    session log from the flow log, so each name must lead back to the other."""
+    session = tmp_path / "20260101T000000-ab12.jsonl"
+    assert flow_log_of(session) == tmp_path / "20260101T000000-ab12.flow.jsonl"
+    assert session_log_of(flow_log_of(session)) == session
 
 
 def test_the_first_answer_wins_and_a_reused_id_pairs_with_its_latest_call() -> None:

@@ -46,6 +46,17 @@ def flows(tmp_path_factory) -> dict[str, bytes]:
     return out
 
 
+def test_staged_beside_is_the_inverse_of_staged_path(tmp_path) -> None:
+    """The console tells a staged flow from a served one by this inverse: it must undo
+    `staged_path` for both forms, and say None for every name staging never writes."""
+    for flow in ("shop.flow.json", ".flow.json", "shop.staged.flow.json", "notes", "f.json"):
+        staged = versions.staged_path(tmp_path / flow)
+        assert versions.staged_beside(staged) == tmp_path / flow
+    assert versions.staged_beside(tmp_path / "shop.staged.flow.json") == tmp_path / "shop.flow.json"
+    for name in ("shop.flow.json", "shop.json", "shop.flow.json.staged", ".staged", "staged"):
+        assert versions.staged_beside(tmp_path / name) is None, name
+
+
 def test_commit_log_and_rollback_round_trip_byte_for_byte(flows, tmp_path) -> None:
     path = tmp_path / "demo.flow.json"
     path.write_bytes(flows["chains"])
