@@ -4,9 +4,12 @@ A flow may carry `calibration.<decider>`: a logistic map from the decider's raw 
 s = probability × binding chance to the chance that the agent makes the lookup itself before
 its next write, with offsets for where it is decided and how its arguments were bound:
 
-    q = σ(intercept + slope · logit(s) + sites[site][tool] + mentions[tool][mention])
+    q = σ(intercept + slope · logit(s) + sites[site][tool] + mentions[tool][mention]
+          + classes[site][tool][mention])
 
-s is clipped to [CLIP, 1 − CLIP] before the logit; an offset not in the table is 0. With
+s is clipped to [CLIP, 1 − CLIP] before the logit; an offset not in the table is 0. `classes`
+tells a mention class apart where it is decided: a pick beside a value the customer named
+(`other`) may be the agent's own after one call and hardly ever after another. With
 slope > 0 (the fit keeps it so), q rises with s for every option. The map is fitted offline
 on replays of episodes the fitting flows never saw (stretto.offline.fits.calibrate); the Decider
 serves q in place of s: it is what the threshold is compared with and what the logs and
@@ -42,6 +45,7 @@ class Calibration:
             self.slope = float(table["slope"])
             self.sites: dict[str, dict[str, float]] = table.get("sites", {})
             self.mentions: dict[str, dict[str, float]] = table.get("mentions", {})
+            self.classes: dict[str, dict[str, dict[str, float]]] = table.get("classes", {})
 
     @classmethod
     def of(cls, flow: dict, decider: str) -> Calibration:
@@ -60,13 +64,18 @@ class Calibration:
         """The served score of an option bound with chance `raw / prob`."""
         if self.table is None:
             return raw
-        offset = self.mentions.get(tool, {}).get(mention or "", 0.0)
-        return sigmoid(self._z(raw, site, tool) + offset)
+        return sigmoid(self._z(raw, site, tool) + self._mention(site, tool, mention or ""))
+
+    def _mention(self, site: str | None, tool: str, mention: str) -> float:
+        """The offsets of the mention class: the lookup's, and the lookup's where decided."""
+        here = self.classes.get(site or "", {}).get(tool, {})
+        return self.mentions.get(tool, {}).get(mention, 0.0) + here.get(mention, 0.0)
 
     def upper(self, prob: float, site: str | None, tool: str) -> float:
         """The most an option of probability `prob` could be served at, whatever its binding
         (chance 1, the tool's highest mention offset): below θ, it need not be bound."""
         if self.table is None:
             return prob
-        offset = max([0.0, *self.mentions.get(tool, {}).values()])
+        named = {*self.mentions.get(tool, {}), *self.classes.get(site or "", {}).get(tool, {})}
+        offset = max([0.0, *(self._mention(site, tool, m) for m in named)])
         return sigmoid(self._z(prob, site, tool) + offset)

@@ -10,9 +10,11 @@ next write. No row is scored by a flow that learned from its episode, so the map
 optimism of a flow on its own data as well as the shape of its scores.
 
 The map is a penalized logistic regression of used on logit(s), with an offset per (site,
-lookup) and per (lookup, mention class), each offset under a Gaussian prior (a ridge penalty
-λ/2 · offset²): an offset seen on few rows stays near 0 and the option is served near the
-pooled map. The intercept and slope have a weak prior (weight PRIOR) at the identity map
+lookup), per (lookup, mention class) and per (site, lookup, mention class), each offset under
+a Gaussian prior (a ridge penalty λ/2 · offset²): an offset seen on few rows stays near 0 and
+the option is served near the pooled map. The last tells a binding class apart where it is
+decided: a pick beside a value the customer named (`other`) may be the agent's own after one
+call and hardly ever after another. The intercept and slope have a weak prior (weight PRIOR) at the identity map
 (0, 1), so that rows a line separates perfectly cannot send them to infinity. λ is chosen
 among PENALTIES by the log-loss of each fold's rows under the map fitted on the other folds'
 rows. The slope is kept at MIN_SLOPE or more, so the served score rises with s.
@@ -35,8 +37,8 @@ MIN_SLOPE = 0.05
 PRIOR = 1.0  # the weight of the identity map's intercept 0 and slope 1 (one row's worth)
 NEWTON_STEPS = 50
 METHOD = (
-    "penalized logistic regression of use on logit(p × chance), offsets per site and lookup "
-    "and per lookup and mention class; cross-fitted by task"
+    "penalized logistic regression of use on logit(p × chance), offsets per site and lookup, "
+    "per lookup and mention class and per site, lookup and mention class; cross-fitted by task"
 )
 
 
@@ -85,22 +87,25 @@ def calibration_map(
     return table
 
 
+def _offsets(row: dict) -> list[tuple[str, ...]]:
+    """A row's offsets, each named by its path in the map: (part, key, ..., key)."""
+    site, tool, mention = row["site"], row["tool"], row.get("mention") or "none"
+    return [("sites", site, tool), ("mentions", tool, mention), ("classes", site, tool, mention)]
+
+
 class _Design:
     """The rows as a matrix: intercept, logit(s), then one column per offset."""
 
     def __init__(self, rows: Sequence[dict]) -> None:
-        self.keys: list[tuple[str, str, str]] = sorted(
-            {("sites", r["site"], r["tool"]) for r in rows}
-            | {("mentions", r["tool"], r.get("mention") or "none") for r in rows}
-        )
+        self.keys: list[tuple[str, ...]] = sorted({k for r in rows for k in _offsets(r)})
         index = {k: 2 + i for i, k in enumerate(self.keys)}
         self.x = np.zeros((len(rows), 2 + len(self.keys)))
         self.y = np.array([float(bool(r["used"])) for r in rows])
         for i, r in enumerate(rows):
             self.x[i, 0] = 1.0
             self.x[i, 1] = logit(r["score"])
-            self.x[i, index[("sites", r["site"], r["tool"])]] = 1.0
-            self.x[i, index[("mentions", r["tool"], r.get("mention") or "none")]] = 1.0
+            for key in _offsets(r):
+                self.x[i, index[key]] = 1.0
 
 
 def _fit(x, y, penalty: float):
@@ -168,12 +173,16 @@ def fit_map(rows: Sequence[dict], penalty: float | None = None) -> dict | None:
         "slope": round(float(w[1]), 6),
         "sites": {},
         "mentions": {},
+        "classes": {},
         "method": METHOD,
         "penalty": penalty,
         "options": len(rows),
         "used": sum(bool(r["used"]) for r in rows),
     }
-    for (part, outer, inner), value in zip(design.keys, w[2:], strict=True):
+    for (part, *path), value in zip(design.keys, w[2:], strict=True):
         if abs(value) >= 1e-4:
-            table[part].setdefault(outer, {})[inner] = round(float(value), 6)
+            place = table[part]
+            for key in path[:-1]:
+                place = place.setdefault(key, {})
+            place[path[-1]] = round(float(value), 6)
     return table

@@ -153,6 +153,24 @@ def test_the_fit_learns_where_a_lookup_is_used_and_keeps_the_slope_positive() ->
     assert fit_map(rows("a", "t", 0.5, 0, 10, "x")) is None
 
 
+def test_the_fit_tells_a_mention_class_apart_where_it_is_decided(shop: dict) -> None:
+    # a pick beside a value the customer named (`other`): never the agent's own after call a,
+    # mostly after call b; the lookup's other picks are used alike after both
+    data = rows("a", "t", 0.5, 80, 20, "x") + rows("b", "t", 0.5, 80, 20, "y")
+    data += [{**r, "mention": OTHER} for r in rows("a", "t", 0.5, 0, 40, "z")]
+    data += [{**r, "mention": OTHER} for r in rows("b", "t", 0.5, 30, 10, "w")]
+    fitted = fit_map(data)
+    assert fitted is not None and fitted["classes"]["a"]["t"][OTHER] < 0
+    g = Calibration(fitted)
+    assert g.score(0.5, "a", "t", OTHER) < 0.1 < 0.6 < g.score(0.5, "b", "t", OTHER)
+    assert g.score(0.5, "a", "t", "none") > 0.7 and g.score(0.5, "b", "t", "none") > 0.7
+    # the bound before binding still covers every class where it is decided
+    for site in ("a", "b"):
+        assert all(g.upper(0.5, site, "t") >= g.score(0.5, site, "t", m) for m in (OTHER, "none"))
+    # the flow that carries it is valid
+    validate({**copy.deepcopy(shop), "calibration": {"reach": fitted}})
+
+
 def test_cross_fitted_rows_never_replay_an_episode_with_a_flow_learned_from_it(
     shop: dict,
 ) -> None:
