@@ -291,7 +291,9 @@ class Decider:
                 option.mention = bound.mention
                 if calibrated:
                     raw = option.prob * option.chance
-                    option.served = self.calibration.score(raw, site, option.tool, bound.mention)
+                    option.served = self.calibration.score(
+                        raw, site, option.tool, bound.mention, option.chance
+                    )
         rule = self.reach_rule if self.kind == "reach" else self.habit_rule
         decision = rule(options, theta)
         decision.site = site
