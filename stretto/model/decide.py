@@ -291,9 +291,7 @@ class Decider:
                 option.mention = bound.mention
                 if calibrated:
                     raw = option.prob * option.chance
-                    option.served = self.calibration.score(
-                        raw, site, option.tool, bound.mention, option.chance
-                    )
+                    option.served = self.calibration.score(raw, site, option.tool, bound.mention)
         rule = self.reach_rule if self.kind == "reach" else self.habit_rule
         decision = rule(options, theta)
         decision.site = site

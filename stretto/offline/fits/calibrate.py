@@ -9,18 +9,13 @@ decided, how its binding named its values, and whether the agent made that very 
 next write. No row is scored by a flow that learned from its episode, so the map corrects the
 optimism of a flow on its own data as well as the shape of its scores.
 
-The map is a penalized logistic regression of used on logit(p) and log(chance) (the decider's
-probability and the binding's chance, each with its own slope: a binding's doubt, such as a
-pick beside a value the customer named, is weighed apart from how often the lookup follows),
-with an offset per (site, lookup), per (lookup, mention class) and per (site, lookup, mention
-class), each offset under a Gaussian prior (a ridge penalty λ/2 · offset²): an offset seen on
-few rows stays near 0 and the option is served near the pooled map. The last tells a binding
-class apart where it is decided: a pick beside a value the customer named (`other`) may be the
-agent's own after one call and hardly ever after another. The intercept and slopes have a weak
-prior (weight PRIOR) at the identity map (0, 1, 1), so that rows a line separates perfectly
-cannot send them to infinity. λ is chosen among PENALTIES by the log-loss of each fold's rows
-under the map fitted on the other folds' rows. Each slope is kept at MIN_SLOPE or more, so the
-served score rises with p and with the chance.
+The map is a penalized logistic regression of used on logit(s), with an offset per (site,
+lookup) and per (lookup, mention class), each offset under a Gaussian prior (a ridge penalty
+λ/2 · offset²): an offset seen on few rows stays near 0 and the option is served near the
+pooled map. The intercept and slope have a weak prior (weight PRIOR) at the identity map
+(0, 1), so that rows a line separates perfectly cannot send them to infinity. λ is chosen
+among PENALTIES by the log-loss of each fold's rows under the map fitted on the other folds'
+rows. The slope is kept at MIN_SLOPE or more, so the served score rises with s.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from stretto.logs.episode import Episode
-from stretto.model.calibrate import log_chance, logit
+from stretto.model.calibrate import logit
 from stretto.offline.fits.crossfit import Learner, cross_fit
 from stretto.offline.reports.replay import replay
 from stretto.vocabulary import FOLDS, fold_of
@@ -40,11 +35,9 @@ MIN_SLOPE = 0.05
 PRIOR = 1.0  # the weight of the identity map's intercept 0 and slope 1 (one row's worth)
 NEWTON_STEPS = 50
 METHOD = (
-    "penalized logistic regression of use on logit(p) and log(chance), offsets per site and "
-    "lookup, per lookup and mention class and per site, lookup and mention class; "
-    "cross-fitted by task"
+    "penalized logistic regression of use on logit(p × chance), offsets per site and lookup "
+    "and per lookup and mention class; cross-fitted by task"
 )
-SLOPES = 2  # the columns after the intercept that are slopes: logit(p), log(chance)
 
 
 class CalibrateError(ValueError):
@@ -92,37 +85,31 @@ def calibration_map(
     return table
 
 
-def _offsets(row: dict) -> list[tuple[str, ...]]:
-    """A row's offsets, each named by its path in the map: (part, key, ..., key)."""
-    site, tool, mention = row["site"], row["tool"], row.get("mention") or "none"
-    return [("sites", site, tool), ("mentions", tool, mention), ("classes", site, tool, mention)]
-
-
 class _Design:
-    """The rows as a matrix: intercept, logit(p), log(chance), then one column per offset. A
-    row without `prob` (rows made by hand) is scored `score` at chance 1."""
+    """The rows as a matrix: intercept, logit(s), then one column per offset."""
 
     def __init__(self, rows: Sequence[dict]) -> None:
-        self.keys: list[tuple[str, ...]] = sorted({k for r in rows for k in _offsets(r)})
-        index = {k: 1 + SLOPES + i for i, k in enumerate(self.keys)}
-        self.x = np.zeros((len(rows), 1 + SLOPES + len(self.keys)))
+        self.keys: list[tuple[str, str, str]] = sorted(
+            {("sites", r["site"], r["tool"]) for r in rows}
+            | {("mentions", r["tool"], r.get("mention") or "none") for r in rows}
+        )
+        index = {k: 2 + i for i, k in enumerate(self.keys)}
+        self.x = np.zeros((len(rows), 2 + len(self.keys)))
         self.y = np.array([float(bool(r["used"])) for r in rows])
         for i, r in enumerate(rows):
             self.x[i, 0] = 1.0
-            self.x[i, 1] = logit(r.get("prob", r["score"]))
-            self.x[i, 2] = log_chance(r.get("chance", 1.0))
-            for key in _offsets(r):
-                self.x[i, index[key]] = 1.0
+            self.x[i, 1] = logit(r["score"])
+            self.x[i, index[("sites", r["site"], r["tool"])]] = 1.0
+            self.x[i, index[("mentions", r["tool"], r.get("mention") or "none")]] = 1.0
 
 
 def _fit(x, y, penalty: float):
-    """Newton's method on the penalized log-likelihood; each slope held at MIN_SLOPE or
-    more."""
+    """Newton's method on the penalized log-likelihood; the slope held at MIN_SLOPE or more."""
     k = x.shape[1]
     ridge = np.full(k, penalty)
-    ridge[: 1 + SLOPES] = PRIOR  # the intercept and slopes, towards the identity map (0, 1, 1)
+    ridge[:2] = PRIOR  # the intercept and slope, towards the identity map (0, 1)
     prior = np.zeros(k)
-    prior[1 : 1 + SLOPES] = 1.0
+    prior[1] = 1.0
     w = prior.copy()
     free = np.ones(k, dtype=bool)
     for _ in range(NEWTON_STEPS):
@@ -133,9 +120,8 @@ def _fit(x, y, penalty: float):
         step = np.zeros(k)
         step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad[free])
         w -= step
-        for slope in range(1, 1 + SLOPES):
-            if w[slope] < MIN_SLOPE:
-                w[slope], free[slope] = MIN_SLOPE, False
+        if w[1] < MIN_SLOPE:
+            w[1], free[1] = MIN_SLOPE, False
         if np.abs(step).max() < 1e-9:
             break
     return w
@@ -180,19 +166,14 @@ def fit_map(rows: Sequence[dict], penalty: float | None = None) -> dict | None:
     table: dict = {
         "intercept": round(float(w[0]), 6),
         "slope": round(float(w[1]), 6),
-        "binding_slope": round(float(w[2]), 6),
         "sites": {},
         "mentions": {},
-        "classes": {},
         "method": METHOD,
         "penalty": penalty,
         "options": len(rows),
         "used": sum(bool(r["used"]) for r in rows),
     }
-    for (part, *path), value in zip(design.keys, w[1 + SLOPES :], strict=True):
+    for (part, outer, inner), value in zip(design.keys, w[2:], strict=True):
         if abs(value) >= 1e-4:
-            place = table[part]
-            for key in path[:-1]:
-                place = place.setdefault(key, {})
-            place[path[-1]] = round(float(value), 6)
+            table[part].setdefault(outer, {})[inner] = round(float(value), 6)
     return table

@@ -362,9 +362,6 @@ class EpisodeReplay:
                     "site": decision.site,
                     "tool": option.tool,
                     "score": option.score,
-                    # what a calibration map is fitted on (stretto.offline.fits.calibrate)
-                    "prob": option.prob,
-                    "chance": option.chance,
                     "mention": option.mention,
                     "used": used is not None,
                 }
@@ -515,8 +512,6 @@ TABLES: dict[str, frames.Schema] = {
         "site": "String",
         "tool": "String",
         "score": "Float64",
-        "prob": "Float64",
-        "chance": "Float64",
         "mention": "String",
         "used": "Boolean",
     },

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -120,8 +119,6 @@ def test_replay_rows_carry_the_served_score_and_the_mention(shop: dict) -> None:
         [g.score(p["score"], p["site"], p["tool"], p["mention"]) for p in plain]
     )
     assert raw["options"] == len(rows)
-    # each row keeps what the map is fitted on: the probability and the binding's chance
-    assert [r["prob"] * r["chance"] for r in rows] == pytest.approx([p["score"] for p in plain])
 
 
 def test_a_map_that_could_fall_is_refused(shop: dict) -> None:
@@ -154,58 +151,6 @@ def test_the_fit_learns_where_a_lookup_is_used_and_keeps_the_slope_positive() ->
     # nothing to calibrate against: every option made, or none
     assert fit_map(rows("a", "t", 0.5, 10, 0, "x")) is None
     assert fit_map(rows("a", "t", 0.5, 0, 10, "x")) is None
-
-
-def test_the_fit_tells_a_mention_class_apart_where_it_is_decided(shop: dict) -> None:
-    # a pick beside a value the customer named (`other`): never the agent's own after call a,
-    # mostly after call b; the lookup's other picks are used alike after both
-    data = rows("a", "t", 0.5, 80, 20, "x") + rows("b", "t", 0.5, 80, 20, "y")
-    data += [{**r, "mention": OTHER} for r in rows("a", "t", 0.5, 0, 40, "z")]
-    data += [{**r, "mention": OTHER} for r in rows("b", "t", 0.5, 30, 10, "w")]
-    fitted = fit_map(data)
-    assert fitted is not None and fitted["classes"]["a"]["t"][OTHER] < 0
-    g = Calibration(fitted)
-    assert g.score(0.5, "a", "t", OTHER) < 0.1 < 0.6 < g.score(0.5, "b", "t", OTHER)
-    assert g.score(0.5, "a", "t", "none") > 0.7 and g.score(0.5, "b", "t", "none") > 0.7
-    # the bound before binding still covers every class where it is decided
-    for site in ("a", "b"):
-        assert all(g.upper(0.5, site, "t") >= g.score(0.5, site, "t", m) for m in (OTHER, "none"))
-    # the flow that carries it is valid
-    validate({**copy.deepcopy(shop), "calibration": {"reach": fitted}})
-
-
-def test_the_fit_weighs_the_binding_chance_apart_from_the_probability(shop: dict) -> None:
-    # the same p × chance twice: a likely lookup whose binding is doubtful (rarely the
-    # agent's own), and an unlikely one bound for sure (used more often than not)
-    doubtful = [{**r, "prob": 0.9, "chance": 0.2} for r in rows("a", "t", 0.18, 3, 57, "x")]
-    sure = [{**r, "prob": 0.18, "chance": 1.0} for r in rows("a", "t", 0.18, 36, 24, "y")]
-    fitted = fit_map(doubtful + sure)
-    assert fitted is not None and fitted["binding_slope"] >= MIN_SLOPE
-    g = Calibration(fitted)
-    assert g.score(0.18, "a", "t", "none", chance=0.2) < 0.15 < 0.5 < g.score(
-        0.18, "a", "t", "none", chance=1.0
-    )
-    # one slope on p × chance cannot tell them apart: both served alike
-    one = Calibration({k: v for k, v in fitted.items() if k != "binding_slope"})
-    assert one.score(0.18, "a", "t", "none", chance=0.2) == one.score(0.18, "a", "t", "none")
-    validate({**copy.deepcopy(shop), "calibration": {"reach": fitted}})
-
-
-def test_a_map_with_a_binding_slope_serves_it_and_its_upper_bound_covers_it(shop: dict) -> None:
-    g = Calibration(table(binding_slope=2.0, mentions={"t": {OTHER: -1.0}}))
-    # q = σ(a + slope · logit(p) + binding_slope · log(chance) + offsets), p = raw / chance
-    p, c = 0.6, 0.25
-    z = -0.5 + 1.5 * math.log(p / (1 - p)) + 2.0 * math.log(c) - 1.0
-    assert g.score(p * c, "s", "t", OTHER, chance=c) == pytest.approx(1 / (1 + math.exp(-z)))
-    for chance in (0.01, 0.3, 1.0):
-        for mention in (OTHER, "none"):
-            assert g.upper(p, "s", "t") >= g.score(p * chance, "s", "t", mention, chance=chance)
-    # a map without one (written before it) weighs p × chance with its one slope
-    old = Calibration(table())
-    z = -0.5 + 1.5 * math.log(p * c / (1 - p * c))
-    assert old.score(p * c, "s", "t", "none", chance=c) == pytest.approx(1 / (1 + math.exp(-z)))
-    with pytest.raises(FlowError, match=r"field `calibration.reach.binding_slope`"):
-        validate({**shop, "calibration": {"reach": table(binding_slope=0.0)}})
 
 
 def test_cross_fitted_rows_never_replay_an_episode_with_a_flow_learned_from_it(
