@@ -4,6 +4,8 @@ session)."""
 
 from __future__ import annotations
 
+import ast
+import gc
 import json
 import os
 import socket
@@ -102,6 +104,19 @@ def searches_then_reads(folder: Path, *patterns: str, info: bool = False) -> Age
                 agent.call_tool("read_text_file", {"path": path})
 
     return session
+
+
+def parse_python(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed with the garbage collector held: a finalizer that runs
+    Python code while CPython 3.11 builds the tree (an earlier test's leftover Dagster
+    connection, closed from another thread) trips its "AST constructor recursion depth
+    mismatch" SystemError (python/cpython#106905)."""
+    gc.collect()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(), str(path))
+    finally:
+        gc.enable()
 
 
 def free_port() -> int:

@@ -5,9 +5,10 @@ imports, and moving a test never breaks a second file)."""
 from __future__ import annotations
 
 import ast
-import gc
 import re
 from pathlib import Path
+
+from tests.conftest import parse_python
 
 TESTS = Path(__file__).resolve().parent
 
@@ -23,23 +24,10 @@ def _imported(tree: ast.AST) -> list[str]:
     return names
 
 
-def _parsed(path: Path) -> ast.AST:
-    """The file's syntax tree, parsed with the garbage collector held: a finalizer that runs
-    Python code while CPython 3.11 builds the tree (an earlier test's leftover Dagster
-    connection, closed from another thread) trips its "AST constructor recursion depth
-    mismatch" SystemError."""
-    gc.collect()
-    gc.disable()
-    try:
-        return ast.parse(path.read_text(), str(path))
-    finally:
-        gc.enable()
-
-
 def test_no_test_module_imports_another() -> None:
     found = []
     for path in sorted(TESTS.rglob("*.py")):
-        for name in _imported(_parsed(path)):
+        for name in _imported(parse_python(path)):
             parts = name.split(".")
             if parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:]):
                 found.append(f"{path.relative_to(TESTS.parent)} imports {name}")

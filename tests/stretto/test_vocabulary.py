@@ -10,7 +10,7 @@ import re
 import pytest
 
 from stretto import vocabulary
-from tests.conftest import ROOT
+from tests.conftest import ROOT, parse_python
 from warehouse.sql import SQL_DIR, VOCABULARY, statements, with_vocabulary
 
 PRODUCT = ("stretto", "proxy", "warehouse", "assets", "pipeline", "bench")
@@ -55,7 +55,7 @@ def definitions(tree: ast.Module) -> set[str]:
 def test_no_product_module_defines_the_vocabulary_again():
     again = {}
     for path in product_modules():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse_python(path)
         copied = definitions(tree) & SHARED
         written = {
             node.value
