@@ -1,8 +1,8 @@
 """`stretto serve`: a flow's decisions over a local TCP port, for harnesses that are not MCP
 hosts (../shared/spec/formats.md §5.3).
 
-One query per connection: a JSON line `{"task_id", "messages": [τ²-bench messages ending with
-a tool result], "agent_model"?}`. The conversation is walked as the proxy would have seen it
+One query per connection: a JSON line `{"token"?, "task_id", "messages": [τ²-bench messages
+ending with a tool result], "agent_model"?}`. The conversation is walked as the proxy would have seen it
 (stretto.offline.walk), and the flow decides after its last result as the proxy's first
 decision of a run would (stretto.model.decide; the arbiter asks its model within the
 timeout). The answer is one JSON line: the decision (`action`, `tool` and `arguments` or
