@@ -2,10 +2,10 @@
 hosts (../shared/spec/formats.md §5.3).
 
 One query per connection: a JSON line `{"token"?, "task_id", "messages": [τ²-bench messages
-ending with a tool result], "agent_model"?}`. The conversation is walked as the proxy would have seen it
-(stretto.offline.walk), and the flow decides after its last result as the proxy's first
-decision of a run would (stretto.model.decide; the arbiter asks its model within the
-timeout). The answer is one JSON line: the decision (`action`, `tool` and `arguments` or
+ending with a tool result], "agent_model"?}`. The conversation is walked as the proxy would
+have seen it (stretto.offline.walk), and the flow decides after its last result as the
+proxy's first decision of a run would (stretto.model.decide; the arbiter asks its model
+within the timeout). The answer is one JSON line: the decision (`action`, `tool` and `arguments` or
 `reason`, `site`, `probs`, `prob`, `binding`, `decider`, and for the arbiter `oracle`,
 `predicates`, `key`; with exploration `explore`). A bad query is answered `{"action":
 "hand_back", "reason": "bad query: …"}`; once the arbiter's questions are spent, `the flow's N
