@@ -17,7 +17,8 @@ without it, or with another, is answered `{"action": "hand_back", "reason": "ref
 before anything is decided (the oracle's questions are the flow's budget, and the answers
 its decisions). A line longer than `max_request_bytes` is refused without being read whole,
 and one not complete `request_timeout_s` after the connection was made (a client idle, or
-trickling) too; after a refusal the connection is closed.
+trickling) too, and a connection beyond `max_connections` open at once; after a refusal the
+connection is closed.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from stretto.vocabulary import fnv1a64
 MAX_REQUEST_BYTES = 8 << 20  # of one query line (without its newline); a longer one is refused
 REQUEST_TIMEOUT_S = 30.0  # the query line must be whole this long after the connection is made
 DRAIN_S = 1.0  # after a refusal, what the client still sends is read and dropped this long
+MAX_CONNECTIONS = 64  # open at once; one more is refused (threads, and the lines they hold)
 TOKEN_FILE = "serve.token"  # under the home: the token when --token-file is not given
 
 
@@ -306,8 +308,10 @@ class _Handler(socketserver.BaseRequestHandler):
 
 
 class DecisionServer(socketserver.ThreadingTCPServer):
-    """Answers each connection's query line with `decisions`; with `token` (None: no token
-    is asked), only a query that carries it."""
+    """Answers each connection's query line with `decisions`, on a thread of its own; with
+    `token` (None: no token is asked), only a query that carries it. Beyond
+    `max_connections` open at once, a new one is refused at once (each may hold up to
+    `max_request_bytes` for `request_timeout_s`)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -319,12 +323,40 @@ class DecisionServer(socketserver.ThreadingTCPServer):
         token: str | None,
         max_request_bytes: int = MAX_REQUEST_BYTES,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         super().__init__(address, _Handler)
         self.decisions = decisions
         self.token = token.encode() if token is not None else None
         self.max_request_bytes = max_request_bytes
         self.request_timeout_s = request_timeout_s
+        self.max_connections = max_connections
+        self.connections = 0  # open now (handled on their threads)
+        self._counting = threading.Lock()
+
+    def process_request(self, request, client_address) -> None:
+        with self._counting:
+            full = self.connections >= self.max_connections
+            if not full:
+                self.connections += 1
+        if full:
+            # on the accepting thread: a few bytes into an empty send buffer never block
+            answer = refusal(f"{self.max_connections} connections are open: try again later")
+            try:
+                request.setblocking(False)
+                request.send((json.dumps(answer, sort_keys=True) + "\n").encode())
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._counting:
+                self.connections -= 1
 
     @property
     def address(self) -> str:

@@ -21,6 +21,7 @@ from stretto.cli import main
 from stretto.offline.tcp_serve import Decisions, DecisionServer, ServeOptions
 from stretto.oracle.arbiter import Fold, new_arbiter
 from stretto.oracle.scores import Rates
+from tests.builders import wait_until
 
 STRETTO = str(Path(sys.executable).parent / "stretto")
 GREETING = {"role": "assistant", "content": "Hi! How can I help you today?"}
@@ -189,6 +190,27 @@ def test_a_connection_that_sends_no_whole_line_in_time_is_closed(arbiter_flow, t
     refused = {"action": "hand_back", "reason": "refused: no whole query line within 0.3 s"}
     assert closed == [(refused, b""), (refused, b"")]
     assert answered["action"] == "lookup"
+
+
+def test_a_connection_beyond_the_cap_is_refused_at_once(arbiter_flow, tmp_path) -> None:
+    options = ServeOptions(decider="habit")
+    serving = Serving(arbiter_flow, options, max_connections=1)
+    with serving as address:
+        with socket.create_connection(address, timeout=60) as held:
+            wait_until(lambda: serving.server.connections == 1, "the held connection counted")
+            with socket.create_connection(address, timeout=60) as beyond:
+                reader = beyond.makefile("rb")
+                refused = json.loads(reader.readline()), reader.read()
+            held.sendall(
+                json.dumps({"task_id": "7", "messages": MESSAGES, "token": TOKEN}).encode()
+            )
+            held.sendall(b"\n")
+            held_answer = json.loads(held.makefile("rb").readline())
+        wait_until(lambda: serving.server.connections == 0, "the held connection let go")
+        answered = ask(address, {"task_id": "7", "messages": MESSAGES})
+    reason = "refused: 1 connections are open: try again later"
+    assert refused == ({"action": "hand_back", "reason": reason}, b"")
+    assert held_answer == answered and answered["action"] == "lookup"
 
 
 def serve_command(flow: Path, home: Path, *options: str) -> subprocess.Popen:
