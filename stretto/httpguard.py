@@ -19,13 +19,12 @@ kept within bounds against clients that hold them open without finishing a reque
 in front of uvicorn's own (httptools or h11, as `http="auto"` picks), which sees each
 connection first. WebSockets are off: an upgraded connection would leave its count behind.
 
-`is_loopback(host)` is the one rule for the address both servers allow `--no-auth` on.
+Who may connect at all (the loopback rule, the token) is stretto.listenauth's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import resource
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,18 +38,6 @@ PER_CLIENT = 256  # ... from one address
 ANSWERING = 64  # 503 answers under way at once; beyond, a connection is dropped
 BACKLOG = 128  # uvicorn accepts this many connections in one go (and the listen backlog)
 FD_WANTED = 65536  # the soft RLIMIT_NOFILE is raised toward this (as the hard one allows)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (an address, or `localhost` in any case) is this machine's loopback.
-    Another name is not looked up: what it resolves to may change before the server binds it,
-    so `--no-auth` is only for an address (or `localhost`) that can only be this machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass

@@ -30,13 +30,11 @@ more than all the rest of it.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import os
 import secrets
 import socket
 import sys
-import tempfile
 import time
 from urllib.parse import urlsplit
 
@@ -51,8 +49,9 @@ from proxy.options import EXIT_PROXY_FAILED, EXIT_USAGE
 from proxy.serve.flowload import check_flow
 from proxy.session import say
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
-from stretto.home import default_home, private_dirs, read_secret
-from stretto.httpguard import BACKLOG, guarded, is_loopback, limits_for, raise_fd_limit
+from stretto.home import default_home
+from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
+from stretto.listenauth import is_loopback, same_token, token_of
 
 MAX_SESSIONS = 64
 MAX_MESSAGE = 4 << 20  # bytes of one POSTed message
@@ -75,58 +74,11 @@ def split_address(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def read_token(path: str) -> str:
-    """The bearer token in `path` (its first line, trimmed); ValueError when there is none, or
-    when others than its owner may read or write the file (stretto.home.read_secret)."""
-    token = read_secret(path, "--listen-token-file").strip()
-    if not token or "\n" in token:
-        raise ValueError(f"--listen-token-file {path}: wants one line, the token")
-    return token
-
-
-def token_of(path: str | None) -> tuple[str, str, bool]:
-    """(the token, its file, whether the file was made now) for `--listen-token-file PATH`,
-    else for $STRETTO_HOME/listen.token. A file that is not there is made, 0600, holding a new
-    random token (as the console makes one up when given none); ValueError says what fails."""
-    if path is None:
-        file = str(default_home() / TOKEN_FILE)
-    else:
-        file = os.path.expanduser(path)
-    made = False
-    if not os.path.lexists(file):
-        made = _make_token_file(file, home=path is None)
-    return read_token(file), file, made
-
-
-def _make_token_file(file: str, home: bool) -> bool:
-    """Write a new token to `file` at once (a temporary file linked to its name: no reader
-    sees it half written, and a file another proxy made meanwhile is kept); whether it did."""
-    folder = os.path.dirname(file) or "."
-    try:
-        if home:
-            private_dirs(folder)
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=".listen-token-")  # 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(secrets.token_hex(32) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.link(temp, file)
-        finally:
-            os.unlink(temp)
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        why = exc.strerror or exc
-        raise ValueError(f"--listen-token-file {file}: cannot make it: {why}") from exc
-    return True
-
-
 def authorized(header: str, token: bytes) -> bool:
     """Whether an Authorization header is `Bearer <token>`: the scheme in any case (RFC 9110
     11.1), the token compared in constant time."""
     scheme, _, credentials = header.strip().partition(" ")
-    same = hmac.compare_digest(credentials.strip().encode(), token)
+    same = same_token(credentials.strip(), token)
     return same and scheme.lower() == "bearer"
 
 
@@ -419,7 +371,9 @@ def serve(args, command: list[str]) -> int:
     made = False
     if not args.no_auth:
         try:
-            token, file, made = token_of(args.listen_token_file)
+            token, file, made = token_of(
+                args.listen_token_file, default_home() / TOKEN_FILE, "--listen-token-file"
+            )
         except ValueError as exc:
             say(str(exc))
             return EXIT_USAGE

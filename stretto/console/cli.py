@@ -25,7 +25,8 @@ from stretto import __version__
 from stretto.console import adapter
 from stretto.console.files import private_dir
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS
-from stretto.httpguard import BACKLOG, guarded, is_loopback, limits_for, raise_fd_limit
+from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
+from stretto.listenauth import is_loopback
 from stretto.usage import Parser, parse
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
