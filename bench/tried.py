@@ -186,7 +186,9 @@ NOT_KEPT = [
         "detours −0.03 [−0.07, −0.01]; the one above fitted on the served decisions: airline "
         "detours −0.03 [−0.07, −0.01], telecom ECE and Brier worse; a lookup after the flow's "
         "own served only when the chain's scores multiplied reach θ*: share −3.7 [−6.1, −1.5] "
-        "points airline (detours −0.41), −5.9 retail, −26.7 telecom",
+        "points airline (detours −0.41), −5.9 retail, −26.7 telecom; an offset per lookup "
+        "for decisions after the flow's own lookup, on the rows at 0.3: airline detours −0.12 "
+        "[−0.41, +0.17], telecom utility −1981 [−4415, −707]",
         "not taken to the test episodes: smaller gains than the one above, or losses",
     ),
 ]
