@@ -41,7 +41,6 @@ def register(commands: Commands) -> None:
         examples=[
             "stretto serve --flow retail.flow.json --listen 127.0.0.1:7600",
             "stretto serve --flow retail.flow.json --oracle replay --log answers.jsonl",
-            "stretto serve --flow retail.flow.json --listen 0.0.0.0:7600 --allow-remote",
         ],
     )
     serve.add_argument("--flow", required=True, metavar="FLOW")
