@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from stretto.console import adapter, files
+from stretto.console.threshold import threshold_problem
 from stretto.logs.domain import RULE, is_valid_domain
 
 OUTPUT_TAIL = 4000  # characters of output sent with each progress event
@@ -57,16 +58,12 @@ def _text(params: dict, name: str, required: bool = True) -> str | None:
 
 def _threshold(params: dict) -> float | None:
     """The job's threshold: none (the flow's own, else 0.3), or a number from 0 to 1."""
-    threshold = params.get("threshold")
-    if threshold is None:
+    value = params.get("threshold")
+    if value is None:
         return None
-    if (
-        not isinstance(threshold, int | float)
-        or isinstance(threshold, bool)
-        or not 0 <= threshold <= 1
-    ):
-        raise JobError(f"field `threshold`: expected a number from 0 to 1, got {threshold!r}")
-    return threshold
+    if (problem := threshold_problem(value)) is not None:
+        raise JobError(f"field `threshold`: {problem}")
+    return value
 
 
 def _named(rel: str, problem: str) -> str:
