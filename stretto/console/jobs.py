@@ -1,7 +1,6 @@
-"""Jobs: the `stretto` commands the console runs for people — learn, audit, replay, evaluate,
-search, promote, stage, flow-commit, ingest, doctor — one at a time, each as a subprocess
-(the CLI runs the pipeline's Dagster assets in that process, as it does from a terminal),
-with its output, its record and its artifacts under the data directory's
+"""Jobs: the `stretto` commands the console runs for people (`KINDS`), one at a time, each as
+a subprocess (the CLI runs the pipeline's Dagster assets in that process, as it does from a
+terminal), with its output, its record and its artifacts under the data directory's
 `console/jobs/<id>/`. A job whose output is a Markdown report keeps it as
 `artifacts/report.md`. A job can be cancelled: its process group is stopped."""
 
@@ -34,7 +33,22 @@ ASSETS = {
 MARKDOWN_STDOUT = ("audit", "replay", "stage")
 REPORT = "report.md"
 READABLE = "sessions"  # a job's folder of links to the logs a replay reads
-KINDS = "learn, audit, replay, evaluate, search, promote, stage, flow-commit, ingest or doctor"
+# The kinds of job, each the `stretto` command of its name: the one list the API (its check and
+# description, /api/meta), stretto-console --help and the docs' test
+# (tests/stretto/console/test_kinds.py) read.
+KINDS = (
+    "learn",
+    "audit",
+    "replay",
+    "evaluate",
+    "search",
+    "promote",
+    "stage",
+    "flow-commit",
+    "ingest",
+    "doctor",
+)
+KINDS_SAID = f"{', '.join(KINDS[:-1])} or {KINDS[-1]}"  # as error messages name them
 
 
 class JobError(ValueError):
@@ -189,6 +203,8 @@ class Jobs:
     def command(self, kind: str, params: dict, artifacts: Path) -> Command:
         """The stretto arguments a job runs, the flows it will write, and for a replay the
         logs it leaves out."""
+        if kind not in KINDS:
+            raise JobError(f"unknown job {kind!r}: {KINDS_SAID}", 404)
         links: dict[Path, Path] = {}
         left_out: list[str] = []
         if kind == "replay":  # the catalogue and the folder looked at once
@@ -266,7 +282,7 @@ class Jobs:
             note = _text(params, "note")
             writes.append(flow)  # the staged version (or the file as it is) is served
             return ["flow-commit", "--flow", str(flow), f"--note={note}"], writes
-        raise JobError(f"unknown job {kind!r}: {KINDS}", 404)
+        raise AssertionError(f"job kind {kind!r} is in KINDS but runs no command")
 
     # running -------------------------------------------------------------------------------
 

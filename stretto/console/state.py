@@ -11,7 +11,7 @@ from pathlib import Path
 from stretto.console import adapter, files
 from stretto.console.doctor import vendor_files
 from stretto.console.events import PING_S, Events
-from stretto.console.jobs import Jobs, default_stretto
+from stretto.console.jobs import KINDS, Jobs, default_stretto
 from stretto.console.threshold import threshold_problem
 from stretto.console.views.catalog import Catalog
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS, Drifts
@@ -125,7 +125,7 @@ class Console:
             "flow_files": len(flows),
             "warehouse": str(database) if database.exists() else None,
             "libraries": {name: path.exists() for name, path in vendor_files().items()},
-            "jobs": ["learn", "audit", "replay", "search", "promote", "ingest", "doctor"],
+            "jobs": list(KINDS),
             "stretto": self.jobs.stretto,
         }
 
