@@ -24,6 +24,7 @@ import uvicorn
 from stretto import __version__
 from stretto.console import adapter
 from stretto.console.files import private_dir
+from stretto.console.jobs import KINDS
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS
 from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
 from stretto.listenauth import is_loopback
@@ -56,9 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="stretto-console",
         description="A local web app over the data directory: sessions and their timelines, "
-        "flows as graphs with a live threshold, flow diffs, and the jobs (learn, audit, replay, "
-        "evaluate, search, promote, stage, flow-commit, ingest, doctor). docs/console.md tells "
-        "more.",
+        f"flows as graphs with a live threshold, flow diffs, and the jobs ({', '.join(KINDS)}). "
+        "docs/console.md tells more.",
     )
     parser.add_argument(
         "-V", "--version", action="version", version=f"stretto-console {__version__}"

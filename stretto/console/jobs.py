@@ -1,7 +1,6 @@
-"""Jobs: the `stretto` commands the console runs for people — learn, audit, replay, evaluate,
-search, promote, stage, flow-commit, ingest, doctor — one at a time, each as a subprocess
-(the CLI runs the pipeline's Dagster assets in that process, as it does from a terminal),
-with its output, its record and its artifacts under the data directory's
+"""Jobs: the `stretto` commands the console runs for people (`KINDS`), one at a time, each as
+a subprocess (the CLI runs the pipeline's Dagster assets in that process, as it does from a
+terminal), with its output, its record and its artifacts under the data directory's
 `console/jobs/<id>/`. A job whose output is a Markdown report keeps it as
 `artifacts/report.md`. A job can be cancelled: its process group is stopped."""
 
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from stretto.console import adapter, files
+from stretto.console.threshold import threshold_problem
 from stretto.logs.domain import RULE, is_valid_domain
 
 OUTPUT_TAIL = 4000  # characters of output sent with each progress event
@@ -33,7 +33,22 @@ ASSETS = {
 MARKDOWN_STDOUT = ("audit", "replay", "stage")
 REPORT = "report.md"
 READABLE = "sessions"  # a job's folder of links to the logs a replay reads
-KINDS = "learn, audit, replay, evaluate, search, promote, stage, flow-commit, ingest or doctor"
+# The kinds of job, each the `stretto` command of its name: the one list the API (its check and
+# description, /api/meta), stretto-console --help and the docs' test
+# (tests/stretto/console/test_kinds.py) read.
+KINDS = (
+    "learn",
+    "audit",
+    "replay",
+    "evaluate",
+    "search",
+    "promote",
+    "stage",
+    "flow-commit",
+    "ingest",
+    "doctor",
+)
+KINDS_SAID = f"{', '.join(KINDS[:-1])} or {KINDS[-1]}"  # as error messages name them
 
 
 class JobError(ValueError):
@@ -57,16 +72,12 @@ def _text(params: dict, name: str, required: bool = True) -> str | None:
 
 def _threshold(params: dict) -> float | None:
     """The job's threshold: none (the flow's own, else 0.3), or a number from 0 to 1."""
-    threshold = params.get("threshold")
-    if threshold is None:
+    value = params.get("threshold")
+    if value is None:
         return None
-    if (
-        not isinstance(threshold, int | float)
-        or isinstance(threshold, bool)
-        or not 0 <= threshold <= 1
-    ):
-        raise JobError(f"field `threshold`: expected a number from 0 to 1, got {threshold!r}")
-    return threshold
+    if (problem := threshold_problem(value)) is not None:
+        raise JobError(f"field `threshold`: {problem}")
+    return value
 
 
 def _named(rel: str, problem: str) -> str:
@@ -192,6 +203,8 @@ class Jobs:
     def command(self, kind: str, params: dict, artifacts: Path) -> Command:
         """The stretto arguments a job runs, the flows it will write, and for a replay the
         logs it leaves out."""
+        if kind not in KINDS:
+            raise JobError(f"unknown job {kind!r}: {KINDS_SAID}", 404)
         links: dict[Path, Path] = {}
         left_out: list[str] = []
         if kind == "replay":  # the catalogue and the folder looked at once
@@ -269,7 +282,7 @@ class Jobs:
             note = _text(params, "note")
             writes.append(flow)  # the staged version (or the file as it is) is served
             return ["flow-commit", "--flow", str(flow), f"--note={note}"], writes
-        raise JobError(f"unknown job {kind!r}: {KINDS}", 404)
+        raise AssertionError(f"job kind {kind!r} is in KINDS but runs no command")
 
     # running -------------------------------------------------------------------------------
 

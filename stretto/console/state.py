@@ -11,7 +11,8 @@ from pathlib import Path
 from stretto.console import adapter, files
 from stretto.console.doctor import vendor_files
 from stretto.console.events import PING_S, Events
-from stretto.console.jobs import Jobs, default_stretto
+from stretto.console.jobs import KINDS, Jobs, default_stretto
+from stretto.console.threshold import threshold_problem
 from stretto.console.views.catalog import Catalog
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS, Drifts
 from stretto.console.views.flowview import Replays
@@ -91,16 +92,13 @@ class Console:
             raise ApiError(
                 422, f"field `{unknown[0]}`: not a setting ({', '.join(DEFAULT_SETTINGS)})"
             )
-        for name in ("threshold", "beta", "delta"):
+        if "threshold" in changes and (problem := threshold_problem(changes["threshold"])):
+            raise ApiError(422, f"field `threshold`: {problem}")  # a probability × a chance
+        for name in ("beta", "delta"):
             if name in changes:
                 value = changes[name]
                 if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                     raise ApiError(422, f"field `{name}`: expected a number ≥ 0, got {value!r}")
-        if "threshold" in changes and changes["threshold"] > 1:  # a probability × a chance
-            raise ApiError(
-                422,
-                f"field `threshold`: expected a number from 0 to 1, got {changes['threshold']!r}",
-            )
         if "beta" in changes and changes["beta"] <= 0:
             raise ApiError(422, "field `beta`: the value of a saved turn must be above 0")
         url = changes.get("dagster_url", "")
@@ -127,7 +125,7 @@ class Console:
             "flow_files": len(flows),
             "warehouse": str(database) if database.exists() else None,
             "libraries": {name: path.exists() for name, path in vendor_files().items()},
-            "jobs": ["learn", "audit", "replay", "search", "promote", "ingest", "doctor"],
+            "jobs": list(KINDS),
             "stretto": self.jobs.stretto,
         }
 

@@ -21,7 +21,7 @@ from stretto.console.api.openapi import describe
 from stretto.console.endpoint import NAME, Endpoint, session_entry
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
-from stretto.console.jobs import KINDS, JobError
+from stretto.console.jobs import KINDS, KINDS_SAID, JobError
 from stretto.console.state import ApiError, Console
 from stretto.console.views import artifactview, flowview
 
@@ -342,7 +342,7 @@ async def start_job(request: Request) -> Response:
     body = await _json_body(request)
     kind = body.get("kind")
     if not isinstance(kind, str):
-        raise ApiError(422, f"field `kind`: one of {KINDS}")
+        raise ApiError(422, f"field `kind`: one of {KINDS_SAID}")
     job = _job_call(lambda: console.jobs.start(kind, body.get("params") or {}))
     return JSONResponse(console.job_links(job), status_code=202)
 
@@ -513,7 +513,7 @@ ENDPOINTS = [
         start_job,
         "Start a job (one at a time).",
         errors=(400, 403, 404, 409, 422),
-        body='{"kind": "learn|audit|replay|search|promote|ingest|doctor", "params": {...}}',
+        body=f'{{"kind": "{"|".join(KINDS)}", "params": {{...}}}}',
     ),
     Endpoint(
         "GET",

@@ -37,21 +37,31 @@ def turns_of(items: list[dict]) -> list[dict]:
     return sorted(turns.values(), key=lambda t: t["turn"])
 
 
+def latency_of(items: list[dict], kind: str) -> dict:
+    """How many items of a kind ("call": the agent's; "lookup": the proxy's own, made by the
+    flow) were answered, and their median and longest latency in ms."""
+    latencies = sorted(
+        i["latency_ms"] for i in items if i["kind"] == kind and i.get("latency_ms") is not None
+    )
+    return {
+        f"{kind}s": len(latencies),  # "calls" or "lookups"
+        "median": latencies[len(latencies) // 2] if latencies else None,
+        "max": latencies[-1] if latencies else None,
+    }
+
+
 def waterfall(request: Request) -> Response:
     console, entry = console_of(request), session_entry(request, readable=True)
     index = console.catalog.index(entry.path)
     turns = turns_of(index.items)
-    latencies = sorted(i["latency_ms"] for i in index.items if i.get("latency_ms") is not None)
     return JSONResponse(
         {
             "started_unix_ms": entry.summary.get("started_unix_ms"),
             "duration_ms": entry.summary.get("duration_ms"),
             "turns": turns,
-            "latency_ms": {
-                "calls": len(latencies),
-                "median": latencies[len(latencies) // 2] if latencies else None,
-                "max": latencies[-1] if latencies else None,
-            },
+            # the agent's calls alone, as the page labels them; the lookups apart
+            "latency_ms": latency_of(index.items, "call"),
+            "lookup_latency_ms": latency_of(index.items, "lookup"),
         }
     )
 
@@ -78,7 +88,8 @@ ENDPOINTS = [
         "/api/sessions/{key}/waterfall",
         waterfall,
         "The session's turns in time: each one's start and end (ms since the session began), "
-        "calls, lookups and their latency; the calls' median and longest latency.",
+        "calls, lookups and their latency; the agent's calls' median and longest latency, and "
+        "the lookups' apart.",
         [KEY],
         (404, 422),
     ),

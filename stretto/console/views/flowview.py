@@ -8,6 +8,7 @@ import threading
 from collections import OrderedDict
 
 from stretto.console import adapter
+from stretto.console.threshold import RULE
 from stretto.console.views.catalog import Catalog, FlowEntry
 
 REPLAYS_KEPT = 256
@@ -22,7 +23,7 @@ def parse_threshold(text: str | None, default: float) -> float:
     except ValueError:
         raise ValueError(f"threshold {text!r}: expected a number, e.g. 0.3") from None
     if not value >= 0 or value != value or value == float("inf"):
-        raise ValueError(f"threshold {text!r}: expected a number from 0 to 1 (above 1: off)")
+        raise ValueError(f"threshold {text!r}: expected {RULE} (above 1: off)")
     return value
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from starlette.routing import Route
 
 from stretto.console.api.endpoints import ENDPOINTS
+from tests.builders import LogBuilder, write_logs
 from tests.stretto.console.conftest import AUTH, TOKEN, WRITE, client_for
 
 SERVED = "20260928T020401.117Z-14662"
@@ -222,8 +223,10 @@ def test_a_sessions_waterfall_latency_and_tools(client):
     assert all(t["start_ms"] <= t["end_ms"] for t in turns)
     assert all(a["start_ms"] <= b["start_ms"] for a, b in zip(turns, turns[1:], strict=False))
     assert sum(t["calls"] for t in turns) == len(calls)
-    assert w["latency_ms"]["calls"] == sum(
-        c["latency_ms"] is not None for c in items if "latency_ms" in c
+    assert w["latency_ms"]["calls"] == sum(c["latency_ms"] is not None for c in calls)
+    lookups = [i for i in items if i["kind"] == "lookup"]
+    assert lookups and w["lookup_latency_ms"]["lookups"] == sum(
+        i["latency_ms"] is not None for i in lookups
     )
     tools = client.get(f"/api/sessions/{SERVED}/tools", headers=AUTH).json()["items"]
     kinds = {t["name"]: t["kind"] for t in tools}
@@ -232,6 +235,25 @@ def test_a_sessions_waterfall_latency_and_tools(client):
     email = next(t for t in tools if t["name"] == "find_user_id_by_email")
     assert email["input_schema"]["required"] == ["email"] and email["contract"] == "email:string!"
     assert client.get("/api/sessions/nope/tools", headers=AUTH).status_code == 404
+
+
+def test_the_calls_latency_is_the_agents_and_the_lookups_is_shown_apart(tmp_path):
+    """The waterfall's "latency of N answered call(s)" counts the agent's calls only: the
+    proxy's own lookups (ids stretto-N), slower here, are counted apart."""
+    log = LogBuilder()
+    log.lines[0] = {**log.lines[0], "session": "s-mixed", "domain": "shop"}
+    log.client_call(10, 1, "find_account", email="c@example.com").result(14, 1, "acct_1")
+    log.proxy_call(15, "stretto-1", "get_account", account="acct_1").result(915, "stretto-1", "{}")
+    log.client_call(1000, 2, "get_account", account="acct_1").result(1002, 2, "{}")
+    log.proxy_call(1003, "stretto-2", "get_order", order="X1").result(1603, "stretto-2", "{}")
+    log.client_call(2000, 3, "get_order", order="X1").result(2006, 3, '{"status": "open"}')
+    data = tmp_path / "home"
+    write_logs(data / "logs" / "shop", [log])
+    w = client_for(data).get("/api/sessions/s-mixed/waterfall", headers=AUTH).json()
+    assert w["latency_ms"] == {"calls": 3, "median": 4, "max": 6}  # 4, 2 and 6 ms
+    assert w["lookup_latency_ms"] == {"lookups": 2, "median": 900, "max": 900}  # 900, 600 ms
+    assert sum(t["calls"] for t in w["turns"]) == 3
+    assert sum(t["lookups"] for t in w["turns"]) == 2
 
 
 def test_shadow_decisions_are_labelled_used_later_or_detour(client):

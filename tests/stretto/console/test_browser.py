@@ -408,6 +408,13 @@ def test_a_session_shows_time_latency_a_waterfall_and_the_tools(page, console):
     bars = waterfall.locator("rect.turn-bar")
     assert bars.count() >= 2
     assert "turn(s) over" in waterfall.inner_text() and "median" in waterfall.inner_text()
+    # the calls' latency is the agent's calls', the flow's lookups shown apart
+    key = page.url.split("/sessions/", 1)[1]
+    figures = page.request.get(f"{console}/api/sessions/{key}/waterfall").json()
+    calls, lookups = figures["latency_ms"]["calls"], figures["lookup_latency_ms"]["lookups"]
+    assert lookups > 0  # a served session: the flow looked things up
+    assert f"latency of {calls} answered call(s)" in waterfall.inner_text()
+    assert f"of {lookups} answered lookup(s)" in waterfall.inner_text()
     page.get_by_text("The server's tools").click()
     tools = page.get_by_test_id("tools")
     tools.wait_for()

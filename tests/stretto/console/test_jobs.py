@@ -262,3 +262,25 @@ def test_the_settings_threshold_is_from_0_to_1(client):
     assert answer.status_code == 422
     assert answer.json()["error"] == "field `threshold`: expected a number from 0 to 1, got 7"
     assert client.put("/api/settings", headers=WRITE, json={"threshold": 1}).status_code == 200
+
+
+def test_the_settings_and_the_jobs_refuse_the_same_thresholds_in_the_same_words(client):
+    """One rule: NaN (Python's JSON reader takes it), true and -1 are refused by both."""
+    for text in ("NaN", "true", "-1", '"0.5"', "1.5"):
+        setting = client.put(
+            "/api/settings", headers=WRITE, content=f'{{"threshold": {text}}}'.encode()
+        )
+        job = client.post(
+            "/api/jobs",
+            headers=WRITE,
+            content=(
+                f'{{"kind": "replay", "params": {{"flow": "{SHOP_FLOW}", '
+                f'"sessions": "logs/shop", "threshold": {text}}}}}'
+            ).encode(),
+        )
+        assert setting.status_code == job.status_code == 422, text
+        assert setting.json()["error"] == job.json()["error"], text
+        assert setting.json()["error"].startswith(
+            "field `threshold`: expected a number from 0 to 1"
+        )
+    assert client.get("/api/settings", headers=AUTH).json()["threshold"] == 0.3

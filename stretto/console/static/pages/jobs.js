@@ -143,7 +143,7 @@ export async function jobsPage(opened) {
       if (type === "check") params[name] = input.checked;
       else if (type === "number") {
         const value = input.value.trim() === "" ? NaN : Number(input.value);
-        if (!(value >= 0 && value <= 1)) {  // the API refuses it too (422)
+        if (!(value >= 0 && value <= 1)) {  // stretto/console/threshold.py's rule and words; the API refuses it too (422)
           input.setAttribute("aria-invalid", "true");
           fill(message, problem(new Error(`${name}: a number from 0 to 1, not ${input.value || "nothing"}`)));
           input.focus();

@@ -171,10 +171,12 @@ function waterfallBox(w) {
     bar.append(title);
     svg.append(bar);
   });
-  const l = w.latency_ms;
+  const l = w.latency_ms;  // the agent's calls only
+  const k = w.lookup_latency_ms;  // the flow's lookups, apart
   return el("div", { "data-testid": "waterfall" },
     el("p", { class: "muted" }, `${w.turns.length} turn(s) over ${(span / 1000).toFixed(2)} s, from +${(begin / 1000).toFixed(2)} s`,
-      l.calls ? ` · latency of ${fmt(l.calls)} answered call(s): median ${fmt(l.median)} ms, longest ${fmt(l.max)} ms` : ""),
+      l.calls ? ` · latency of ${fmt(l.calls)} answered call(s): median ${fmt(l.median)} ms, longest ${fmt(l.max)} ms` : "",
+      k && k.lookups ? ` · of ${fmt(k.lookups)} answered lookup(s): median ${fmt(k.median)} ms, longest ${fmt(k.max)} ms` : ""),
     el("div", { class: "waterfall" }, svg));
 }
 
