@@ -47,7 +47,7 @@ def parse_json_line(line: bytes) -> Parsed:
     text = memoryview(line)[:end] if end != len(line) else line
     try:
         value = loads_strict(str(text, "utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError, StopIteration):
+    except (UnicodeDecodeError, ValueError, StopIteration):  # any depth parses (cjson)
         return None
     return value, text
 

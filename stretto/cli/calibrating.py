@@ -1,6 +1,7 @@
 """`learn --calibrate` and `compile --calibrate`: fit the calibration of the served score
-(docs/algorithms.md, "Calibrating the served score") and write it into the flow just learned;
-pipeline.learnfolder.calibrate_folder does it, this says what came of it."""
+(docs/algorithms.md, "Calibrating the served score") and put it into the flow just learned,
+before the command writes it; pipeline.learnfolder.fit_calibration fits it, this says what
+came of it."""
 
 from __future__ import annotations
 
@@ -17,31 +18,31 @@ CALIBRATE_HELP = (
 
 
 def calibrate(
+    flow: dict,
     sessions: Path,
     domain: str,
-    out: Path,
     *,
     home: str | None,
     manifest: str | None = None,
     constants: bool = False,
     tasks: Collection[str] | None = None,
-) -> int:
-    """Calibrate the flow at `out`, learned from the folder of logs `sessions` (`learn`: every
-    log in it; `compile`: those of its training `tasks`), and say what was written, or why
-    nothing was (the flow is then left as it was: not an error)."""
+) -> dict | None:
+    """Calibrate `flow` (in memory), learned from the folder of logs `sessions` (`learn`:
+    every log in it; `compile`: those of its training `tasks`): the map put into it, or None
+    after saying why there is none (the flow is then left as it was: not an error)."""
     # the pipeline loads Dagster: only the commands that learn pay for it
-    from pipeline.learnfolder import calibrate_folder
+    from pipeline.learnfolder import fit_calibration
     from stretto.offline.fits.calibrate import CalibrateError
 
     try:
-        table = calibrate_folder(
-            sessions, domain, out, home=home, manifest=manifest, constants=constants, tasks=tasks
+        table = fit_calibration(
+            sessions, domain, home=home, manifest=manifest, constants=constants, tasks=tasks
         )
     except CalibrateError as exc:
         say(f"not calibrated: {exc}")
-        return 0
-    print(f"stretto: {said(table)}; wrote {out}")
-    return 0
+        return None
+    flow["calibration"] = {"reach": table}
+    return table
 
 
 def said(table: dict) -> str:

@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from stretto.cli.calibrating import CALIBRATE_HELP, calibrate
+from stretto.cli.calibrating import CALIBRATE_HELP, calibrate, said
 from stretto.cli.learning_options import (
     MKDIR_HELP,
     domain_matches,
     learn_folder,
+    learn_to_finish,
     learning_options,
     otel_logs,
     out_problem,
@@ -36,7 +38,7 @@ from stretto.cli.options import (
 from stretto.home import Paths, private_dirs
 from stretto.model.decide import serving_part, theta_text
 from stretto.model.defaults import SURPRISE_WINDOW
-from stretto.model.flow import load_flow, load_manifest, write_flow
+from stretto.model.flow import load_flow, load_manifest
 from stretto.oracle.errors import OracleError
 from stretto.progress import Progress
 
@@ -332,9 +334,9 @@ def _learn(args: argparse.Namespace) -> int:
         if not domain_matches(sessions, args.domain):
             return 1
     out = resolved(args.out)
-    learned = learn_folder(
+    done = _learned(
+        args,
         sessions,
-        args.domain,
         out,
         home=args.home,
         wait=args.wait,
@@ -343,9 +345,10 @@ def _learn(args: argparse.Namespace) -> int:
         options=options,
         arbiter=arbiter,
     )
-    if learned is None:
+    if done is None:
         return 1
-    gate = load_flow(out).get("surprise")
+    learned, flow = done
+    gate = flow.get("surprise")
     if gate:
         say(
             f"surprise gate: hands back above {gate['threshold']:.3f} nats per step over "
@@ -356,16 +359,7 @@ def _learn(args: argparse.Namespace) -> int:
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
         f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
-    _serve_at_break_even(args, out)
-    if args.calibrate:
-        return calibrate(
-            sessions,
-            args.domain,
-            out,
-            home=args.home,
-            manifest=args.manifest,
-            constants=args.constants,
-        )
+    _finish(args, flow, out, sessions, manifest=args.manifest, constants=args.constants)
     return 0
 
 
@@ -383,15 +377,59 @@ def _costs_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _serve_at_break_even(args: argparse.Namespace, out: Path) -> None:
-    """With --costs or --calibrate, write the flow's `serving` part: the threshold the proxy,
-    replay, search and the console serve it at unless told otherwise."""
-    if args.costs is None and not args.calibrate:
-        return
-    flow = load_flow(out)
+def _finished_later(args: argparse.Namespace) -> bool:
+    """Whether the command adds to the flow it learned before writing it (_finish)."""
+    return args.costs is not None or args.calibrate
+
+
+def _learned(
+    args: argparse.Namespace, sessions: Path, out: Path, **learning: Any
+) -> tuple[dict[str, Any], dict] | None:
+    """Learn the flow from the folder of logs `sessions` (learn_folder's `learning` options):
+    into `out`, or into a private draft when the command adds to it (_finished_later), so
+    that `out` is written once, finished, and no reader of it sees a flow that is not the
+    final one. The flow asset's metadata and the flow, or None after saying why it failed."""
+    if _finished_later(args):
+        return learn_to_finish(sessions, args.domain, **learning)
+    learned = learn_folder(sessions, args.domain, out, **learning)
+    return None if learned is None else (learned, load_flow(out))
+
+
+def _finish(
+    args: argparse.Namespace,
+    flow: dict,
+    out: Path,
+    sessions: Path,
+    *,
+    manifest: str | None = None,
+    constants: bool = False,
+    tasks: Collection[str] | None = None,
+) -> None:
+    """With --costs or --calibrate, add to the flow learned its `serving` part (the threshold
+    the proxy, replay, search and the console serve it at unless told otherwise) and, with
+    --calibrate, its calibration (fitted on `sessions`, calibrate says how), then write it to
+    `out`: the one write of the flow there (_learned put it in a draft)."""
+    if not _finished_later(args):
+        return  # _learned wrote it to `out`
+    # the pipeline loads Dagster: loaded already, the flow was just learned with it
+    from pipeline.learnfolder import write_finished
+
     flow["serving"] = serving_part(*costs_of(args))
-    write_flow(flow, out)
     print(f"stretto: served at {theta_text(flow['serving']['threshold'])} unless told otherwise")
+    table = None
+    if args.calibrate:
+        table = calibrate(
+            flow,
+            sessions,
+            args.domain,
+            home=args.home,
+            manifest=manifest,
+            constants=constants,
+            tasks=tasks,
+        )
+    write_finished(flow, out, args.home)
+    if table is not None:
+        print(f"stretto: {said(table)}; wrote {out}")
 
 
 def _arbiter_said(learned: dict[str, Any]) -> str:
@@ -519,18 +557,15 @@ def _compile(args: argparse.Namespace) -> int:
         kept = [s for s in results.simulations if s.task_id in wanted]
         write_logs(dataclasses.replace(results, simulations=kept), sessions)
     out = resolved(args.out)
-    learned = learn_folder(
-        sessions, args.domain, out, home=args.home, wait=args.wait, arbiter=arbiter
-    )
-    if learned is None:
+    done = _learned(args, sessions, out, home=args.home, wait=args.wait, arbiter=arbiter)
+    if done is None:
         return 1
+    learned, flow = done
     training = sum(s.task_id in train for s in chosen)
     print(
         f"stretto: compiled the {args.domain} flow from {learned['sessions']} successful "
         f"training episodes (of {training} training-task episodes in {len(files)} file(s); "
         f"{learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
     )
-    _serve_at_break_even(args, out)
-    if args.calibrate:
-        return calibrate(sessions, args.domain, out, home=args.home, tasks=train)
+    _finish(args, flow, out, sessions, tasks=train)
     return 0

