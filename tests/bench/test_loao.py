@@ -12,22 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench import quality as q
-from bench import tau2data
 from bench.paired import MEASURES, Run
 from stretto.logs.sessionlog import parse_session_log
-from tests.conftest import TAU2
-
-
-@pytest.fixture(scope="module")
-def retail() -> q.Domain:
-    """Retail from tests/data/tau2: ToolOrchestra's gpt-4.1-mini-2025-04-14 (training and test
-    tasks), the trace file's gpt-4.1-mini (one task) and gpt-4.1 (test tasks)."""
-    chosen = tau2data._chosen
-    tau2data._chosen = TAU2
-    try:
-        return q.load_domain("retail")
-    finally:
-        tau2data._chosen = chosen
 
 
 def test_an_agent_is_its_model_without_provider_or_release_date() -> None:

@@ -7,24 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-import pytest
-
 from bench import quality as q
 from bench import quality_dev as dev
-from bench import tau2data
 from stretto.vocabulary import fold_of
-from tests.conftest import TAU2
-
-
-@pytest.fixture(scope="module")
-def retail() -> q.Domain:
-    """Retail from tests/data/tau2: one agent (gpt-4.1-mini) ran the training tasks."""
-    chosen = tau2data._chosen
-    tau2data._chosen = TAU2
-    try:
-        return q.load_domain("retail")
-    finally:
-        tau2data._chosen = chosen
 
 
 def check_parts(domain: q.Domain, by_agent: bool) -> list[q.Domain]:
