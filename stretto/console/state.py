@@ -4,6 +4,7 @@ settings; and the error every endpoint answers with."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,7 +98,9 @@ class Console:
         for name in ("beta", "delta"):
             if name in changes:
                 value = changes[name]
-                if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                # NaN and infinity pass a bare `< 0` (Python's JSON reader accepts them)
+                if not number or not math.isfinite(value) or value < 0:
                     raise ApiError(422, f"field `{name}`: expected a number ≥ 0, got {value!r}")
         if "beta" in changes and changes["beta"] <= 0:
             raise ApiError(422, "field `beta`: the value of a saved turn must be above 0")

@@ -284,3 +284,19 @@ def test_the_settings_and_the_jobs_refuse_the_same_thresholds_in_the_same_words(
             "field `threshold`: expected a number from 0 to 1"
         )
     assert client.get("/api/settings", headers=AUTH).json()["threshold"] == 0.3
+
+
+def test_the_settings_costs_refuse_what_is_no_finite_number(client):
+    """NaN and Infinity, which Python's JSON reader takes, are no cost: the break-even of a
+    NaN cost would be NaN, and every lookup compared with it refused."""
+    for name in ("beta", "delta"):
+        for text in ("NaN", "Infinity", "-Infinity", "-1", "true"):
+            answer = client.put(
+                "/api/settings", headers=WRITE, content=f'{{"{name}": {text}}}'.encode()
+            )
+            assert answer.status_code == 422, (name, text)
+            assert answer.json()["error"].startswith(f"field `{name}`: expected a number ≥ 0")
+    before = client.get("/api/settings", headers=AUTH).json()
+    assert client.put("/api/settings", headers=WRITE, json={"delta": 1000}).status_code == 200
+    after = client.get("/api/settings", headers=AUTH).json()
+    assert after["delta"] == 1000 and after["beta"] == before["beta"]
