@@ -229,24 +229,37 @@ def score_facts(flow: dict, sessions: Iterable[Facts], decider: str = "habit"):
             if d is not None:
                 ds.append(d)
         n = len(ds)
-        log_prob = sum(d["log_prob"] for d in ds)
-        steps, unknown, tools = unknown_steps(f.tools, known)
+        surprise = -sum(d["log_prob"] for d in ds) / n if n else None
+        disagreement = 1.0 - sum(d["hit"] for d in ds) / n if n else None
         out.append(
-            Scored(
-                id=f.id,
-                started_ms=f.started_ms,
-                decisions=n,
-                surprise=-log_prob / n if n else None,
-                disagreement=1.0 - sum(d["hit"] for d in ds) / n if n else None,
-                steps=steps,
-                unknown_steps=unknown,
-                unknown_tools=tools,
-                sites=[d["site"] for d in ds],
-                hits=[d["hit"] for d in ds],
-                log_probs=[d["log_prob"] for d in ds],
-            )
+            _scored(f.id, f.started_ms, ds, surprise, disagreement, unknown_steps(f.tools, known))
         )
     return out, scorer.kind
+
+
+def _scored(
+    session: str,
+    started_ms: int,
+    ds: list[dict],
+    surprise: float | None,
+    disagreement: float | None,
+    steps: tuple[int, int, list[str]],
+) -> Scored:
+    """A session's Scored from its decisions `ds` (site, hit, log_prob each) and its
+    unknown_steps."""
+    return Scored(
+        id=session,
+        started_ms=started_ms,
+        decisions=len(ds),
+        surprise=surprise,
+        disagreement=disagreement,
+        steps=steps[0],
+        unknown_steps=steps[1],
+        unknown_tools=steps[2],
+        sites=[d["site"] for d in ds],
+        hits=[d["hit"] for d in ds],
+        log_probs=[d["log_prob"] for d in ds],
+    )
 
 
 def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored, str]:
@@ -258,24 +271,15 @@ def score(flow: dict, episode: Episode, decider: str = "habit") -> tuple[Scored,
     scored = audit(flow, [episode], decider, served=False)
     totals = scored.totals()
     n = totals["decisions"]
-    steps, unknown, tools = unknown_steps(episode, trained_tools(flow))
-    ds = scored.decisions
-    return (
-        Scored(
-            id=episode.id,
-            started_ms=episode.started_ms,
-            decisions=n,
-            surprise=totals["nats_per_decision"] if n else None,
-            disagreement=1.0 - totals["agreement"] if n else None,
-            steps=steps,
-            unknown_steps=unknown,
-            unknown_tools=tools,
-            sites=[d["site"] for d in ds],
-            hits=[d["hit"] for d in ds],
-            log_probs=[d["log_prob"] for d in ds],
-        ),
-        scored.decider,
+    one = _scored(
+        episode.id,
+        episode.started_ms,
+        scored.decisions,
+        totals["nats_per_decision"] if n else None,
+        1.0 - totals["agreement"] if n else None,
+        unknown_steps(episode, trained_tools(flow)),
     )
+    return one, scored.decider
 
 
 def start_order(scored: list[Scored]) -> list[Scored]:
