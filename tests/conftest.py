@@ -58,6 +58,21 @@ def proxy(*options: str, server: list[str]) -> list[str]:
     return [PROXY, *options, "--", *server]
 
 
+def served_notes(notes: Path, flow: Path | str, logs: Path, *options: str) -> list[str]:
+    """The proxy recording the `notes` domain into `logs`, serving `flow` (more `options`),
+    in front of the filesystem server over the folder `notes`."""
+    return proxy(
+        "--record",
+        str(logs),
+        "--domain",
+        "notes",
+        "--flow",
+        str(flow),
+        *options,
+        server=filesystem_server(notes),
+    )
+
+
 Agent = Callable[[StdioClient], object]  # what an agent does in one session, once initialized
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from stretto.logs.sessionlog import read_session_log
 from stretto.stdio_client import StdioClient
-from tests.conftest import filesystem_server, notes_flow, proxy, searches_then_reads
+from tests.conftest import notes_flow, proxy, searches_then_reads, served_notes
 from tests.warehouse.helpers import ingest, rows
 
 APPENDIX = "--- Also looked up automatically (current results; no need to repeat these calls) ---"
@@ -34,16 +34,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 def serve(notes: Path, flow: Path, logs: Path, *options: str, pattern: str = "**/2026-10-*"):
-    command = proxy(
-        "--record",
-        str(logs),
-        "--domain",
-        "notes",
-        "--flow",
-        str(flow),
-        *options,
-        server=filesystem_server(notes),
-    )
+    command = served_notes(notes, flow, logs, *options)
     with StdioClient(command) as agent:
         agent.initialize()
         agent.list_tools()

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from stretto.stdio_client import StdioClient
-from tests.conftest import PROXY, filesystem_server, notes_flow, proxy, searches_then_reads
+from tests.conftest import (
+    PROXY,
+    notes_flow,
+    searches_then_reads,
+    served_notes,
+)
 
 APPENDIX = "--- Also looked up automatically"
 DAYS = ("08-12", "08-26", "09-03", "09-17", "09-28", "10-05")
@@ -41,16 +46,7 @@ def served(tmp_path_factory) -> tuple[Path, Path]:
 def serve(notes: Path, flow: Path, logs: Path, wander: bool, *options: str):
     """Five searches; a wandering agent lists a folder after each instead of searching on.
     The answers, the session log and the flow log."""
-    command = proxy(
-        "--record",
-        str(logs),
-        "--domain",
-        "notes",
-        "--flow",
-        str(flow),
-        *options,
-        server=filesystem_server(notes),
-    )
+    command = served_notes(notes, flow, logs, *options)
     answers = []
     with StdioClient(command) as agent:
         agent.initialize()

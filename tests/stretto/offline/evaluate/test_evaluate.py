@@ -31,7 +31,12 @@ from stretto.offline.evaluate import (
 )
 from stretto.stdio_client import StdioClient, result_text
 from tests.builders import stretto
-from tests.conftest import REFERENCE_HOME, filesystem_server, notes_flow, proxy, searches_then_reads
+from tests.conftest import (
+    REFERENCE_HOME,
+    notes_flow,
+    searches_then_reads,
+    served_notes,
+)
 
 METRICS = ("lookups", "used", "detours", "turns")
 
@@ -728,17 +733,7 @@ def served(tmp_path_factory) -> dict:
     logs = base / "served"
     paths = []
     for _ in range(3):
-        command = proxy(
-            "--record",
-            str(logs),
-            "--domain",
-            "notes",
-            "--flow",
-            str(flow),
-            "--flow-explore",
-            "0.5",
-            server=filesystem_server(notes),
-        )
+        command = served_notes(notes, flow, logs, "--flow-explore", "0.5")
         with StdioClient(command) as agent:
             agent.initialize()
             agent.list_tools()
