@@ -357,7 +357,7 @@ def _learn(args: argparse.Namespace) -> int:
         )
     print(
         f"stretto: learned the {args.domain} flow from {learned['sessions']} sessions "
-        f"({learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
+        f"({learned['tools']} tools){_arbiter_said(learned)}{_wrote_now(args, out)}"
     )
     _finish(args, flow, out, sessions, manifest=args.manifest, constants=args.constants)
     return 0
@@ -380,6 +380,12 @@ def _costs_problem(args: argparse.Namespace) -> str | None:
 def _finished_later(args: argparse.Namespace) -> bool:
     """Whether the command adds to the flow it learned before writing it (_finish)."""
     return args.costs is not None or args.calibrate
+
+
+def _wrote_now(args: argparse.Namespace, out: Path) -> str:
+    """` and wrote OUT` when the flow is already there; with --costs or --calibrate it is
+    written later, by _finish, which says so once it has."""
+    return "" if _finished_later(args) else f" and wrote {out}"
 
 
 def _learned(
@@ -428,8 +434,7 @@ def _finish(
             tasks=tasks,
         )
     write_finished(flow, out, args.home)
-    if table is not None:
-        print(f"stretto: {said(table)}; wrote {out}")
+    print(f"stretto: {said(table)}; wrote {out}" if table is not None else f"stretto: wrote {out}")
 
 
 def _arbiter_said(learned: dict[str, Any]) -> str:
@@ -565,7 +570,7 @@ def _compile(args: argparse.Namespace) -> int:
     print(
         f"stretto: compiled the {args.domain} flow from {learned['sessions']} successful "
         f"training episodes (of {training} training-task episodes in {len(files)} file(s); "
-        f"{learned['tools']} tools){_arbiter_said(learned)} and wrote {out}"
+        f"{learned['tools']} tools){_arbiter_said(learned)}{_wrote_now(args, out)}"
     )
     _finish(args, flow, out, sessions, tasks=train)
     return 0

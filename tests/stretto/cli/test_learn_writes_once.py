@@ -65,6 +65,8 @@ def test_learn_costs_calibrate_writes_the_flow_once(writes, tmp_path: Path, caps
     said = capsys.readouterr()
     assert "served at 0.2976 unless told otherwise" in said.out
     assert "not calibrated:" in said.err
+    # the flow is named as written only once it is: on the last line, after the write
+    assert "and wrote" not in said.out and said.out.endswith(f"stretto: wrote {out}\n")
     no_draft_left(home, SHOP)
 
 
@@ -112,7 +114,8 @@ def test_learn_calibrated_writes_the_finished_flow_once(writes, tmp_path: Path, 
     flow = written_once(writes, out)
     assert flow["serving"]["threshold"] == 0.2976
     assert 0 < flow["calibration"]["reach"]["used"] < flow["calibration"]["reach"]["options"]
-    assert f"; wrote {out}" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "and wrote" not in said and said.endswith(f"; wrote {out}\n")
     no_draft_left(home, logs)
 
 
