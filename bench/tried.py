@@ -193,7 +193,8 @@ NOT_KEPT = [
     ),
     (
         "issue 42, this round's candidates on the training episodes (bench/quality_dev.py on the "
-        "product code; the third as a prototype of the same protocol), against the served flow",
+        "product code; the second and third as a prototype of the same protocol), against the "
+        "served flow",
         "an `other` pick's chance Laplace-smoothed on its own tally, (used + 1)/(picks + 2), in "
         "place of shrinking it towards the unnamed chance c0 (0.95 in airline): airline share "
         "+0.5 [+0.0, +1.6], detours −0.01 [−0.03, +0.00], retail and telecom ±0; on the test "
@@ -201,7 +202,9 @@ NOT_KEPT = [
         "moves the served score). The mention-class offset split by whether the decision follows "
         "the flow's own lookup (the rows: the user's other reservations after the agent's "
         "reservation used 6 of 10, after the flow's 0 of 16): airline detours −0.03 [−0.36, "
-        "+0.30], telecom utility −1981 [−4415, −707]. The map's penalty grid widened below 0.5 "
+        "+0.30], telecom utility −1981 [−4415, −707]; an offset per (site, lookup, mention class, "
+        "after the flow's own lookup or not) beside the map's own: airline detours −0.10 [−0.32, "
+        "+0.13], telecom the same loss. The map's penalty grid widened below 0.5 "
         "(every airline map took 0.5, the grid's edge): airline detours −0.09 [−0.21, −0.01], "
         "utility +93 [+8, +213]; retail share −0.5 [−1.6, +0.0]; telecom Brier +0.014 [+0.002, "
         "+0.024] (ECE −0.023), gpt-4.1-mini's Brier and ECE worse",
