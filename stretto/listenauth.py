@@ -1,6 +1,8 @@
-"""Who may use a server that listens on a port: the one set of rules for `stretto-proxy
---listen`, `stretto-console` and `stretto serve`.
+"""Who may use a server that listens on a port, and where it listens: the one set of rules for
+`stretto-proxy --listen`, `stretto-console` and `stretto serve`.
 
+- `split_address(listen, example)`: `--listen HOST:PORT` (`[V6]:PORT` for an IPv6 address)
+  as (host, port); `family_of(host)` the socket family to bind it with.
 - `is_loopback(host)`: the only addresses a server may listen on without a token
   (`--no-auth`), and the only ones `stretto serve` takes without `--allow-remote`.
 - `token_of(path, default, option)`: the token a client must send, the one line of a private
@@ -8,6 +10,7 @@
   file that is not there is made with a new random token, at once (no reader sees it half
   written).
 - `same_token(given, token)`: whether a client sent the token, compared in constant time.
+- `no_auth_problem(host, instead)`: why `--no-auth` may not be used on `host`, if it may not.
 """
 
 from __future__ import annotations
@@ -16,10 +19,33 @@ import hmac
 import ipaddress
 import os
 import secrets
+import socket
 import tempfile
 from pathlib import Path
 
 from stretto.home import private_dirs, read_secret
+
+
+def split_address(listen: str, example: str) -> tuple[str, int]:
+    """`HOST:PORT`, or `[V6]:PORT` for an IPv6 address, as (host, port) (port 0: any free
+    one); ValueError naming `--listen` and an `example` otherwise. A host is required (an empty
+    one would listen on every interface), and an IPv6 address goes in brackets (`::1:80` could
+    be read two ways)."""
+    host, sep, port = listen.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535 or "[" in host or "]" in host:
+        raise ValueError(f"--listen {listen!r}: expected HOST:PORT, e.g. {example}")
+    if ":" in host and not bracketed:
+        raise ValueError(
+            f"--listen {listen!r}: an IPv6 address goes in brackets, e.g. [::1]:{port}"
+        )
+    return host, int(port)
+
+
+def family_of(host: str) -> socket.AddressFamily:
+    """The socket family to listen on `host` with (split_address's host)."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def is_loopback(host: str) -> bool:
@@ -84,3 +110,14 @@ def same_token(given: object, token: bytes) -> bool:
         return False
     # surrogatepass: a JSON string may hold a lone surrogate, which plain UTF-8 refuses
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), token)
+
+
+def no_auth_problem(host: str, instead: str) -> str | None:
+    """Why `--no-auth` may not be used listening on `host`, if it may not: only on loopback;
+    `instead` names the option that gives a token."""
+    if is_loopback(host):
+        return None
+    return (
+        f"--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), not {host}: "
+        f"give {instead}"
+    )

@@ -51,7 +51,14 @@ from proxy.session import say
 from proxy.wire import PROXY_ERROR_CODE, is_request, messages
 from stretto.home import default_home
 from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
-from stretto.listenauth import is_loopback, same_token, token_of
+from stretto.listenauth import (
+    family_of,
+    is_loopback,
+    no_auth_problem,
+    same_token,
+    split_address,
+    token_of,
+)
 
 MAX_SESSIONS = 64
 MAX_MESSAGE = 4 << 20  # bytes of one POSTed message
@@ -63,15 +70,6 @@ KEEP_ALIVE_S = 60  # an idle connection is kept this long (uvicorn's 5 s: hosts 
 SWITCH_S = 0.0005  # Python's switch interval: one loop thread and a thread per session share it
 SHUTDOWN_S = 10.0  # after a signal: how long the sessions get to end
 TOKEN_FILE = "listen.token"  # under the home: the token when --listen-token-file is not given
-
-
-def split_address(listen: str) -> tuple[str, int]:
-    """HOST:PORT ([::1]:PORT for IPv6) -> (host, port); ValueError says what is wrong."""
-    host, sep, port = listen.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8808")
-    return host, int(port)
 
 
 def authorized(header: str, token: bytes) -> bool:
@@ -356,16 +354,14 @@ class _Server(uvicorn.Server):
 def serve(args, command: list[str]) -> int:
     """Listen until SIGTERM or SIGINT; 0, or 2 on a usage error, 125 when it cannot listen."""
     try:
-        host, port = split_address(args.listen)
+        host, port = split_address(args.listen, "127.0.0.1:8808")
     except ValueError as exc:
         say(str(exc))
         return EXIT_USAGE
     loopback = is_loopback(host)
-    if args.no_auth and not loopback:
-        say(
-            f"--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), not {host}: "
-            "give --listen-token-file"
-        )
+    problem = no_auth_problem(host, "--listen-token-file") if args.no_auth else None
+    if problem:
+        say(problem)
         return EXIT_USAGE
     token = file = None
     made = False
@@ -389,8 +385,7 @@ def serve(args, command: list[str]) -> int:
         if problem:
             say(problem)
             return EXIT_USAGE
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family_of(host), socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -400,7 +395,7 @@ def serve(args, command: list[str]) -> int:
         return EXIT_PROXY_FAILED
     sock.listen(BACKLOG)
     bound_port = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    shown = f"[{host}]" if ":" in host else host
     hosts = Hosts(args, command, loopback, token, servers)
     config = uvicorn.Config(
         hosts,

@@ -18,7 +18,7 @@ from stretto.cli.options import (
     say,
 )
 from stretto.home import Paths
-from stretto.listenauth import is_loopback, token_of
+from stretto.listenauth import is_loopback, no_auth_problem, split_address, token_of
 from stretto.model.decide import decider_problem
 
 
@@ -48,7 +48,8 @@ def register(commands: Commands) -> None:
         "--listen",
         default="127.0.0.1:0",
         metavar="ADDR",
-        help="HOST:PORT to listen on (%(default)s: a free port, named on stderr)",
+        help="HOST:PORT to listen on, [::1]:PORT for IPv6 (%(default)s: a free port, named on "
+        "stderr)",
     )
     serve.add_argument(
         "--token-file",
@@ -114,7 +115,6 @@ def _serve(args: argparse.Namespace) -> int:
         Decisions,
         DecisionServer,
         ServeOptions,
-        parse_listen,
     )
     from stretto.oracle.arbiter import load_flow
 
@@ -136,7 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
         say(problem)
         return 2
     try:
-        address = parse_listen(args.listen)
+        address = split_address(args.listen, "127.0.0.1:7600")
     except ValueError as exc:
         say(str(exc))
         return 2
@@ -204,10 +204,7 @@ def listen_problem(host: str, no_auth: bool, allow_remote: bool) -> str | None:
     if is_loopback(host):
         return None
     if no_auth:
-        return (
-            f"--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), not {host}: "
-            "give --token-file"
-        )
+        return no_auth_problem(host, "--token-file")
     if not allow_remote:
         return (
             f"--listen {host}: not a loopback address, so other machines could ask the flow "

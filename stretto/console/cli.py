@@ -27,7 +27,7 @@ from stretto.console.files import private_dir
 from stretto.console.jobs import KINDS
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS
 from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
-from stretto.listenauth import is_loopback
+from stretto.listenauth import family_of, no_auth_problem, split_address
 from stretto.usage import Parser, parse
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
@@ -38,12 +38,15 @@ class UsageError(ValueError):
 
 
 def split_listen(listen: str) -> tuple[str, int]:
-    """`host:port` (or `[v6]:port`) -> (host, port); a one-line error otherwise."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
+    """`host:port` (or `[v6]:port`) -> (host, port), as every stretto server reads --listen
+    (stretto.listenauth); the console needs a port of its own to show in its address."""
+    try:
+        host, port = split_address(listen, DEFAULT_LISTEN)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if port == 0:
+        raise UsageError(f"--listen {listen!r}: expected a port from 1 to 65535")
+    return host, port
 
 
 def url_of(host: str, port: int, token: str | None) -> str:
@@ -158,9 +161,8 @@ def server_for(app, host: str, port: int):
 def bind(host: str, port: int, listen: str) -> socket.socket | str:
     """The listening socket at host:port, or why not in one line (a port in use is said so,
     with another to try)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family)
+        return socket.create_server((host, port), family=family_of(host))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             shown = f"[{host}]" if ":" in host else host
@@ -182,12 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         host, port = split_listen(listen)
         if args.drift_max_calls is not None and args.drift_max_calls < 0:
             raise UsageError(f"--drift-max-calls {args.drift_max_calls}: expected 0 or more")
-        if args.no_auth and (args.token or not is_loopback(host)):
-            raise UsageError(
-                "--no-auth: only on a loopback address (127.0.0.1, ::1, localhost), without --token"
-                if not args.token
-                else "--no-auth and --token: choose one"
-            )
+        if args.no_auth and args.token:
+            raise UsageError("--no-auth and --token: choose one")
+        problem = no_auth_problem(host, "--token") if args.no_auth else None
+        if problem:
+            raise UsageError(problem)
     except UsageError as exc:
         print(f"stretto-console: {exc}", file=sys.stderr)
         return 2

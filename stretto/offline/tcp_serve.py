@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stretto.listenauth import same_token
+from stretto.listenauth import family_of, same_token
 from stretto.logs.sessionlog import LogError
 from stretto.logs.tau2_query import episode_from_messages
 from stretto.model import defaults
@@ -325,6 +325,7 @@ class DecisionServer(socketserver.ThreadingTCPServer):
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
+        self.address_family = family_of(address[0])  # read by the base class as it binds
         super().__init__(address, _Handler)
         self.decisions = decisions
         self.token = token.encode() if token is not None else None
@@ -360,13 +361,5 @@ class DecisionServer(socketserver.ThreadingTCPServer):
 
     @property
     def address(self) -> str:
-        host, port = self.server_address[:2]
-        return f"{host!s}:{port}"
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (PORT 0: any free port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:7600")
-    return host.strip("[]") or "127.0.0.1", int(port)
+        host, port = f"{self.server_address[0]!s}", self.server_address[1]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -65,10 +65,15 @@ def ask(address: tuple[str, int], query, token: str | None = TOKEN) -> dict:
 
 class Serving:
     def __init__(
-        self, flow: Path, options: ServeOptions, token: str | None = TOKEN, **limits
+        self,
+        flow: Path,
+        options: ServeOptions,
+        token: str | None = TOKEN,
+        host: str = "127.0.0.1",
+        **limits,
     ) -> None:
         self.decisions = Decisions(json.loads(flow.read_text()), options)
-        self.server = DecisionServer(("127.0.0.1", 0), self.decisions, token, **limits)
+        self.server = DecisionServer((host, 0), self.decisions, token, **limits)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> tuple[str, int]:
@@ -96,6 +101,16 @@ def test_a_query_gets_the_proxys_decision(arbiter_flow, tmp_path) -> None:
     assert [{k: v for k, v in a.items() if k != "ms"} for a in logged] == [answer, again]
     assert all(a["ms"] >= 0 for a in logged)
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 1
+
+
+def test_it_listens_on_an_ipv6_loopback_address(arbiter_flow, tmp_path) -> None:
+    """`--listen [::1]:PORT` (stretto.listenauth.split_address's host `::1`) binds an IPv6
+    socket, named with brackets as it is given."""
+    serving = Serving(arbiter_flow, ServeOptions(cache=tmp_path / "cache"), host="::1")
+    with serving as address:
+        answer = ask(address, {"task_id": "12", "messages": MESSAGES})
+    assert serving.server.address == f"[::1]:{address[1]}"
+    assert answer["action"] == "lookup" and answer["tool"] == "get_user_details"
 
 
 def test_bad_queries_and_spent_questions(arbiter_flow, tmp_path) -> None:
