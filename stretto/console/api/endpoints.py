@@ -3,13 +3,7 @@ OpenAPI description (stretto.console.api.openapi) are both made from it."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import json
-import sys
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 from starlette.requests import Request
@@ -18,55 +12,15 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from stretto.console import adapter, files
 from stretto.console.api import lifeview, sessionview
 from stretto.console.api.openapi import describe
+from stretto.console.api.request import PAGE_LIMIT, json_body, query_int, query_threshold
 from stretto.console.endpoint import NAME, Endpoint, session_entry
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
 from stretto.console.jobs import KINDS, KINDS_SAID, JobError
-from stretto.console.state import ApiError, Console
+from stretto.console.state import ApiError
 from stretto.console.views import artifactview, flowview
 
-PAGE_LIMIT = 200  # items on one page of a list or a timeline, at most
 RAW_CHUNK = 1 << 16
-
-
-def _int(request: Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ApiError(400, f"{name} {text!r}: expected a whole number") from None
-    if value < low or (high is not None and value > high):
-        top = f" to {high}" if high is not None else " or more"
-        raise ApiError(400, f"{name} {value}: expected {low}{top}")
-    return value
-
-
-def _threshold(
-    request: Request, console: Console, name: str = "threshold", flow: dict | None = None
-) -> float:
-    """The query's threshold; when not given, the flow's own (a calibrated flow's break-even,
-    `serving`), else the settings'."""
-    own = (flow or {}).get("serving")
-    default = own["threshold"] if own else console.settings()["threshold"]
-    try:
-        return flowview.parse_threshold(request.query_params.get(name), default)
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
-
-
-async def _json_body(request: Request) -> dict:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, f"the body is not JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the body must be a JSON object")
-    return body
 
 
 # --- meta -------------------------------------------------------------------------------------
@@ -83,7 +37,7 @@ def meta(request: Request) -> Response:
 def overview(request: Request) -> Response:
     console = _console(request)
     settings = console.settings()
-    threshold = _threshold(request, console)
+    threshold = query_threshold(request, console)
     return JSONResponse(console.overview.figures(threshold, (settings["beta"], settings["delta"])))
 
 
@@ -92,7 +46,7 @@ def get_settings(request: Request) -> Response:
 
 
 async def put_settings(request: Request) -> Response:
-    body = await _json_body(request)
+    body = await json_body(request)
     return JSONResponse(_console(request).save_settings(body))
 
 
@@ -161,8 +115,8 @@ def sessions(request: Request) -> Response:
     wanted = {k: request.query_params.get(k) for k in SESSION_FILTERS}
     wanted = {k: v for k, v in wanted.items() if v}
     needle = (request.query_params.get("q") or "").lower()
-    offset = _int(request, "offset", 0)
-    limit = _int(request, "limit", 50, 1, PAGE_LIMIT)
+    offset = query_int(request, "offset", 0)
+    limit = query_int(request, "limit", 50, 1, PAGE_LIMIT)
     rows = [_session_row(e) for e in console.catalog.sessions()]
     every = rows
     rows = [r for r in rows if all(str(r.get(k)) == v for k, v in wanted.items())]
@@ -200,8 +154,8 @@ def session(request: Request) -> Response:
 def timeline(request: Request) -> Response:
     console = _console(request)
     entry = session_entry(request, readable=True)
-    offset = _int(request, "offset", 0)
-    limit = _int(request, "limit", 100, 1, PAGE_LIMIT)
+    offset = query_int(request, "offset", 0)
+    limit = query_int(request, "limit", 100, 1, PAGE_LIMIT)
     index = console.catalog.index(entry.path)
     items = index.items[offset : offset + limit]
     following = offset + limit if offset + limit < len(index.items) else None
@@ -221,8 +175,8 @@ def raw(request: Request) -> Response:
     """The log as it is on disk, streamed; `from` and `lines` pick lines (1-based)."""
     console = _console(request)
     entry = session_entry(request)
-    start = _int(request, "from", 0)
-    count = _int(request, "lines", 0)
+    start = query_int(request, "from", 0)
+    count = query_int(request, "lines", 0)
     path = entry.path
     if not start and not count:
         return StreamingResponse(_chunks(path, 0, None), media_type="application/x-ndjson")
@@ -283,14 +237,14 @@ def flows(request: Request) -> Response:
 def flow(request: Request) -> Response:
     console = _console(request)
     entry = _flow(request)
-    return JSONResponse(flowview.detail(entry, _threshold(request, console, flow=entry.flow)))
+    return JSONResponse(flowview.detail(entry, query_threshold(request, console, flow=entry.flow)))
 
 
 def flow_replay(request: Request) -> Response:
     console = _console(request)
     entry = _flow(request)
     settings = console.settings()
-    threshold = _threshold(request, console, flow=entry.flow)
+    threshold = query_threshold(request, console, flow=entry.flow)
     figures = console.replays.figures(entry, threshold, (settings["beta"], settings["delta"]))
     return JSONResponse(figures)
 
@@ -307,7 +261,7 @@ def flow_diff(request: Request) -> Response:
     if not old or not new:
         raise ApiError(400, "give both flows: ?from=OLD&to=NEW (their paths in the data directory)")
     return JSONResponse(
-        flowview.diff(_flow(request, old), _flow(request, new), _threshold(request, console))
+        flowview.diff(_flow(request, old), _flow(request, new), query_threshold(request, console))
     )
 
 
@@ -339,7 +293,7 @@ def jobs(request: Request) -> Response:
 
 async def start_job(request: Request) -> Response:
     console = _console(request)
-    body = await _json_body(request)
+    body = await json_body(request)
     kind = body.get("kind")
     if not isinstance(kind, str):
         raise ApiError(422, f"field `kind`: one of {KINDS_SAID}")
@@ -572,36 +526,3 @@ ENDPOINTS = [
     Endpoint("POST", "/api/logout", logout, "Forget the cookie.", errors=(403,)),
     Endpoint("GET", "/api/openapi.json", openapi, "This description."),
 ]
-
-
-def guarded(handler: Callable) -> Callable:
-    """The handler with every error as `{"error": msg}`: ApiError with its status, anything
-    unexpected as 500 (with the traceback on the console's terminal)."""
-
-    def failed(exc: Exception) -> Response:
-        if isinstance(exc, ApiError):
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
-        traceback.print_exc(file=sys.stderr)
-        return JSONResponse(
-            {"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500
-        )
-
-    if asyncio.iscoroutinefunction(handler):
-
-        @functools.wraps(handler)
-        async def run_async(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
-                return failed(exc)
-
-        return run_async
-
-    @functools.wraps(handler)
-    def run(request: Request) -> Response:
-        try:
-            return handler(request)
-        except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
-            return failed(exc)
-
-    return run
