@@ -11,14 +11,23 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 
 from stretto.console import adapter, files
 from stretto.console.api import lifeview, sessionview
+from stretto.console.api.jobs import (
+    cancel_job,
+    job,
+    job_artifact,
+    job_output,
+    job_preview,
+    jobs,
+    start_job,
+)
 from stretto.console.api.openapi import describe
 from stretto.console.api.request import PAGE_LIMIT, json_body, query_int, query_threshold
 from stretto.console.endpoint import NAME, Endpoint, session_entry
 from stretto.console.endpoint import console_of as _console
 from stretto.console.endpoint import flow_entry as _flow
-from stretto.console.jobs import KINDS, KINDS_SAID, JobError
+from stretto.console.jobs import KINDS
 from stretto.console.state import ApiError
-from stretto.console.views import artifactview, flowview
+from stretto.console.views import flowview
 
 RAW_CHUNK = 1 << 16
 
@@ -273,69 +282,6 @@ def delete_flow(request: Request) -> Response:
     return JSONResponse(
         {"ok": True, "trash": str(folder.relative_to(console.data)), "moved": [entry.name]}
     )
-
-
-# --- jobs -------------------------------------------------------------------------------------
-
-
-def _job_call(call):
-    try:
-        return call()
-    except JobError as exc:
-        raise ApiError(exc.status, str(exc)) from None
-
-
-def jobs(request: Request) -> Response:
-    return JSONResponse(
-        {"items": _console(request).jobs.all(), "running": _console(request).jobs.running}
-    )
-
-
-async def start_job(request: Request) -> Response:
-    console = _console(request)
-    body = await json_body(request)
-    kind = body.get("kind")
-    if not isinstance(kind, str):
-        raise ApiError(422, f"field `kind`: one of {KINDS_SAID}")
-    job = _job_call(lambda: console.jobs.start(kind, body.get("params") or {}))
-    return JSONResponse(console.job_links(job), status_code=202)
-
-
-def job(request: Request) -> Response:
-    console = _console(request)
-    found = _job_call(lambda: console.jobs.get(request.path_params["id"]))
-    return JSONResponse(console.job_links(found))
-
-
-def cancel_job(request: Request) -> Response:
-    console = _console(request)
-    return JSONResponse(_job_call(lambda: console.jobs.cancel(request.path_params["id"])))
-
-
-def job_output(request: Request) -> Response:
-    console = _console(request)
-    job_id = request.path_params["id"]
-    _job_call(lambda: console.jobs.get(job_id))
-    return Response(console.jobs.output(job_id), media_type="text/plain; charset=utf-8")
-
-
-def job_artifact(request: Request) -> Response:
-    console = _console(request)
-    path = _job_call(
-        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
-    )
-    return FileResponse(path)
-
-
-def job_preview(request: Request) -> Response:
-    console = _console(request)
-    path = _job_call(
-        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
-    )
-    try:
-        return JSONResponse(artifactview.preview(path))
-    except artifactview.NoPreview as exc:
-        raise ApiError(422, str(exc)) from None
 
 
 # --- events -----------------------------------------------------------------------------------
