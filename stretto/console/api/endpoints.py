@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from stretto.console import adapter, files
 from stretto.console.api import lifeview, sessionview
+from stretto.console.api.flows import delete_flow, flow, flow_diff, flow_raw, flow_replay, flows
 from stretto.console.api.jobs import (
     cancel_job,
     job,
@@ -24,10 +25,8 @@ from stretto.console.api.openapi import describe
 from stretto.console.api.request import PAGE_LIMIT, json_body, query_int, query_threshold
 from stretto.console.endpoint import NAME, Endpoint, session_entry
 from stretto.console.endpoint import console_of as _console
-from stretto.console.endpoint import flow_entry as _flow
 from stretto.console.jobs import KINDS
 from stretto.console.state import ApiError
-from stretto.console.views import flowview
 
 RAW_CHUNK = 1 << 16
 
@@ -233,54 +232,6 @@ def delete_session(request: Request) -> Response:
             "trash": str(folder.relative_to(console.data)),
             "moved": [str(p.relative_to(console.data)) for p in moving],
         }
-    )
-
-
-# --- flows ------------------------------------------------------------------------------------
-
-
-def flows(request: Request) -> Response:
-    return JSONResponse({"items": [flowview.listing(e) for e in _console(request).catalog.flows()]})
-
-
-def flow(request: Request) -> Response:
-    console = _console(request)
-    entry = _flow(request)
-    return JSONResponse(flowview.detail(entry, query_threshold(request, console, flow=entry.flow)))
-
-
-def flow_replay(request: Request) -> Response:
-    console = _console(request)
-    entry = _flow(request)
-    settings = console.settings()
-    threshold = query_threshold(request, console, flow=entry.flow)
-    figures = console.replays.figures(entry, threshold, (settings["beta"], settings["delta"]))
-    return JSONResponse(figures)
-
-
-def flow_raw(request: Request) -> Response:
-    entry = _flow(request, valid=False)
-    return FileResponse(entry.path, media_type="application/json")
-
-
-def flow_diff(request: Request) -> Response:
-    console = _console(request)
-    old = request.query_params.get("from")
-    new = request.query_params.get("to")
-    if not old or not new:
-        raise ApiError(400, "give both flows: ?from=OLD&to=NEW (their paths in the data directory)")
-    return JSONResponse(
-        flowview.diff(_flow(request, old), _flow(request, new), query_threshold(request, console))
-    )
-
-
-def delete_flow(request: Request) -> Response:
-    console = _console(request)
-    entry = _flow(request, valid=False)
-    folder = files.move_to_trash(console.data, [entry.path])
-    console.changed("flows")
-    return JSONResponse(
-        {"ok": True, "trash": str(folder.relative_to(console.data)), "moved": [entry.name]}
     )
 
 
