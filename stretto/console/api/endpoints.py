@@ -1,12 +1,14 @@
-"""The JSON API under /api. Each endpoint is declared once, in ENDPOINTS: the routes and the
-OpenAPI description (stretto.console.api.openapi) are both made from it."""
+"""The JSON API's routes under /api: each endpoint is declared once, in ENDPOINTS, which the
+app makes its routes from (each handler wrapped in stretto.console.api.request.guarded) and the
+OpenAPI description is made from (stretto.console.api.openapi; served by `openapi`, here). The
+handlers live by resource: meta (the console, its settings and events), sessions, flows and
+jobs, with a session's time and tools (sessionview) and a flow's life (lifeview)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from stretto.console import adapter
 from stretto.console.api import lifeview, sessionview
 from stretto.console.api.flows import delete_flow, flow, flow_diff, flow_raw, flow_replay, flows
 from stretto.console.api.jobs import (
@@ -18,8 +20,17 @@ from stretto.console.api.jobs import (
     jobs,
     start_job,
 )
+from stretto.console.api.meta import (
+    events,
+    get_settings,
+    health,
+    logout,
+    meta,
+    overview,
+    put_settings,
+)
 from stretto.console.api.openapi import describe
-from stretto.console.api.request import PAGE_LIMIT, json_body, query_threshold
+from stretto.console.api.request import PAGE_LIMIT
 from stretto.console.api.sessions import (
     SESSION_SORTS,
     delete_session,
@@ -29,56 +40,12 @@ from stretto.console.api.sessions import (
     timeline,
 )
 from stretto.console.endpoint import NAME, Endpoint
-from stretto.console.endpoint import console_of as _console
 from stretto.console.jobs import KINDS
-
-# --- meta -------------------------------------------------------------------------------------
-
-
-def health(request: Request) -> Response:
-    return JSONResponse({"ok": True, "version": adapter.VERSION})
-
-
-def meta(request: Request) -> Response:
-    return JSONResponse(_console(request).meta())
-
-
-def overview(request: Request) -> Response:
-    console = _console(request)
-    settings = console.settings()
-    threshold = query_threshold(request, console)
-    return JSONResponse(console.overview.figures(threshold, (settings["beta"], settings["delta"])))
-
-
-def get_settings(request: Request) -> Response:
-    return JSONResponse(_console(request).settings())
-
-
-async def put_settings(request: Request) -> Response:
-    body = await json_body(request)
-    return JSONResponse(_console(request).save_settings(body))
 
 
 def openapi(request: Request) -> Response:
     return JSONResponse(describe(ENDPOINTS))
 
-
-def logout(request: Request) -> Response:
-    response = JSONResponse({"ok": True})
-    response.delete_cookie("stretto_console", path="/")
-    return response
-
-
-# --- events -----------------------------------------------------------------------------------
-
-
-def events(request: Request) -> Response:
-    stream = _console(request).events.stream()
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
-
-
-# --- the table --------------------------------------------------------------------------------
 
 KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
 JOB = ("id", "path", "the job's id")
