@@ -28,7 +28,8 @@ from starlette.responses import (
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from stretto.console.api.endpoints import ENDPOINTS, guarded
+from stretto.console.api.endpoints import ENDPOINTS
+from stretto.console.api.request import guarded
 from stretto.console.doctor import STATIC, vendor_files
 from stretto.console.state import Console, Options
 

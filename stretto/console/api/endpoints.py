@@ -1,399 +1,51 @@
-"""The JSON API under /api. Each endpoint is declared once, in ENDPOINTS: the routes and the
-OpenAPI description (stretto.console.api.openapi) are both made from it."""
+"""The JSON API's routes under /api: each endpoint is declared once, in ENDPOINTS, which the
+app makes its routes from (each handler wrapped in stretto.console.api.request.guarded) and the
+OpenAPI description is made from (stretto.console.api.openapi; served by `openapi`, here). The
+handlers live by resource: meta (the console, its settings and events), sessions, flows and
+jobs, with a session's time and tools (sessionview) and a flow's life (lifeview)."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import json
-import sys
-import time
-import traceback
-from collections.abc import Callable
-from pathlib import Path
-
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from stretto.console import adapter, files
 from stretto.console.api import lifeview, sessionview
+from stretto.console.api.flows import delete_flow, flow, flow_diff, flow_raw, flow_replay, flows
+from stretto.console.api.jobs import (
+    cancel_job,
+    job,
+    job_artifact,
+    job_output,
+    job_preview,
+    jobs,
+    start_job,
+)
+from stretto.console.api.meta import (
+    events,
+    get_settings,
+    health,
+    logout,
+    meta,
+    overview,
+    put_settings,
+)
 from stretto.console.api.openapi import describe
-from stretto.console.endpoint import NAME, Endpoint, session_entry
-from stretto.console.endpoint import console_of as _console
-from stretto.console.endpoint import flow_entry as _flow
-from stretto.console.jobs import KINDS, KINDS_SAID, JobError
-from stretto.console.state import ApiError, Console
-from stretto.console.views import artifactview, flowview
-
-PAGE_LIMIT = 200  # items on one page of a list or a timeline, at most
-RAW_CHUNK = 1 << 16
-
-
-def _int(request: Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ApiError(400, f"{name} {text!r}: expected a whole number") from None
-    if value < low or (high is not None and value > high):
-        top = f" to {high}" if high is not None else " or more"
-        raise ApiError(400, f"{name} {value}: expected {low}{top}")
-    return value
-
-
-def _threshold(
-    request: Request, console: Console, name: str = "threshold", flow: dict | None = None
-) -> float:
-    """The query's threshold; when not given, the flow's own (a calibrated flow's break-even,
-    `serving`), else the settings'."""
-    own = (flow or {}).get("serving")
-    default = own["threshold"] if own else console.settings()["threshold"]
-    try:
-        return flowview.parse_threshold(request.query_params.get(name), default)
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
-
-
-async def _json_body(request: Request) -> dict:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, f"the body is not JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the body must be a JSON object")
-    return body
-
-
-# --- meta -------------------------------------------------------------------------------------
-
-
-def health(request: Request) -> Response:
-    return JSONResponse({"ok": True, "version": adapter.VERSION})
-
-
-def meta(request: Request) -> Response:
-    return JSONResponse(_console(request).meta())
-
-
-def overview(request: Request) -> Response:
-    console = _console(request)
-    settings = console.settings()
-    threshold = _threshold(request, console)
-    return JSONResponse(console.overview.figures(threshold, (settings["beta"], settings["delta"])))
-
-
-def get_settings(request: Request) -> Response:
-    return JSONResponse(_console(request).settings())
-
-
-async def put_settings(request: Request) -> Response:
-    body = await _json_body(request)
-    return JSONResponse(_console(request).save_settings(body))
+from stretto.console.api.request import PAGE_LIMIT
+from stretto.console.api.sessions import (
+    SESSION_SORTS,
+    delete_session,
+    raw,
+    session,
+    sessions,
+    timeline,
+)
+from stretto.console.endpoint import NAME, Endpoint
+from stretto.console.jobs import KINDS
 
 
 def openapi(request: Request) -> Response:
     return JSONResponse(describe(ENDPOINTS))
 
-
-def logout(request: Request) -> Response:
-    response = JSONResponse({"ok": True})
-    response.delete_cookie("stretto_console", path="/")
-    return response
-
-
-# --- sessions ---------------------------------------------------------------------------------
-
-SESSION_FILTERS = ("domain", "day", "agent_model", "server", "mode")
-# what the sessions' table sorts by: the column's name -> the row's field
-SESSION_SORTS = {
-    "session": "id",
-    "started": "started_unix_ms",
-    "domain": "domain",
-    "agent_model": "agent_model",
-    "server": "server",
-    "mode": "mode",
-    "calls": "calls",
-    "lookups": "lookups",
-    "turns": "turns",
-    "problem": "problem",
-}
-
-
-def _sorted_rows(request: Request, rows: list[dict]) -> list[dict]:
-    """The rows by `sort` (a column) in `order` (asc or desc); rows without the value last.
-    Without `sort`: as they are, newest first."""
-    column = request.query_params.get("sort")
-    if not column:
-        return rows
-    field = SESSION_SORTS.get(column)
-    if field is None:
-        raise ApiError(400, f"sort {column!r}: expected one of {', '.join(SESSION_SORTS)}")
-    order = request.query_params.get("order") or "asc"
-    if order not in ("asc", "desc"):
-        raise ApiError(400, f"order {order!r}: expected asc or desc")
-    present = [r for r in rows if r.get(field) is not None]
-    missing = [r for r in rows if r.get(field) is None]
-    present.sort(key=lambda r: (r[field], r["key"]), reverse=order == "desc")
-    return present + missing
-
-
-def _day(summary: dict) -> str | None:
-    started = summary.get("started_unix_ms")
-    return None if started is None else time.strftime("%Y-%m-%d", time.gmtime(started / 1000))
-
-
-def _session_row(entry) -> dict:
-    return {
-        "key": entry.key,
-        "path": entry.rel,
-        "copies": entry.copies,
-        "day": _day(entry.summary),
-    } | entry.summary
-
-
-def sessions(request: Request) -> Response:
-    console = _console(request)
-    wanted = {k: request.query_params.get(k) for k in SESSION_FILTERS}
-    wanted = {k: v for k, v in wanted.items() if v}
-    needle = (request.query_params.get("q") or "").lower()
-    offset = _int(request, "offset", 0)
-    limit = _int(request, "limit", 50, 1, PAGE_LIMIT)
-    rows = [_session_row(e) for e in console.catalog.sessions()]
-    every = rows
-    rows = [r for r in rows if all(str(r.get(k)) == v for k, v in wanted.items())]
-    if needle:
-        rows = [r for r in rows if needle in _haystack(r)]
-    rows = _sorted_rows(request, rows)
-    facets = {
-        k: sorted({str(r.get(k)) for r in every if r.get(k) is not None}) for k in SESSION_FILTERS
-    }
-    return JSONResponse(
-        {
-            "total": len(rows),
-            "offset": offset,
-            "limit": limit,
-            "items": rows[offset : offset + limit],
-            "facets": facets,
-        }
-    )
-
-
-def _haystack(row: dict) -> str:
-    parts = [row["key"], row["path"], *row["copies"]]
-    parts += [
-        str(row.get(k) or "")
-        for k in ("domain", "agent_model", "server", "mode", "task_id", "problem")
-    ]
-    return " ".join(parts).lower()
-
-
-def session(request: Request) -> Response:
-    entry = session_entry(request)
-    return JSONResponse(_session_row(entry))
-
-
-def timeline(request: Request) -> Response:
-    console = _console(request)
-    entry = session_entry(request, readable=True)
-    offset = _int(request, "offset", 0)
-    limit = _int(request, "limit", 100, 1, PAGE_LIMIT)
-    index = console.catalog.index(entry.path)
-    items = index.items[offset : offset + limit]
-    following = offset + limit if offset + limit < len(index.items) else None
-    return JSONResponse(
-        {
-            "total": len(index.items),
-            "offset": offset,
-            "limit": limit,
-            "next": following,
-            "items": items,
-            "problems": [console.catalog.shown(problem) for problem in index.problems],
-        }
-    )
-
-
-def raw(request: Request) -> Response:
-    """The log as it is on disk, streamed; `from` and `lines` pick lines (1-based)."""
-    console = _console(request)
-    entry = session_entry(request)
-    start = _int(request, "from", 0)
-    count = _int(request, "lines", 0)
-    path = entry.path
-    if not start and not count:
-        return StreamingResponse(_chunks(path, 0, None), media_type="application/x-ndjson")
-    index = console.catalog.index(path) if not entry.summary.get("unreadable") else None
-    if index is None:
-        raise ApiError(422, entry.summary["problem"])
-    start = max(start, 1)
-    if start > len(index.offsets):
-        raise ApiError(404, f"{entry.rel} has {len(index.offsets)} lines; no line {start}")
-    end_line = start + (count or len(index.offsets)) - 1
-    begin = index.offsets[start - 1]
-    end = index.offsets[end_line] if end_line < len(index.offsets) else None
-    return StreamingResponse(_chunks(path, begin, end), media_type="application/x-ndjson")
-
-
-def _chunks(path: Path, begin: int, end: int | None):
-    with path.open("rb") as f:
-        f.seek(begin)
-        left = None if end is None else end - begin
-        while left is None or left > 0:
-            chunk = f.read(RAW_CHUNK if left is None else min(RAW_CHUNK, left))
-            if not chunk:
-                return
-            if left is not None:
-                left -= len(chunk)
-            yield chunk
-
-
-def delete_session(request: Request) -> Response:
-    console = _console(request)
-    entry = session_entry(request)
-    paths = [console.data / entry.rel, *(console.data / c for c in entry.copies)]
-    moving = []
-    for path in paths:
-        moving.append(path)
-        for suffix in adapter.SIDE_FILE_SUFFIXES:
-            beside = path.with_suffix(suffix)
-            if beside.exists():
-                moving.append(beside)
-    folder = files.move_to_trash(console.data, moving)
-    console.changed("sessions")
-    return JSONResponse(
-        {
-            "ok": True,
-            "trash": str(folder.relative_to(console.data)),
-            "moved": [str(p.relative_to(console.data)) for p in moving],
-        }
-    )
-
-
-# --- flows ------------------------------------------------------------------------------------
-
-
-def flows(request: Request) -> Response:
-    return JSONResponse({"items": [flowview.listing(e) for e in _console(request).catalog.flows()]})
-
-
-def flow(request: Request) -> Response:
-    console = _console(request)
-    entry = _flow(request)
-    return JSONResponse(flowview.detail(entry, _threshold(request, console, flow=entry.flow)))
-
-
-def flow_replay(request: Request) -> Response:
-    console = _console(request)
-    entry = _flow(request)
-    settings = console.settings()
-    threshold = _threshold(request, console, flow=entry.flow)
-    figures = console.replays.figures(entry, threshold, (settings["beta"], settings["delta"]))
-    return JSONResponse(figures)
-
-
-def flow_raw(request: Request) -> Response:
-    entry = _flow(request, valid=False)
-    return FileResponse(entry.path, media_type="application/json")
-
-
-def flow_diff(request: Request) -> Response:
-    console = _console(request)
-    old = request.query_params.get("from")
-    new = request.query_params.get("to")
-    if not old or not new:
-        raise ApiError(400, "give both flows: ?from=OLD&to=NEW (their paths in the data directory)")
-    return JSONResponse(
-        flowview.diff(_flow(request, old), _flow(request, new), _threshold(request, console))
-    )
-
-
-def delete_flow(request: Request) -> Response:
-    console = _console(request)
-    entry = _flow(request, valid=False)
-    folder = files.move_to_trash(console.data, [entry.path])
-    console.changed("flows")
-    return JSONResponse(
-        {"ok": True, "trash": str(folder.relative_to(console.data)), "moved": [entry.name]}
-    )
-
-
-# --- jobs -------------------------------------------------------------------------------------
-
-
-def _job_call(call):
-    try:
-        return call()
-    except JobError as exc:
-        raise ApiError(exc.status, str(exc)) from None
-
-
-def jobs(request: Request) -> Response:
-    return JSONResponse(
-        {"items": _console(request).jobs.all(), "running": _console(request).jobs.running}
-    )
-
-
-async def start_job(request: Request) -> Response:
-    console = _console(request)
-    body = await _json_body(request)
-    kind = body.get("kind")
-    if not isinstance(kind, str):
-        raise ApiError(422, f"field `kind`: one of {KINDS_SAID}")
-    job = _job_call(lambda: console.jobs.start(kind, body.get("params") or {}))
-    return JSONResponse(console.job_links(job), status_code=202)
-
-
-def job(request: Request) -> Response:
-    console = _console(request)
-    found = _job_call(lambda: console.jobs.get(request.path_params["id"]))
-    return JSONResponse(console.job_links(found))
-
-
-def cancel_job(request: Request) -> Response:
-    console = _console(request)
-    return JSONResponse(_job_call(lambda: console.jobs.cancel(request.path_params["id"])))
-
-
-def job_output(request: Request) -> Response:
-    console = _console(request)
-    job_id = request.path_params["id"]
-    _job_call(lambda: console.jobs.get(job_id))
-    return Response(console.jobs.output(job_id), media_type="text/plain; charset=utf-8")
-
-
-def job_artifact(request: Request) -> Response:
-    console = _console(request)
-    path = _job_call(
-        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
-    )
-    return FileResponse(path)
-
-
-def job_preview(request: Request) -> Response:
-    console = _console(request)
-    path = _job_call(
-        lambda: console.jobs.artifact(request.path_params["id"], request.path_params["path"])
-    )
-    try:
-        return JSONResponse(artifactview.preview(path))
-    except artifactview.NoPreview as exc:
-        raise ApiError(422, str(exc)) from None
-
-
-# --- events -----------------------------------------------------------------------------------
-
-
-def events(request: Request) -> Response:
-    stream = _console(request).events.stream()
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
-
-
-# --- the table --------------------------------------------------------------------------------
 
 KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
 JOB = ("id", "path", "the job's id")
@@ -572,36 +224,3 @@ ENDPOINTS = [
     Endpoint("POST", "/api/logout", logout, "Forget the cookie.", errors=(403,)),
     Endpoint("GET", "/api/openapi.json", openapi, "This description."),
 ]
-
-
-def guarded(handler: Callable) -> Callable:
-    """The handler with every error as `{"error": msg}`: ApiError with its status, anything
-    unexpected as 500 (with the traceback on the console's terminal)."""
-
-    def failed(exc: Exception) -> Response:
-        if isinstance(exc, ApiError):
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
-        traceback.print_exc(file=sys.stderr)
-        return JSONResponse(
-            {"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500
-        )
-
-    if asyncio.iscoroutinefunction(handler):
-
-        @functools.wraps(handler)
-        async def run_async(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
-                return failed(exc)
-
-        return run_async
-
-    @functools.wraps(handler)
-    def run(request: Request) -> Response:
-        try:
-            return handler(request)
-        except Exception as exc:  # noqa: BLE001 - every error is answered as JSON
-            return failed(exc)
-
-    return run
