@@ -121,15 +121,16 @@ def searches_then_reads(folder: Path, *patterns: str, info: bool = False) -> Age
     return session
 
 
-def parse_python(path: Path) -> ast.Module:
-    """The file's syntax tree, parsed with the garbage collector held: a finalizer that runs
+def parse_python(paths: Iterable[Path]) -> list[tuple[Path, ast.Module]]:
+    """Each file's syntax tree, parsed with the garbage collector held: a finalizer that runs
     Python code while CPython 3.11 builds the tree (an earlier test's leftover Dagster
     connection, closed from another thread) trips its "AST constructor recursion depth
-    mismatch" SystemError (python/cpython#106905)."""
+    mismatch" SystemError (python/cpython#106905). Collected once for the whole batch (once
+    per file cost a minute over the repository)."""
     gc.collect()
     gc.disable()
     try:
-        return ast.parse(path.read_text(), str(path))
+        return [(path, ast.parse(path.read_text(), str(path))) for path in paths]
     finally:
         gc.enable()
 

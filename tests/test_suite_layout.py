@@ -26,8 +26,8 @@ def _imported(tree: ast.AST) -> list[str]:
 
 def test_no_test_module_imports_another() -> None:
     found = []
-    for path in sorted(TESTS.rglob("*.py")):
-        for name in _imported(parse_python(path)):
+    for path, tree in parse_python(sorted(TESTS.rglob("*.py"))):
+        for name in _imported(tree):
             parts = name.split(".")
             if parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:]):
                 found.append(f"{path.relative_to(TESTS.parent)} imports {name}")

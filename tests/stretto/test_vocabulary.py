@@ -54,8 +54,7 @@ def definitions(tree: ast.Module) -> set[str]:
 
 def test_no_product_module_defines_the_vocabulary_again():
     again = {}
-    for path in product_modules():
-        tree = parse_python(path)
+    for path, tree in parse_python(product_modules()):
         copied = definitions(tree) & SHARED
         written = {
             node.value
