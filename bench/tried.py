@@ -207,7 +207,10 @@ NOT_KEPT = [
         "+0.13], telecom the same loss. The map's penalty grid widened below 0.5 "
         "(every airline map took 0.5, the grid's edge): airline detours −0.09 [−0.21, −0.01], "
         "utility +93 [+8, +213]; retail share −0.5 [−1.6, +0.0]; telecom Brier +0.014 [+0.002, "
-        "+0.024] (ECE −0.023), gpt-4.1-mini's Brier and ECE worse",
+        "+0.024] (ECE −0.023), gpt-4.1-mini's Brier and ECE worse. Learning from the failed "
+        "training episodes too (their reward taken as 1; more of the weaker agents' habits): "
+        "airline share −1.9 [−4.5, +0.0], utility −284 [−579, −18], Brier −0.021; retail and "
+        "telecom no decision changed",
         "dropped: the first changed no decision on the test episodes either (no gain); the "
         "others were not taken to them (losses on the training episodes)",
     ),
