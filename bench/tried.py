@@ -204,7 +204,9 @@ NOT_KEPT = [
         "reservation used 6 of 10, after the flow's 0 of 16): airline detours −0.03 [−0.36, "
         "+0.30], telecom utility −1981 [−4415, −707]; an offset per (site, lookup, mention class, "
         "after the flow's own lookup or not) beside the map's own: airline detours −0.10 [−0.32, "
-        "+0.13], telecom the same loss. The map's penalty grid widened below 0.5 "
+        "+0.13], telecom the same loss; that split for the named classes only (`picked`, "
+        "`other`, which telecom's rows never hold): airline detours −0.12 [−0.35, +0.07], share "
+        "±0, retail and telecom no decision changed. The map's penalty grid widened below 0.5 "
         "(every airline map took 0.5, the grid's edge): airline detours −0.09 [−0.21, −0.01], "
         "utility +93 [+8, +213]; retail share −0.5 [−1.6, +0.0]; telecom Brier +0.014 [+0.002, "
         "+0.024] (ECE −0.023), gpt-4.1-mini's Brier and ECE worse. Learning from the failed "
@@ -212,7 +214,8 @@ NOT_KEPT = [
         "airline share −1.9 [−4.5, +0.0], utility −284 [−579, −18], Brier −0.021; retail and "
         "telecom no decision changed",
         "dropped: the first changed no decision on the test episodes either (no gain); the "
-        "others were not taken to them (losses on the training episodes)",
+        "others were not taken to them (no significant gain, or losses, on the training "
+        "episodes)",
     ),
 ]
 
