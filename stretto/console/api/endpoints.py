@@ -47,7 +47,7 @@ def openapi(request: Request) -> Response:
     return JSONResponse(describe(ENDPOINTS))
 
 
-KEY = ("key", "path", "the session: its id (id@hash when two logs share an id)")
+KEY = sessionview.KEY  # a session named in the path, as its page's endpoints name it
 JOB = ("id", "path", "the job's id")
 THRESHOLD = (
     "threshold",
