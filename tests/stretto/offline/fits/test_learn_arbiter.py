@@ -12,7 +12,7 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.model.flow import dumps
-from tests.conftest import REFERENCE_HOME, TAU2
+from tests.conftest import ORCHESTRA_RETAIL, REFERENCE_HOME, TAU2
 from tests.stretto.oracle.apiserver import ApiServer, look_up_first, openai_chat
 
 SHOP = REFERENCE_HOME / "logs/shop"
@@ -186,13 +186,6 @@ def test_over_the_budget_nothing_is_asked(tmp_path, capsys) -> None:
         "openai://demo-model: the " in err
         and "more than --oracle-budget $0.01; nothing asked" in err
     )
-
-
-ORCHESTRA_RETAIL = (
-    TAU2
-    / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-    / "toolorchestra_retail_gpt-5_1trial.json.gz"
-)
 
 
 @pytest.mark.slow  # fits five arbiters

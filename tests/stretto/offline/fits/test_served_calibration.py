@@ -12,8 +12,6 @@ import pytest
 
 from stretto.cli.main import main
 from stretto.logs.merged import read_episodes
-from stretto.logs.tau2 import read_results
-from stretto.logs.tau2_inputs import load_tools
 from stretto.model.binding import OTHER, PICKED, Rules, SessionState, chance, pick
 from stretto.model.calibrate import Calibration
 from stretto.model.decide import Decider
@@ -24,11 +22,9 @@ from stretto.offline.fits.crossfit import task_of
 from stretto.offline.lifecycle.flowdiff import diff
 from stretto.offline.reports.replay import replay
 from stretto.vocabulary import fold_of
-from tests.conftest import REFERENCE_HOME, TAU2
+from tests.conftest import REFERENCE_HOME, TAU2, compile_small_retail, unannotated_retail_logs
 
 SHOP_LOGS = REFERENCE_HOME / "logs/shop"
-RETAIL = TAU2 / "results/leaderboard/toolorchestra_nvidia_2025-12-02"
-RETAIL = RETAIL / "toolorchestra_retail_gpt-5_1trial.json.gz"
 
 
 def table(**extra) -> dict:
@@ -178,16 +174,8 @@ def test_cross_fitted_rows_never_replay_an_episode_with_a_flow_learned_from_it(
 @pytest.mark.slow  # cross-fitted calibration on tau2-bench episodes
 def test_compile_calibrate_writes_the_map(tmp_path: Path, capsys) -> None:
     """compile --calibrate on ten training tasks of a real τ²-bench run."""
-    split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
-    small = tmp_path / "split.json"
-    small.write_text(json.dumps({"train": split["train"][:12], "test": split["test"]}))
     out = tmp_path / "retail.flow.json"
-    status = main(
-        ["compile", "--calibrate", "--domain", "retail", "--results", str(RETAIL)]
-        + ["--split", str(small), "--tools", str(TAU2 / "domains/tau2_tools.json")]
-        + ["--out", str(out), "--home", str(tmp_path / "home"), "--costs", "5824,2467"]
-    )
-    assert status == 0
+    assert compile_small_retail(tmp_path, out) == 0
     flow = load_flow(out)
     fitted = flow["calibration"]["reach"]
     assert fitted["folds"] == 5 and 0 < fitted["used"] < fitted["options"]
@@ -226,20 +214,8 @@ def test_learn_calibrate_learns_the_folds_with_the_manifest(tmp_path: Path, caps
     reads, and each fold's flow must know them too, or its replays make no lookup to score
     and nothing is calibrated."""
     split = json.loads((TAU2 / "domains/retail/split_tasks.json").read_text())
-    tools = load_tools(TAU2 / "domains/tau2_tools.json")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for sim in read_results(RETAIL, tools, "retail").simulations:
-        if sim.task_id not in split["train"][:16] or sim.reward < 1:
-            continue
-        lines = [json.loads(line) for line in sim.text.splitlines()]
-        for line in lines:  # the server's listing without its readOnlyHint annotations
-            for tool in line.get("message", {}).get("result", {}).get("tools", []):
-                tool.pop("annotations", None)
-        (logs / f"{sim.session}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    logs = unannotated_retail_logs(tmp_path, split["train"][:16])
     manifest = tmp_path / "retail.manifest.json"
-    kinds = {t["name"]: t["type"] for t in tools["retail"]}
-    manifest.write_text(json.dumps({"domain": "retail", "tools": kinds}))
     out = tmp_path / "retail.flow.json"
     status = main(
         ["learn", "--habit-only", "--calibrate", "--sessions", str(logs)]
