@@ -2,7 +2,8 @@
 `stretto-proxy --listen`, `stretto-console` and `stretto serve`.
 
 - `split_address(listen, example)`: `--listen HOST:PORT` (`[V6]:PORT` for an IPv6 address)
-  as (host, port); `family_of(host)` the socket family to bind it with.
+  as (host, port); `url_host(host)` writes it back (IPv6 in brackets); `family_of(host)` the
+  socket family to bind it with.
 - `is_loopback(host)`: the only addresses a server may listen on without a token
   (`--no-auth`), and the only ones `stretto serve` takes without `--allow-remote`.
 - `token_of(path, default, option)`: the token a client must send, the one line of a private
@@ -41,6 +42,12 @@ def split_address(listen: str, example: str) -> tuple[str, int]:
             f"--listen {listen!r}: an IPv6 address goes in brackets, e.g. [::1]:{port}"
         )
     return host, int(port)
+
+
+def url_host(host: str) -> str:
+    """`host` as HOST:PORT and URLs write it: an IPv6 address in brackets (split_address's
+    inverse)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def family_of(host: str) -> socket.AddressFamily:

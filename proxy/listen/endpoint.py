@@ -58,6 +58,7 @@ from stretto.listenauth import (
     same_token,
     split_address,
     token_of,
+    url_host,
 )
 
 MAX_SESSIONS = 64
@@ -395,7 +396,7 @@ def serve(args, command: list[str]) -> int:
         return EXIT_PROXY_FAILED
     sock.listen(BACKLOG)
     bound_port = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
+    shown = url_host(host)
     hosts = Hosts(args, command, loopback, token, servers)
     config = uvicorn.Config(
         hosts,

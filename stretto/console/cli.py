@@ -27,7 +27,7 @@ from stretto.console.files import private_dir
 from stretto.console.jobs import KINDS
 from stretto.console.views.driftruns import DRIFT_MAX_CALLS
 from stretto.httpguard import BACKLOG, guarded, limits_for, raise_fd_limit
-from stretto.listenauth import family_of, no_auth_problem, split_address
+from stretto.listenauth import family_of, no_auth_problem, split_address, url_host
 from stretto.usage import Parser, parse
 
 DEFAULT_LISTEN = "127.0.0.1:7878"
@@ -49,10 +49,13 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host, port
 
 
+def reachable(host: str) -> str:
+    """Where this machine reaches a console listening on `host`: loopback for a wildcard."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::") else host
+
+
 def url_of(host: str, port: int, token: str | None) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    if shown in ("0.0.0.0", "[::]"):
-        shown = "127.0.0.1"
+    shown = url_host(reachable(host))
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 
 
@@ -118,9 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def healthcheck(listen: str) -> int:
     host, port = split_listen(listen)
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    shown = f"[{host}]" if ":" in host else host
+    shown = url_host(reachable(host))
     try:
         with urllib.request.urlopen(f"http://{shown}:{port}/api/health", timeout=5) as answer:
             ok = answer.status == 200
@@ -165,7 +166,7 @@ def bind(host: str, port: int, listen: str) -> socket.socket | str:
         return socket.create_server((host, port), family=family_of(host))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            shown = f"[{host}]" if ":" in host else host
+            shown = url_host(host)
             other = port + 1 if port < 65535 else 7879
             return (
                 f"cannot listen on {listen}: the port {port} is in use (another console, or "

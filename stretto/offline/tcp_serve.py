@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stretto.listenauth import family_of, same_token
+from stretto.listenauth import family_of, same_token, url_host
 from stretto.logs.sessionlog import LogError
 from stretto.logs.tau2_query import episode_from_messages
 from stretto.model import defaults
@@ -362,4 +362,4 @@ class DecisionServer(socketserver.ThreadingTCPServer):
     @property
     def address(self) -> str:
         host, port = f"{self.server_address[0]!s}", self.server_address[1]
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return f"{url_host(host)}:{port}"

@@ -16,6 +16,7 @@ from stretto.listenauth import (
     same_token,
     split_address,
     token_of,
+    url_host,
 )
 
 
@@ -57,6 +58,9 @@ def test_a_listen_address_is_host_and_port_ipv6_in_brackets() -> None:
     assert split_address("[::1]:7600", "E") == ("::1", 7600)
     assert split_address("[::]:65535", "E") == ("::", 65535)
     assert (family_of("::1"), family_of("127.0.0.1")) == (socket.AF_INET6, socket.AF_INET)
+    for written in ("127.0.0.1:8808", "[::1]:7600", "localhost:0"):  # written back as given
+        host, port = split_address(written, "E")
+        assert f"{url_host(host)}:{port}" == written
     for bad in ("nowhere", "127.0.0.1", ":8808", "[]:80", "localhost:http", "h:65536", "[::1]"):
         with pytest.raises(ValueError, match="--listen '.*': expected HOST:PORT, e.g. E"):
             split_address(bad, "E")
